@@ -1,0 +1,33 @@
+"""wasm-runner: run untrusted Python safely, in CPython on WASI under wasmtime.
+
+    >>> from wasm_runner import run
+    >>> run("print('hi')").stdout
+    'hi\\n'
+
+The public API is this module's ``__all__``; every other module is internal.
+"""
+
+from .limits import InvalidLimits, Limits
+from .result import RESULT_JSON_SCHEMA, FileOut, Output, Result, Status
+from .runtimes import RuntimeUnavailable, runtime_names
+from .sandbox import Sandbox, Session, SessionEnded, run
+from .wasi import InputSource
+
+__version__ = "0.1.0"
+
+__all__ = [
+    "FileOut",
+    "InputSource",
+    "InvalidLimits",
+    "Limits",
+    "Output",
+    "RESULT_JSON_SCHEMA",
+    "Result",
+    "RuntimeUnavailable",
+    "Sandbox",
+    "Session",
+    "SessionEnded",
+    "Status",
+    "run",
+    "runtime_names",
+]

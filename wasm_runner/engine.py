@@ -1,0 +1,188 @@
+"""Engines, compiled modules (cached on disk), the epoch ticker and each store's deadline check.
+
+One engine per (fuel on/off) setting per process. A compiled module is cached as a ``.cwasm``
+in the private cache folder, keyed by the module's SHA-256, wasmtime's version and the engine
+settings; the first compile takes about a minute and shows progress.
+
+Wall-clock limits: a ticker thread advances every engine's epoch each ``TICK_S``; every store
+asks to be called back at each tick (``watch``), and the callback ends the guest when its
+``GuestIO`` says so (deadline passed, cancelled, output cap reached, ...). This is how host code
+stops a guest without raising through wasmtime.
+"""
+
+from __future__ import annotations
+
+import ctypes
+import hashlib
+import os
+import sys
+import threading
+import time
+from collections.abc import Callable
+from importlib.metadata import version
+from pathlib import Path
+
+import wasmtime as wt
+from wasmtime import _ffi as ffi
+
+from .cache import cache_dir, private_file_ok
+from .runtimes import Runtime
+
+TICK_S = 0.01
+
+_lock = threading.Lock()
+_engines: dict[bool, wt.Engine] = {}
+_modules: dict[tuple[bool, str], wt.Module] = {}
+_compiling: dict[tuple[bool, str], threading.Lock] = {}
+
+
+def _config(fuel: bool) -> wt.Config:
+    cfg = wt.Config()
+    cfg.consume_fuel = fuel
+    cfg.epoch_interruption = True
+    cfg.wasm_exceptions = True
+    cfg.memory_init_cow = True
+    return cfg
+
+
+def _settings(fuel: bool) -> str:
+    return f"fuel={int(fuel)},epoch=1,exceptions=1,cow=1"
+
+
+def get_engine(fuel: bool = True) -> wt.Engine:
+    with _lock:
+        eng = _engines.get(fuel)
+        if eng is None:
+            eng = _engines[fuel] = wt.Engine(_config(fuel))
+        _ensure_ticker()
+        return eng
+
+
+def module_cache_path(rt: Runtime, fuel: bool) -> Path:
+    key = hashlib.sha256(
+        f"{rt.module_sha256}|wasmtime-{version('wasmtime')}|{_settings(fuel)}".encode()
+    ).hexdigest()[:32]
+    return cache_dir() / f"{rt.name}-{key}.cwasm"
+
+
+def get_module(rt: Runtime, fuel: bool = True, progress: Callable[[str], None] | None = None) -> wt.Module:
+    """The compiled module: from this process, else the disk cache, else compiled (and cached)."""
+    engine = get_engine(fuel)
+    key = (fuel, rt.module_sha256)
+    with _lock:
+        mod = _modules.get(key)
+        guard = _compiling.setdefault(key, threading.Lock())
+    if mod is not None:
+        return mod
+    with guard:
+        with _lock:
+            mod = _modules.get(key)
+        if mod is not None:
+            return mod
+        path = module_cache_path(rt, fuel)
+        if private_file_ok(path):
+            try:
+                mod = wt.Module.deserialize_file(engine, str(path))
+            except wt.WasmtimeError:
+                mod = None  # stale or damaged: compile again
+        if mod is None:
+            mod = _compile(engine, rt, path, progress)
+        with _lock:
+            _modules[key] = mod
+        return mod
+
+
+def _compile(engine: wt.Engine, rt: Runtime, path: Path, progress: Callable[[str], None] | None) -> wt.Module:
+    say = progress or _stderr_progress
+    data = rt.module.read_bytes()
+    if hashlib.sha256(data).hexdigest() != rt.module_sha256:
+        raise RuntimeError(f"{rt.module} changed after it was verified; not compiling it")
+    done = threading.Event()
+    start = time.monotonic()
+
+    def report() -> None:
+        while not done.wait(5.0):
+            say(f"compiling the {rt.name} runtime ({len(data) >> 20} MiB of wasm): {time.monotonic() - start:.0f} s ...")
+
+    say(f"compiling the {rt.name} runtime once; it is cached in {path.parent} (about a minute for the default runtime)")
+    t = threading.Thread(target=report, daemon=True)
+    t.start()
+    try:
+        mod = wt.Module(engine, data)
+    finally:
+        done.set()
+    say(f"compiled the {rt.name} runtime in {time.monotonic() - start:.1f} s")
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(mod.serialize())
+    os.replace(tmp, path)
+    return mod
+
+
+def _stderr_progress(msg: str) -> None:
+    print(f"wasm-runner: {msg}", file=sys.stderr, flush=True)
+
+
+# ---- the epoch ticker -------------------------------------------------------------------------
+_ticker: threading.Thread | None = None
+
+
+def _ensure_ticker() -> None:
+    global _ticker
+    if _ticker is None or not _ticker.is_alive():
+        _ticker = threading.Thread(target=_tick, name="wasm-runner-epoch", daemon=True)
+        _ticker.start()
+
+
+def _tick() -> None:
+    while True:
+        time.sleep(TICK_S)
+        with _lock:
+            engines = list(_engines.values())
+        for e in engines:
+            e.increment_epoch()
+
+
+# ---- each store's callback at every tick --------------------------------------------------------
+_CALLBACK = ctypes.CFUNCTYPE(
+    ctypes.c_size_t,
+    ctypes.POINTER(ffi.wasmtime_context_t),
+    ctypes.c_void_p,
+    ctypes.POINTER(ctypes.c_uint64),
+    ctypes.POINTER(ctypes.c_uint8),
+)
+_FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)
+
+_watched: dict[int, Callable[[], str | None]] = {}
+_next_id = [1]
+
+
+@_CALLBACK
+def _on_tick(ctx, data, delta, kind):  # type: ignore[no-untyped-def]
+    check = _watched.get(data or 0)
+    try:
+        reason = check() if check is not None else None
+    except Exception:  # noqa: BLE001
+        reason = "internal"
+    if reason is not None:
+        err = ffi.wasmtime_error_new(ctypes.create_string_buffer(f"wasm-runner stop: {reason}".encode()))
+        return ctypes.cast(err, ctypes.c_void_p).value or 0
+    delta[0] = 1
+    kind[0] = 0  # continue
+    return 0
+
+
+@_FINALIZER
+def _on_drop(data):  # type: ignore[no-untyped-def]
+    _watched.pop(data or 0, None)
+
+
+def watch(store: wt.Store, check: Callable[[], str | None]) -> None:
+    """Call ``check`` on the guest's thread at every tick; a non-None answer ends the guest."""
+    with _lock:
+        ident = _next_id[0]
+        _next_id[0] += 1
+    _watched[ident] = check
+    ffi.wasmtime_store_epoch_deadline_callback(store.ptr(), _on_tick, ident, _on_drop)
+    store.set_epoch_deadline(1)

@@ -1,0 +1,216 @@
+"""The result of one run: the contract every tier and every face shares.
+
+The server tier (wasmtime), the browser tier (Pyodide) and every face (CLI, HTTP, MCP) produce and
+consume these fields. Change them here, and in ``RESULT_JSON_SCHEMA`` below, nowhere else.
+"""
+
+from __future__ import annotations
+
+import base64
+import hashlib
+import json
+from dataclasses import dataclass, field
+from enum import Enum
+from typing import Any
+
+
+class Status(str, Enum):
+    """How a run ended. Every limit that stops a run has a status of its own."""
+
+    OK = "ok"
+    ERROR = "error"  # non-zero exit or uncaught exception
+    CPU_LIMIT = "cpu_limit"
+    TIMEOUT = "timeout"
+    MEMORY_LIMIT = "memory_limit"
+    OUTPUT_LIMIT = "output_limit"
+    DISK_LIMIT = "disk_limit"
+    INVALID_INPUT = "invalid_input"
+    INTERNAL_ERROR = "internal_error"
+    CANCELLED = "cancelled"
+
+    def __str__(self) -> str:
+        return self.value
+
+
+LIMIT_STATUSES = frozenset(
+    {Status.CPU_LIMIT, Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT, Status.DISK_LIMIT}
+)
+
+
+@dataclass(frozen=True)
+class FileOut:
+    """A regular file the run left in a writable grant. ``path`` is the guest path (``/out/x.csv``)."""
+
+    path: str
+    content: bytes
+
+    @property
+    def size(self) -> int:
+        return len(self.content)
+
+    @property
+    def sha256(self) -> str:
+        return hashlib.sha256(self.content).hexdigest()
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "path": self.path,
+            "size": self.size,
+            "sha256": self.sha256,
+            "content_base64": base64.b64encode(self.content).decode("ascii"),
+        }
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> FileOut:
+        return cls(path=d["path"], content=base64.b64decode(d.get("content_base64", "")))
+
+
+@dataclass(frozen=True)
+class Output:
+    """A rich output: a plot, a table, a value shown like a notebook cell.
+
+    ``data`` is text for text mime types and base64 for binary ones (``image/png``).
+    """
+
+    kind: str  # "image", "table", "text"
+    mime: str
+    data: str
+
+    def to_dict(self) -> dict[str, Any]:
+        return {"kind": self.kind, "mime": self.mime, "data": self.data}
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Output:
+        return cls(kind=d["kind"], mime=d["mime"], data=d["data"])
+
+
+@dataclass
+class Result:
+    """What one run produced and how it ended.
+
+    ``message`` is one plain sentence when the run did not end ``ok`` (which limit, its value), and
+    empty otherwise. ``limit`` names the limit that stopped the run (``cpu``, ``wall``, ``memory``,
+    ``output``, ``disk``) or is ``None``.
+    """
+
+    status: Status
+    exit_code: int | None = None
+    stdout: str = ""
+    stderr: str = ""
+    stdout_truncated: bool = False
+    stderr_truncated: bool = False
+    fuel_used: int = 0
+    wall_ms: float = 0.0
+    files: list[FileOut] = field(default_factory=list)
+    outputs: list[Output] = field(default_factory=list)
+    message: str = ""
+    limit: str | None = None
+    runtime: str = ""
+
+    @property
+    def ok(self) -> bool:
+        return self.status is Status.OK
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "status": self.status.value,
+            "exit_code": self.exit_code,
+            "stdout": self.stdout,
+            "stderr": self.stderr,
+            "stdout_truncated": self.stdout_truncated,
+            "stderr_truncated": self.stderr_truncated,
+            "fuel_used": self.fuel_used,
+            "wall_ms": round(self.wall_ms, 3),
+            "files": [f.to_dict() for f in self.files],
+            "outputs": [o.to_dict() for o in self.outputs],
+            "message": self.message,
+            "limit": self.limit,
+            "runtime": self.runtime,
+        }
+
+    def to_json(self, **kwargs: Any) -> str:
+        return json.dumps(self.to_dict(), **kwargs)
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Result:
+        return cls(
+            status=Status(d["status"]),
+            exit_code=d.get("exit_code"),
+            stdout=d.get("stdout", ""),
+            stderr=d.get("stderr", ""),
+            stdout_truncated=bool(d.get("stdout_truncated", False)),
+            stderr_truncated=bool(d.get("stderr_truncated", False)),
+            fuel_used=int(d.get("fuel_used", 0)),
+            wall_ms=float(d.get("wall_ms", 0.0)),
+            files=[FileOut.from_dict(f) for f in d.get("files", [])],
+            outputs=[Output.from_dict(o) for o in d.get("outputs", [])],
+            message=d.get("message", ""),
+            limit=d.get("limit"),
+            runtime=d.get("runtime", ""),
+        )
+
+    @classmethod
+    def invalid(cls, message: str, runtime: str = "") -> Result:
+        """A run refused before it started: bad source, stdin or limits."""
+        return cls(status=Status.INVALID_INPUT, message=message, runtime=runtime)
+
+
+RESULT_JSON_SCHEMA: dict[str, Any] = {
+    "$schema": "https://json-schema.org/draft/2020-12/schema",
+    "title": "wasm-runner result",
+    "type": "object",
+    "required": [
+        "status",
+        "exit_code",
+        "stdout",
+        "stderr",
+        "stdout_truncated",
+        "stderr_truncated",
+        "fuel_used",
+        "wall_ms",
+        "files",
+        "outputs",
+        "message",
+        "limit",
+        "runtime",
+    ],
+    "properties": {
+        "status": {"enum": [s.value for s in Status]},
+        "exit_code": {"type": ["integer", "null"]},
+        "stdout": {"type": "string"},
+        "stderr": {"type": "string"},
+        "stdout_truncated": {"type": "boolean"},
+        "stderr_truncated": {"type": "boolean"},
+        "fuel_used": {"type": "integer", "minimum": 0},
+        "wall_ms": {"type": "number", "minimum": 0},
+        "files": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["path", "size", "sha256"],
+                "properties": {
+                    "path": {"type": "string"},
+                    "size": {"type": "integer"},
+                    "sha256": {"type": "string"},
+                    "content_base64": {"type": "string"},
+                    "url": {"type": "string"},
+                },
+            },
+        },
+        "outputs": {
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["kind", "mime", "data"],
+                "properties": {
+                    "kind": {"enum": ["image", "table", "text"]},
+                    "mime": {"type": "string"},
+                    "data": {"type": "string"},
+                },
+            },
+        },
+        "message": {"type": "string"},
+        "limit": {"enum": [None, "cpu", "wall", "memory", "output", "disk"]},
+        "runtime": {"type": "string"},
+    },
+}

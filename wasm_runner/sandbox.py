@@ -1,0 +1,620 @@
+"""One run, one fresh wasmtime instance: ``Sandbox.run``, ``Sandbox.session`` and ``run``.
+
+A ``Sandbox`` holds what is expensive and shareable (engine, compiled module, linker); every run
+gets a new Store and instance on a thread of its own (32 MiB native stack, so deep C recursion
+becomes a clean trap), a fresh scratch folder, its own fd table and quota, and is destroyed after.
+The guest-side wrapper (``guest/runner.py``) receives the program on the control channel; budgets
+(fuel, deadline) are armed at that hand-over, on the guest's thread.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+from importlib.resources import files as _pkg_files
+from pathlib import Path
+from typing import Any
+
+import wasmtime as wt
+
+from . import engine as _engine
+from .grants import DiskQuota, Grant, collect_files
+from .limits import MAX_SOURCE_BYTES, MAX_STDIN_BYTES, InvalidLimits, Limits
+from .messages import limit_sentence
+from .result import FileOut, Output, Result, Status
+from .runtimes import Runtime, get_runtime, stdlib_dir
+from .wasi import GuestIO, InputSource, current, define_imports
+
+ARGV0 = "/usr/local/bin/python.wasm"
+GUEST_STACK = 32 << 20
+WARMUP_FUEL = 400_000_000_000  # start-up and pre-imports, before any budget is armed
+WARMUP_SECONDS = 120.0
+MAX_FILES_OUT_BYTES = 64 << 20
+MAX_OUTPUTS_BYTES = 16 << 20
+
+_stack_lock = threading.Lock()
+_BOOT = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
+
+OutputCallback = Callable[[str, bytes], None]
+
+
+def _start_thread(target: Callable[[], None], name: str) -> threading.Thread:
+    with _stack_lock:
+        old = threading.stack_size(GUEST_STACK)
+        try:
+            t = threading.Thread(target=target, name=name, daemon=True)
+            t.start()
+        finally:
+            threading.stack_size(old)
+    return t
+
+
+def check_source(code: Any, filename: str | None = None) -> str | None:
+    """Why ``code`` cannot be run (a plain sentence), or None when it can."""
+    if isinstance(code, bytes):
+        try:
+            code = code.decode("utf-8")
+        except UnicodeDecodeError as e:
+            return f"the source is not valid UTF-8 (byte {e.start})"
+    if not isinstance(code, str):
+        return f"the source must be text, not {type(code).__name__}"
+    if "\x00" in code:
+        return "the source contains a NUL byte"
+    try:
+        size = len(code.encode("utf-8"))
+    except UnicodeEncodeError:
+        return "the source contains text that cannot be encoded as UTF-8 (lone surrogates)"
+    if size > MAX_SOURCE_BYTES:
+        return f"the source is {size} bytes; the maximum is {MAX_SOURCE_BYTES} bytes"
+    if filename is not None and ("\x00" in filename or len(filename) > 255):
+        return "the file name is not usable"
+    return None
+
+
+def _stdin_bytes(stdin: bytes | str | None) -> bytes:
+    if stdin is None:
+        return b""
+    if isinstance(stdin, str):
+        try:
+            stdin = stdin.encode("utf-8")
+        except UnicodeEncodeError:
+            raise ValueError("stdin contains text that cannot be encoded as UTF-8") from None
+    if not isinstance(stdin, (bytes, bytearray)):
+        raise ValueError(f"stdin must be bytes or text, not {type(stdin).__name__}")
+    if len(stdin) > MAX_STDIN_BYTES:
+        raise ValueError(f"stdin is {len(stdin)} bytes; the maximum is {MAX_STDIN_BYTES} bytes")
+    return bytes(stdin)
+
+
+def _check_upload_name(name: str) -> str:
+    if not isinstance(name, str) or not name or "\x00" in name or len(name) > 255:
+        raise ValueError(f"bad file name {name!r}")
+    parts = [p for p in name.replace("\\", "/").split("/") if p not in ("", ".")]
+    if not parts or any(p == ".." for p in parts) or name.startswith("/"):
+        raise ValueError(f"file name {name!r} must be a relative path without '..'")
+    return "/".join(parts)
+
+
+def _place_files(root: Path, files: dict[str, bytes]) -> None:
+    for name, data in files.items():
+        rel = _check_upload_name(name)
+        if not isinstance(data, (bytes, bytearray)):
+            raise ValueError(f"file {name!r} content must be bytes")
+        target = root / rel
+        target.parent.mkdir(parents=True, exist_ok=True)
+        fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o644)
+        with os.fdopen(fd, "wb") as f:
+            f.write(data)
+
+
+@dataclass
+class _Workspace:
+    """The host folders of one instance: its run folder (scratch, tmp) and the grants."""
+
+    root: Path
+    grants: list[Grant]
+    quota: DiskQuota
+    out: Grant | None
+    scratch: Grant
+
+    def close(self) -> None:
+        for g in self.grants:
+            g.close()
+        shutil.rmtree(self.root, ignore_errors=True)
+
+
+@dataclass
+class _Outcome:
+    trap: str | None = None
+    out_of_fuel: bool = False
+    stack_overflow: bool = False
+    fuel_used: int = 0
+    memory_bytes: int = 0
+
+
+class _Guest:
+    """One instance on its own thread, from instantiation to its end."""
+
+    def __init__(self, sb: Sandbox, ws: _Workspace, limits: Limits, argv: list[str]):
+        self.sb = sb
+        self.ws = ws
+        self.limits = limits
+        self.io = GuestIO(ws.grants, ws.quota, argv)
+        self.io.stdout.cap = limits.stdout_bytes
+        self.io.stderr.cap = limits.stderr_bytes
+        self.io.deadline = time.monotonic() + WARMUP_SECONDS
+        self.io.on_handover = self._handover
+        self.outcome = _Outcome()
+        self.done = threading.Event()
+        self.handed_over = threading.Event()
+        self.store: wt.Store | None = None
+        self._fuel_at_handover = 0
+        self._budget: dict[str, Any] = {}
+        self.thread = _start_thread(self._main, "wasm-runner-guest")
+
+    # runs on the guest thread, inside fd_read of the control channel
+    def _handover(self, job: dict[str, Any]) -> None:
+        budget = job.get("budget")
+        if budget is None:  # a warm-up job: no user code, keep the warm-up allowance
+            return
+        store = self.store
+        assert store is not None
+        if self.sb.fuel:
+            store.set_fuel(int(budget["fuel"]))
+            self._fuel_at_handover = int(budget["fuel"])
+        self.io.deadline = time.monotonic() + float(budget["wall"])
+        self.handed_over.set()
+
+    def _main(self) -> None:
+        io = self.io
+        current.io = io
+        store = wt.Store(self.sb.engine)
+        self.store = store
+        try:
+            store.set_limits(memory_size=self.limits.memory_bytes)
+            if self.sb.fuel:
+                store.set_fuel(WARMUP_FUEL)
+            _engine.watch(store, io.should_stop)
+            inst = self.sb.pre.instantiate(store)
+            exports = inst.exports(store)
+            mem = exports.get("memory")
+            if isinstance(mem, wt.Memory):
+                io.memory = mem
+            entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
+            assert isinstance(entry, wt.Func)
+            entry(store)
+        except wt.Trap as t:
+            code = t.trap_code
+            self.outcome.trap = t.message.splitlines()[0] if t.message else "trap"
+            self.outcome.out_of_fuel = code == wt.TrapCode.OUT_OF_FUEL
+            self.outcome.stack_overflow = code == wt.TrapCode.STACK_OVERFLOW
+        except wt.WasmtimeError as e:
+            self.outcome.trap = str(e).splitlines()[0] if str(e) else "error"
+        except BaseException as e:  # noqa: BLE001 - another thread's exception surfacing here
+            self.outcome.trap = f"{type(e).__name__}"
+        finally:
+            try:
+                if self.sb.fuel and self._fuel_at_handover:
+                    self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
+                if io.memory is not None:
+                    self.outcome.memory_bytes = io.memory.data_len(store)
+            except wt.WasmtimeError:
+                pass
+            io.memory = None
+            current.io = None
+            store.close()
+            self.store = None
+            io.close()
+            self.done.set()
+
+    def cancel(self) -> None:
+        self.io.stop("cancelled")
+        self.io.end_jobs()
+
+
+class Sandbox:
+    """A reusable runner: engine, compiled module and linker for one runtime. Thread-safe.
+
+    >>> sb = Sandbox()
+    >>> sb.run("print('hi')").stdout
+    'hi\\n'
+    """
+
+    def __init__(
+        self,
+        runtime: str | None = None,
+        *,
+        fuel: bool = True,
+        progress: Callable[[str], None] | None = None,
+    ) -> None:
+        self.runtime: Runtime = get_runtime(runtime)
+        self.fuel = fuel
+        self.engine = _engine.get_engine(fuel)
+        self.module = _engine.get_module(self.runtime, fuel, progress)
+        linker = wt.Linker(self.engine)
+        define_imports(linker, self.module)
+        self.pre = linker.instantiate_pre(self.module)
+        self._stdlib = stdlib_dir(self.runtime)
+        self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-"))
+        os.chmod(self._base, 0o700)
+
+    @property
+    def name(self) -> str:
+        return self.runtime.name
+
+    def fuel_for(self, cpu_seconds: float) -> int:
+        return max(1, int(cpu_seconds * self.runtime.fuel_per_cpu_second))
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def _workspace(
+        self,
+        limits: Limits,
+        data_dir: str | os.PathLike[str] | None,
+        out_dir: str | os.PathLike[str] | None,
+        files: dict[str, bytes] | None,
+        collect_out: bool,
+    ) -> _Workspace:
+        root = Path(tempfile.mkdtemp(prefix="run-", dir=self._base))
+        try:
+            (root / "scratch").mkdir(mode=0o700)
+            (root / "tmp").mkdir(mode=0o700)
+            if files:
+                _place_files(root / "scratch", files)
+            grants: list[Grant] = []
+            if self._stdlib is not None:
+                grants.append(Grant("/usr/local/lib", str(self._stdlib), writable=False))
+            scratch = Grant("/scratch", str(root / "scratch"), writable=True)
+            grants += [scratch, Grant("/tmp", str(root / "tmp"), writable=True)]
+            if data_dir is not None:
+                if not Path(data_dir).is_dir():
+                    raise ValueError(f"data_dir {str(data_dir)!r} is not a directory")
+                grants.append(Grant("/data", str(data_dir), writable=False))
+            out: Grant | None = None
+            if out_dir is None and collect_out:
+                (root / "out").mkdir(mode=0o700)
+                out_dir = root / "out"
+            if out_dir is not None:
+                if not Path(out_dir).is_dir():
+                    raise ValueError(f"out_dir {str(out_dir)!r} is not a directory")
+                out = Grant("/out", str(out_dir), writable=True)
+                grants.append(out)
+            quota = DiskQuota(limits.disk_bytes, int(limits.max_files))
+            for g in grants:
+                g.open()
+                if g.writable:
+                    quota.count_existing(g)
+            return _Workspace(root, grants, quota, out, scratch)
+        except BaseException:
+            shutil.rmtree(root, ignore_errors=True)
+            raise
+
+    def _argv(self) -> list[str]:
+        return [ARGV0, "-c", _BOOT]
+
+    def _job(self, code: str, limits: Limits, filename: str | None, *, once: bool,
+             session: bool, display: bool) -> dict[str, Any]:
+        return {
+            "code": code,
+            "filename": filename or "<string>",
+            "cwd": "/scratch",
+            "once": once,
+            "session": session,
+            "display": display,
+            "budget": {"fuel": self.fuel_for(limits.cpu_seconds), "wall": limits.wall_seconds},
+        }
+
+    # ---- one run ------------------------------------------------------------------------------
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: bytes | str | None = None,
+        limits: Limits | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+        files: dict[str, bytes] | None = None,
+        collect_out: bool = False,
+        filename: str | None = None,
+        display: bool = False,
+        on_output: OutputCallback | None = None,
+        input_source: InputSource | None = None,
+        cancel: threading.Event | None = None,
+    ) -> Result:
+        """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
+
+        ``files`` are placed in ``/scratch`` first. With ``collect_out`` and no ``out_dir``, a fresh
+        ``/out`` is granted and what the program leaves there comes back in ``Result.files``.
+        ``display`` captures matplotlib figures and the last expression's value in ``outputs``.
+        """
+        t0 = time.perf_counter()
+        rt = self.runtime.name
+        problem = check_source(code, filename)
+        if problem:
+            return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
+        if isinstance(code, bytes):
+            code = code.decode("utf-8")
+        try:
+            limits = (limits or Limits()).validate()
+            data = _stdin_bytes(stdin)
+        except (InvalidLimits, ValueError) as e:
+            return Result.invalid(str(e)[0].upper() + str(e)[1:] + ".", rt)
+        try:
+            ws = self._workspace(limits, data_dir, out_dir, files, collect_out)
+        except (ValueError, OSError) as e:
+            return Result.invalid(f"Cannot prepare the run: {e}.", rt)
+        guest = None
+        try:
+            guest = _Guest(self, ws, limits, self._argv())
+            io = guest.io
+            io.stdin = data
+            io.input_source = input_source
+            io.stdout.on_chunk = on_output
+            io.stderr.on_chunk = on_output
+            io.cancel = cancel
+            io.submit(self._job(code, limits, filename, once=True, session=False, display=display))
+            io.end_jobs()
+            _wait(guest, limits, cancel)
+            result = self._result(guest, limits, t0)
+            if ws.out is not None:
+                result.files = [FileOut(p, c) for p, c in collect_files(ws.out, MAX_FILES_OUT_BYTES)]
+            return result
+        finally:
+            if guest is not None and not guest.done.is_set():
+                guest.cancel()
+                guest.done.wait(5.0)
+            ws.close()
+
+    def _result(self, guest: _Guest, limits: Limits, t0: float) -> Result:
+        io, oc = guest.io, guest.outcome
+        report = io.reports[-1] if io.reports else None
+        res = Result(
+            status=Status.OK,
+            stdout=io.stdout.text(),
+            stderr=io.stderr.text(),
+            stdout_truncated=io.stdout.truncated,
+            stderr_truncated=io.stderr.truncated,
+            fuel_used=oc.fuel_used,
+            wall_ms=(time.perf_counter() - t0) * 1000,
+            runtime=self.runtime.name,
+        )
+        if report is not None:
+            res.outputs = _outputs(report.get("outputs"))
+        reason = io.stop_reason
+        exit_code = io.exit_code if reason == "exit" else None
+        if reason == "exit" and exit_code is None and report is not None:
+            exit_code = report.get("exit")
+        if reason == "internal":
+            res.status, res.limit = Status.INTERNAL_ERROR, None
+            res.message = f"wasm-runner failed inside a host call ({io.internal_error}); the run was stopped."
+        elif reason == "cancelled":
+            res.status = Status.CANCELLED
+        elif reason == "timeout":
+            res.status, res.limit = Status.TIMEOUT, "wall"
+        elif reason == "output":
+            res.status, res.limit = Status.OUTPUT_LIMIT, "output"
+        elif oc.out_of_fuel:
+            res.status, res.limit = Status.CPU_LIMIT, "cpu"
+        elif exit_code is not None:
+            res.exit_code = exit_code
+            mem_err = bool(report and report.get("memory_error"))
+            if exit_code == 0:
+                res.status = Status.OK
+            elif mem_err:
+                res.status, res.limit = Status.MEMORY_LIMIT, "memory"
+            elif io.quota.refused:
+                res.status, res.limit = Status.DISK_LIMIT, "disk"
+            else:
+                res.status = Status.ERROR
+        elif oc.trap is not None:
+            near_cap = oc.memory_bytes >= limits.memory_bytes * 0.9
+            if near_cap and not oc.stack_overflow:
+                res.status, res.limit = Status.MEMORY_LIMIT, "memory"
+            else:
+                res.status = Status.ERROR
+                res.exit_code = None
+                what = "its stack overflowed (recursion too deep)" if oc.stack_overflow else oc.trap
+                res.message = f"The program crashed the interpreter: {what}."
+        else:
+            res.status = Status.INTERNAL_ERROR
+            res.message = "The guest ended without reporting how."
+        if not res.message and res.status is not Status.OK:
+            if res.status is Status.ERROR and res.exit_code is not None:
+                res.message = f"The program exited with status {res.exit_code}."
+            else:
+                stream = "stderr" if io.stderr.truncated and not io.stdout.truncated else "stdout"
+                res.message = limit_sentence(res.status, limits, stream)
+        return res
+
+    # ---- sessions ------------------------------------------------------------------------------
+    def session(
+        self,
+        *,
+        limits: Limits | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> Session:
+        """A long-lived instance that keeps variables and files across ``Session.run`` calls."""
+        return Session(self, (limits or Limits()).validate(), data_dir, out_dir, files)
+
+    def close(self) -> None:
+        shutil.rmtree(self._base, ignore_errors=True)
+
+
+def _wait(guest: _Guest, limits: Limits, cancel: threading.Event | None) -> None:
+    """Wait for the guest; the epoch callback enforces the deadline, this is a last resort."""
+    hard_stop = time.monotonic() + WARMUP_SECONDS + limits.wall_seconds + 5.0
+    while not guest.done.wait(0.05):
+        if cancel is not None and cancel.is_set():
+            guest.io.stop("cancelled")
+        if time.monotonic() > hard_stop:
+            guest.io.stop("timeout")
+            guest.done.wait(2.0)
+            return
+
+
+def _outputs(raw: Any) -> list[Output]:
+    out: list[Output] = []
+    total = 0
+    if not isinstance(raw, list):
+        return out
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        kind, mime, data = item.get("kind"), item.get("mime"), item.get("data")
+        if kind not in ("image", "table", "text") or not isinstance(mime, str) or not isinstance(data, str):
+            continue
+        total += len(data)
+        if total > MAX_OUTPUTS_BYTES:
+            break
+        out.append(Output(kind, mime, data))
+    return out
+
+
+class SessionEnded(RuntimeError):
+    """The session's instance is gone (closed, or ended by a limit)."""
+
+
+class Session:
+    """One long-lived instance: each ``run`` is a cell with its own CPU and wall limits.
+
+    A cell that hits its CPU or wall limit, the output cap or crashes the interpreter ends the
+    instance (``alive`` becomes False): its state cannot be trusted after a forced stop. A cell
+    that raises an exception or calls ``sys.exit`` keeps the session alive.
+    """
+
+    def __init__(self, sb: Sandbox, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
+        self.sb = sb
+        self.limits = limits
+        self._ws = sb._workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
+        self._guest = _Guest(sb, self._ws, limits, sb._argv())
+        self._lock = threading.Lock()
+        self._closed = False
+        self.created = time.monotonic()
+        self.last_used = self.created
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._guest.done.is_set()
+
+    def upload(self, name: str, data: bytes) -> str:
+        """Place a file in the session's ``/scratch``; returns its guest path."""
+        rel = _check_upload_name(name)
+        if not self.alive:
+            raise SessionEnded("the session has ended")
+        if len(data) > self._ws.quota.room():
+            raise ValueError(f"{name!r} ({len(data)} bytes) does not fit in the session's disk quota")
+        with self._lock:
+            target = Path(self._ws.scratch.host_path) / rel
+            target.parent.mkdir(parents=True, exist_ok=True)
+            fd = os.open(target, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o644)
+            with os.fdopen(fd, "wb") as f:
+                f.write(data)
+            self._ws.quota.used_bytes += len(data)
+            self._ws.quota.used_files += 1
+        return f"/scratch/{rel}"
+
+    def run(
+        self,
+        code: str,
+        *,
+        limits: Limits | None = None,
+        stdin: bytes | str | None = None,
+        on_output: OutputCallback | None = None,
+        input_source: InputSource | None = None,
+        cancel: threading.Event | None = None,
+        display: bool = True,
+    ) -> Result:
+        t0 = time.perf_counter()
+        rt = self.sb.runtime.name
+        problem = check_source(code)
+        if problem:
+            return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
+        try:
+            cell = self.limits.tightened(limits) if limits is not None else self.limits
+            data = _stdin_bytes(stdin)
+        except (InvalidLimits, ValueError) as e:
+            return Result.invalid(str(e)[0].upper() + str(e)[1:] + ".", rt)
+        with self._lock:
+            if not self.alive:
+                raise SessionEnded("the session has ended")
+            g = self._guest
+            io = g.io
+            io.reports.clear()
+            io.stdout.reset(cell.stdout_bytes, on_output)
+            io.stderr.reset(cell.stderr_bytes, on_output)
+            io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
+            io.quota.refused = False
+            io.submit(self.sb._job(code, cell, None, once=False, session=True, display=display))
+            # wait for the cell's report (the wrapper flips to the control channel) or the end
+            hard_stop = time.monotonic() + WARMUP_SECONDS + cell.wall_seconds + 5.0
+            while not g.done.wait(0.01):
+                if io.reports and io.control:
+                    break
+                if cancel is not None and cancel.is_set():
+                    io.stop("cancelled")
+                if time.monotonic() > hard_stop:
+                    io.stop("timeout")
+            if g.done.is_set():
+                res = self.sb._result(g, cell, t0)
+            else:
+                report = io.reports[-1]
+                io.exit_code = report.get("exit")
+                saved = io.stop_reason
+                io.stop_reason = "exit"
+                res = self.sb._result(g, cell, t0)
+                io.stop_reason = saved
+                io.exit_code = None
+                if self.sb.fuel and g.store is None:
+                    pass
+            self.last_used = time.monotonic()
+            if self._ws.out is not None:
+                res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]
+            return res
+
+    def close(self) -> None:
+        """End the instance and remove its folders."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._guest.cancel()
+            self._guest.done.wait(5.0)
+            self._ws.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+
+_default_sandboxes: dict[str, Sandbox] = {}
+_default_lock = threading.Lock()
+
+
+def default_sandbox(runtime: str | None = None) -> Sandbox:
+    name = runtime or "default"
+    with _default_lock:
+        sb = _default_sandboxes.get(name)
+        if sb is None:
+            sb = _default_sandboxes[name] = Sandbox(name)
+        return sb
+
+
+def run(
+    code: str,
+    *,
+    stdin: bytes | str | None = None,
+    limits: Limits | None = None,
+    data_dir: str | os.PathLike[str] | None = None,
+    out_dir: str | os.PathLike[str] | None = None,
+    runtime: str | None = None,
+) -> Result:
+    """Run ``code`` once in a fresh sandbox of ``runtime`` (``default`` or ``small``)."""
+    return default_sandbox(runtime).run(code, stdin=stdin, limits=limits, data_dir=data_dir, out_dir=out_dir)
