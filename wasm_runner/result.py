@@ -120,7 +120,7 @@ class Result:
             "stdout_truncated": self.stdout_truncated,
             "stderr_truncated": self.stderr_truncated,
             "fuel_used": self.fuel_used,
-            "wall_ms": round(self.wall_ms, 3),
+            "wall_ms": self.wall_ms,
             "files": [f.to_dict() for f in self.files],
             "outputs": [o.to_dict() for o in self.outputs],
             "message": self.message,

@@ -379,7 +379,7 @@ class Sandbox:
             stdout_truncated=io.stdout.truncated,
             stderr_truncated=io.stderr.truncated,
             fuel_used=oc.fuel_used,
-            wall_ms=(time.perf_counter() - t0) * 1000,
+            wall_ms=round((time.perf_counter() - t0) * 1000, 3),
             runtime=self.runtime.name,
         )
         if report is not None:

@@ -1,0 +1,152 @@
+"""The ``wasm-runner`` command.
+
+``run`` behaves like ``python FILE``: output passes through, the exit status is the guest's, and a
+limit that stopped the run is explained on stderr in one line (``--json`` prints the result object
+instead). Other subcommands live with their concern and are dispatched by name (``SUBCOMMANDS``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import sys
+from collections.abc import Sequence
+
+from .limits import MAX_SOURCE_BYTES, InvalidLimits, Limits
+from .result import Result, Status
+
+# name -> (module with `main(argv) -> int`, one-line help)
+SUBCOMMANDS: dict[str, tuple[str, str]] = {
+    "serve": ("wasm_runner.http.cli", "serve the playground and the HTTP API (uvicorn)"),
+    "compare": ("wasm_runner.compare.cli", "run the hostile corpus against every isolation tier"),
+    "mcp": ("wasm_runner.mcp.cli", "serve the chat tools over MCP (stdio)"),
+    "tools-schema": ("wasm_runner.tool_schema", "print OpenAI-style tool schemas for the HTTP API"),
+    "wheelhouse": ("wasm_runner.wheelhouse", "build the browser tier's local wheelhouse"),
+    "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
+}
+
+_EXIT_FOR_STATUS = {
+    Status.CPU_LIMIT: 124, Status.TIMEOUT: 124, Status.MEMORY_LIMIT: 137, Status.OUTPUT_LIMIT: 125,
+    Status.DISK_LIMIT: 125, Status.INVALID_INPUT: 2, Status.INTERNAL_ERROR: 70, Status.CANCELLED: 130,
+}
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wasm-runner",
+        description="Run untrusted Python in a fresh wasmtime sandbox.",
+        epilog="More: " + "; ".join(f"{k}: {h}" for k, (_, h) in SUBCOMMANDS.items()),
+    )
+    sub = p.add_subparsers(dest="cmd", required=True)
+    r = sub.add_parser("run", help="run a file or -c CODE in a fresh sandbox")
+    src = r.add_mutually_exclusive_group(required=True)
+    src.add_argument("file", nargs="?", help="the Python file to run ('-' reads it from stdin)")
+    src.add_argument("-c", dest="code", help="program passed in as a string")
+    d = Limits()
+    r.add_argument("--stdin", metavar="FILE", help="file whose content is the program's stdin")
+    r.add_argument("--cpu", type=float, default=d.cpu_seconds, metavar="SECONDS", help=f"CPU limit (default {d.cpu_seconds})")
+    r.add_argument("--timeout", type=float, default=d.wall_seconds, metavar="SECONDS", help=f"wall-clock limit (default {d.wall_seconds})")
+    r.add_argument("--memory", type=int, default=d.memory_mb, metavar="MB", help=f"memory cap (default {d.memory_mb})")
+    r.add_argument("--output-limit", type=int, default=d.stdout_bytes, metavar="BYTES", help=f"cap on stdout and on stderr (default {d.stdout_bytes})")
+    r.add_argument("--disk-limit", type=float, default=d.disk_mb, metavar="MB", help=f"scratch + /out quota (default {d.disk_mb})")
+    r.add_argument("--max-files", type=int, default=d.max_files, metavar="N", help=f"file-count quota (default {d.max_files})")
+    r.add_argument("--data", metavar="DIR", help="host folder shown read-only at /data")
+    r.add_argument("--out", metavar="DIR", help="host folder shown writable at /out")
+    r.add_argument("--runtime", default=None, help="default (CPython 3.15 + numpy, pandas, matplotlib) or small (CPython 3.12)")
+    r.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (no CPU limit; the wall limit still holds)")
+    r.add_argument("--json", action="store_true", help="print the result object as one JSON document")
+    w = sub.add_parser("warm", help="verify and compile the runtimes ahead of time")
+    w.add_argument("--runtime", action="append", help="runtime(s) to warm (default: all)")
+    for name, (_, help_text) in SUBCOMMANDS.items():
+        sub.add_parser(name, help=help_text, add_help=False)
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    args_list = list(sys.argv[1:] if argv is None else argv)
+    if args_list and args_list[0] in SUBCOMMANDS:
+        module = importlib.import_module(SUBCOMMANDS[args_list[0]][0])
+        return int(module.main(args_list[1:]) or 0)
+    args = _parser().parse_args(args_list)
+    if args.cmd == "warm":
+        return _warm(args.runtime)
+    return _run(args)
+
+
+def _warm(names: list[str] | None) -> int:
+    from .runtimes import RuntimeUnavailable, runtime_names
+    from .sandbox import Sandbox
+
+    status = 0
+    for name in names or runtime_names():
+        for fuel in (True, False):
+            try:
+                sb = Sandbox(name, fuel=fuel)
+                res = sb.run("print('ok')")
+                sb.close()
+                print(f"{name} (fuel {'on' if fuel else 'off'}): {res.status.value}, {res.wall_ms:.1f} ms for print('ok')")
+                if not res.ok:
+                    status = 1
+            except RuntimeUnavailable as e:
+                print(f"{name}: unavailable: {e}", file=sys.stderr)
+                status = 1
+    return status
+
+
+def _read_source(args: argparse.Namespace) -> tuple[str | bytes, str]:
+    if args.code is not None:
+        return args.code, "<string>"
+    if args.file == "-":
+        return sys.stdin.buffer.read(MAX_SOURCE_BYTES + 1), "<stdin>"
+    with open(args.file, "rb") as f:
+        return f.read(MAX_SOURCE_BYTES + 1), args.file.rsplit("/", 1)[-1]
+
+
+def _run(args: argparse.Namespace) -> int:
+    from .sandbox import Sandbox
+
+    try:
+        code, filename = _read_source(args)
+        stdin = open(args.stdin, "rb").read() if args.stdin else None
+    except OSError as e:
+        print(f"wasm-runner: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
+        return 2
+    try:
+        limits = Limits(
+            cpu_seconds=args.cpu, wall_seconds=args.timeout, memory_mb=args.memory,
+            stdout_bytes=args.output_limit, stderr_bytes=args.output_limit,
+            disk_mb=args.disk_limit, max_files=args.max_files,
+        ).validate()
+    except InvalidLimits as e:
+        return _finish(Result.invalid(f"Invalid limit: {e}."), args.json)
+    stream = None if args.json else _passthrough
+    sb = Sandbox(args.runtime, fuel=not args.no_fuel)
+    try:
+        result = sb.run(
+            code,  # type: ignore[arg-type]
+            stdin=stdin, limits=limits, data_dir=args.data, out_dir=args.out,
+            filename=filename, on_output=stream,
+        )
+    finally:
+        sb.close()
+    return _finish(result, args.json)
+
+
+def _passthrough(stream: str, chunk: bytes) -> None:
+    out = sys.stdout.buffer if stream == "stdout" else sys.stderr.buffer
+    out.write(chunk)
+    out.flush()
+
+
+def _finish(result: Result, as_json: bool) -> int:
+    if as_json:
+        print(result.to_json(indent=2))
+        return 0 if result.ok else (result.exit_code or _EXIT_FOR_STATUS.get(result.status, 1))
+    if result.status in _EXIT_FOR_STATUS:
+        print(f"wasm-runner: {result.status.value}: {result.message}", file=sys.stderr)
+        return _EXIT_FOR_STATUS[result.status]
+    return result.exit_code or 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
