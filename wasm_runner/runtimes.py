@@ -9,9 +9,12 @@ package publishes before first use in a process.
 from __future__ import annotations
 
 import hashlib
+import io
 import os
 import shutil
+import tempfile
 import threading
+import zipfile
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -175,3 +178,44 @@ def stdlib_dir(rt: Runtime) -> Path | None:
         os.replace(tmp, target)
     verify_file(target, rt.stdlib_sha256)
     return d
+
+
+# Inner archives of the stdlib zip that packages read as folders (matplotlib's data). Each is
+# extracted once from the verified zip and shown read-only at its guest path inside the zip.
+_INNER_ARCHIVES = {"matplotlib/mpl-data.zip": "matplotlib/mpl-data"}
+
+
+def data_dirs(rt: Runtime) -> list[tuple[str, Path]]:
+    """(guest path, private host folder) for every inner archive the runtime's packages need."""
+    if rt.stdlib_zip is None or rt.stdlib_name is None or rt.stdlib_sha256 is None:
+        return []
+    out = []
+    zip_path = stdlib_dir(rt) / rt.stdlib_name  # type: ignore[operator]
+    for inner, folder in _INNER_ARCHIVES.items():
+        target = cache_dir() / f"inner-{rt.stdlib_sha256[:16]}-{folder.replace('/', '-')}"
+        if not (target / ".complete").is_file():
+            with zipfile.ZipFile(zip_path) as outer:
+                try:
+                    data = outer.read(inner)
+                except KeyError:
+                    continue
+            tmp = Path(tempfile.mkdtemp(prefix=".inner-", dir=cache_dir()))
+            with zipfile.ZipFile(io.BytesIO(data)) as z:
+                for info in z.infolist():
+                    name = info.filename
+                    parts = [p for p in name.split("/") if p]
+                    if name.startswith("/") or ".." in parts or not parts:
+                        continue
+                    dest = tmp.joinpath(*parts)
+                    if info.is_dir():
+                        dest.mkdir(parents=True, exist_ok=True)
+                        continue
+                    dest.parent.mkdir(parents=True, exist_ok=True)
+                    dest.write_bytes(z.read(info))
+            (tmp / ".complete").write_text("ok")
+            if target.exists():
+                shutil.rmtree(tmp, ignore_errors=True)
+            else:
+                os.replace(tmp, target)
+        out.append((f"/usr/local/lib/{rt.stdlib_name}/{folder}", target))
+    return out

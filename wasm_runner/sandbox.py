@@ -23,11 +23,12 @@ from typing import Any
 import wasmtime as wt
 
 from . import engine as _engine
+from . import pool as _pool
 from .grants import DiskQuota, Grant, collect_files
 from .limits import MAX_SOURCE_BYTES, MAX_STDIN_BYTES, InvalidLimits, Limits
 from .messages import limit_sentence
 from .result import FileOut, Output, Result, Status
-from .runtimes import Runtime, get_runtime, stdlib_dir
+from .runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
 from .wasi import GuestIO, InputSource, current, define_imports
 
 ARGV0 = "/usr/local/bin/python.wasm"
@@ -52,6 +53,32 @@ def _start_thread(target: Callable[[], None], name: str) -> threading.Thread:
         finally:
             threading.stack_size(old)
     return t
+
+
+def _lower_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except OSError:
+        pass
+
+
+def _restore_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 0)
+    except OSError:
+        pass  # without CAP_SYS_NICE a pooled run keeps the lower priority
+
+
+def _work_root() -> str | None:
+    """Where run folders go: ``$WASM_RUNNER_WORKDIR``, else /dev/shm (memory: fast to make and
+    remove, and bounded by each run's quota), else the system's temporary folder."""
+    env = os.environ.get("WASM_RUNNER_WORKDIR")
+    if env:
+        return env
+    shm = "/dev/shm"
+    if os.path.isdir(shm) and os.access(shm, os.W_OK | os.X_OK):
+        return shm
+    return None
 
 
 def check_source(code: Any, filename: str | None = None) -> str | None:
@@ -121,8 +148,12 @@ class _Workspace:
     quota: DiskQuota
     out: Grant | None
     scratch: Grant
+    data: Grant | None = None
+    extra: list[Grant] = field(default_factory=list)
 
     def close(self) -> None:
+        for g in self.extra:
+            g.close()
         for g in self.grants:
             g.close()
         shutil.rmtree(self.root, ignore_errors=True)
@@ -140,8 +171,9 @@ class _Outcome:
 class _Guest:
     """One instance on its own thread, from instantiation to its end."""
 
-    def __init__(self, sb: Sandbox, ws: _Workspace, limits: Limits, argv: list[str]):
+    def __init__(self, sb: Sandbox, ws: _Workspace, limits: Limits, argv: list[str], nice: bool = False):
         self.sb = sb
+        self.nice = nice
         self.ws = ws
         self.limits = limits
         self.io = GuestIO(ws.grants, ws.quota, argv)
@@ -162,8 +194,14 @@ class _Guest:
         budget = job.get("budget")
         if budget is None:  # a warm-up job: no user code, keep the warm-up allowance
             return
+        if self.nice:  # a warm slot's run starts now: count it, at normal priority
+            self.nice = False
+            _pool.run_started()
+            _restore_priority()
         store = self.store
         assert store is not None
+        if "memory" in budget:
+            store.set_limits(memory_size=int(budget["memory"]))
         if self.sb.fuel:
             store.set_fuel(int(budget["fuel"]))
             self._fuel_at_handover = int(budget["fuel"])
@@ -173,6 +211,7 @@ class _Guest:
     def _main(self) -> None:
         io = self.io
         current.io = io
+        _pool.run_started() if not self.nice else _lower_priority()
         store = wt.Store(self.sb.engine)
         self.store = store
         try:
@@ -210,6 +249,8 @@ class _Guest:
             store.close()
             self.store = None
             io.close()
+            if not self.nice:
+                _pool.run_ended()
             self.done.set()
 
     def cancel(self) -> None:
@@ -240,8 +281,10 @@ class Sandbox:
         define_imports(linker, self.module)
         self.pre = linker.instantiate_pre(self.module)
         self._stdlib = stdlib_dir(self.runtime)
-        self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-"))
+        self._inner = data_dirs(self.runtime)
+        self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-", dir=_work_root()))
         os.chmod(self._base, 0o700)
+        self.pools: dict[str, Any] = {}
 
     @property
     def name(self) -> str:
@@ -258,22 +301,30 @@ class Sandbox:
         out_dir: str | os.PathLike[str] | None,
         files: dict[str, bytes] | None,
         collect_out: bool,
+        placeholders: bool = False,
     ) -> _Workspace:
         root = Path(tempfile.mkdtemp(prefix="run-", dir=self._base))
         try:
             (root / "scratch").mkdir(mode=0o700)
             (root / "tmp").mkdir(mode=0o700)
+            if placeholders:  # a warm slot: /data and /out exist, bound at hand-over
+                (root / "data").mkdir(mode=0o700)
+                data_dir, collect_out = root / "data", True
             if files:
                 _place_files(root / "scratch", files)
             grants: list[Grant] = []
             if self._stdlib is not None:
                 grants.append(Grant("/usr/local/lib", str(self._stdlib), writable=False))
+            for guest_path, host in self._inner:
+                grants.append(Grant(guest_path, str(host), writable=False))
             scratch = Grant("/scratch", str(root / "scratch"), writable=True)
             grants += [scratch, Grant("/tmp", str(root / "tmp"), writable=True)]
+            data: Grant | None = None
             if data_dir is not None:
                 if not Path(data_dir).is_dir():
                     raise ValueError(f"data_dir {str(data_dir)!r} is not a directory")
-                grants.append(Grant("/data", str(data_dir), writable=False))
+                data = Grant("/data", str(data_dir), writable=False)
+                grants.append(data)
             out: Grant | None = None
             if out_dir is None and collect_out:
                 (root / "out").mkdir(mode=0o700)
@@ -288,7 +339,7 @@ class Sandbox:
                 g.open()
                 if g.writable:
                     quota.count_existing(g)
-            return _Workspace(root, grants, quota, out, scratch)
+            return _Workspace(root, grants, quota, out, scratch, data)
         except BaseException:
             shutil.rmtree(root, ignore_errors=True)
             raise
@@ -305,7 +356,8 @@ class Sandbox:
             "once": once,
             "session": session,
             "display": display,
-            "budget": {"fuel": self.fuel_for(limits.cpu_seconds), "wall": limits.wall_seconds},
+            "budget": {"fuel": self.fuel_for(limits.cpu_seconds), "wall": limits.wall_seconds,
+                       "memory": limits.memory_bytes},
         }
 
     # ---- one run ------------------------------------------------------------------------------
@@ -324,12 +376,15 @@ class Sandbox:
         on_output: OutputCallback | None = None,
         input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
+        pool: str | None = None,
     ) -> Result:
         """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
 
         ``files`` are placed in ``/scratch`` first. With ``collect_out`` and no ``out_dir``, a fresh
         ``/out`` is granted and what the program leaves there comes back in ``Result.files``.
         ``display`` captures matplotlib figures and the last expression's value in ``outputs``.
+        ``pool`` names a warm pool (``add_pool``): a pre-warmed, never-used instance is taken from it
+        when one is ready, else the run starts a fresh instance as usual.
         """
         t0 = time.perf_counter()
         rt = self.runtime.name
@@ -343,13 +398,23 @@ class Sandbox:
             data = _stdin_bytes(stdin)
         except (InvalidLimits, ValueError) as e:
             return Result.invalid(str(e)[0].upper() + str(e)[1:] + ".", rt)
+        if pool is not None and pool not in self.pools:
+            return Result.invalid(f"Unknown pool {pool!r}; this sandbox has: {', '.join(self.pools) or 'none'}.", rt)
+        guest = self.pools[pool].take() if pool is not None else None
         try:
-            ws = self._workspace(limits, data_dir, out_dir, files, collect_out)
+            if guest is not None:
+                ws = guest.ws
+                _bind_pooled(guest, limits, data_dir, out_dir, files, collect_out)
+            else:
+                ws = self._workspace(limits, data_dir, out_dir, files, collect_out)
         except (ValueError, OSError) as e:
+            if guest is not None:
+                guest.cancel()
+                guest.ws.close()
             return Result.invalid(f"Cannot prepare the run: {e}.", rt)
-        guest = None
         try:
-            guest = _Guest(self, ws, limits, self._argv())
+            if guest is None:
+                guest = _Guest(self, ws, limits, self._argv())
             io = guest.io
             io.stdin = data
             io.input_source = input_source
@@ -368,6 +433,18 @@ class Sandbox:
                 guest.cancel()
                 guest.done.wait(5.0)
             ws.close()
+
+    def add_pool(self, name: str, *, size: int = 2, preload: tuple[str, ...] = (),
+                 memory_mb: int = 1024) -> Any:
+        """Keep ``size`` instances warm (``preload`` imported), refilled in the background."""
+        from .pool import WarmPool
+
+        if name in self.pools:
+            raise ValueError(f"pool {name!r} exists")
+        p = WarmPool(self, name, size=size, preload=preload, memory_mb=memory_mb)
+        self.pools[name] = p
+        p.start()
+        return p
 
     def _result(self, guest: _Guest, limits: Limits, t0: float) -> Result:
         io, oc = guest.io, guest.outcome
@@ -443,7 +520,47 @@ class Sandbox:
         return Session(self, (limits or Limits()).validate(), data_dir, out_dir, files)
 
     def close(self) -> None:
+        for p in list(self.pools.values()):
+            p.close()
+        self.pools.clear()
         shutil.rmtree(self._base, ignore_errors=True)
+
+
+def _bind_pooled(guest: _Guest, limits: Limits, data_dir: Any, out_dir: Any,
+                 files: dict[str, bytes] | None, collect_out: bool) -> None:
+    """Give a warm slot this run's grants, quota and caps before the program is handed over."""
+    ws, io = guest.ws, guest.io
+    io.reports.clear()
+    if files:
+        _place_files(Path(ws.scratch.host_path), files)
+    if data_dir is not None:
+        if not Path(data_dir).is_dir():
+            raise ValueError(f"data_dir {str(data_dir)!r} is not a directory")
+        g = Grant("/data", str(data_dir), writable=False)
+        g.open()
+        ws.extra.append(g)
+        io.rebind("/data", g)
+    else:
+        io.rebind("/data", None)
+    if out_dir is not None:
+        if not Path(out_dir).is_dir():
+            raise ValueError(f"out_dir {str(out_dir)!r} is not a directory")
+        g = Grant("/out", str(out_dir), writable=True)
+        g.open()
+        ws.extra.append(g)
+        io.rebind("/out", g)
+        ws.out = g
+    elif not collect_out:
+        io.rebind("/out", None)
+        ws.out = None
+    quota = DiskQuota(limits.disk_bytes, int(limits.max_files))
+    for f in io.fds.values():
+        if f.preopen is not None and f.grant is not None and f.grant.writable:
+            quota.count_existing(f.grant)
+    io.quota = quota
+    ws.quota = quota
+    io.stdout.cap, io.stderr.cap = limits.stdout_bytes, limits.stderr_bytes
+    guest.limits = limits
 
 
 def _wait(guest: _Guest, limits: Limits, cancel: threading.Event | None) -> None:

@@ -151,6 +151,7 @@ class GuestIO:
         self.exit_code: int | None = None
         self.closed_for_jobs = False
         self.internal_error: str | None = None
+        self.idle = False
 
     # ---- the run's end -------------------------------------------------------------------
     def stop(self, reason: str) -> None:
@@ -165,6 +166,21 @@ class GuestIO:
         elif time.monotonic() >= self.deadline:
             self.stop("timeout")
         return self.stop_reason
+
+    def rebind(self, guest_path: str, grant: Grant | None) -> None:
+        """Point the preopen at ``guest_path`` to another host folder, or hide it (``None``).
+
+        Used by warm pools before a run is handed over: the guest's libc only knows the fd
+        number, and every path is resolved through the grant at call time.
+        """
+        for fd, f in list(self.fds.items()):
+            if f.preopen == guest_path:
+                if f.host_fd >= 0:
+                    os.close(f.host_fd)
+                if grant is None:
+                    f.host_fd, f.grant, f.kind = -1, None, "hidden"
+                else:
+                    f.host_fd, f.grant, f.kind = os.dup(grant.root_fd), grant, "dir"
 
     def close(self) -> None:
         for f in self.fds.values():
@@ -189,11 +205,25 @@ class GuestIO:
 
     def _next_frame(self) -> bytes | None:
         with self.jobs_cv:
+            self.idle = True
+            self.jobs_cv.notify_all()
             while not self.jobs and not self.closed_for_jobs:
                 self.jobs_cv.wait(0.5)
+            self.idle = False
             if not self.jobs:
                 return None
             return self.jobs.pop(0)
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the guest asks for its next job (it finished the previous one)."""
+        end = time.monotonic() + timeout
+        with self.jobs_cv:
+            while not (self.idle and not self.jobs):
+                left = end - time.monotonic()
+                if left <= 0 or self.stop_reason is not None:
+                    return False
+                self.jobs_cv.wait(min(left, 0.1))
+            return True
 
 
 # ---------------------------------------------------------------------------------------------
@@ -278,6 +308,8 @@ def _filestat(st: os.stat_result) -> bytes:
 
 def _fd(io: GuestIO, fd: int, *kinds: str) -> _Fd:
     f = io.fds.get(fd)
+    if f is not None and f.kind == "hidden":
+        raise GuestPathError(ENOENT, "not granted to this run")
     if f is None or (kinds and f.kind not in kinds):
         raise GuestPathError(EBADF, "bad fd")
     return f

@@ -7,11 +7,8 @@
 # run atexit handlers, clear the program's globals and collect garbage (so unclosed files are
 # flushed), flush stdout/stderr, report, then end with os._exit(code): a fresh run skips CPython's
 # slow interpreter shutdown. The exit code follows CPython on Linux: sys.exit(2**100) gives 255.
-import sys, os
-
-
 def _wr_main():
-    import json, struct, types, io as _iomod, base64, gc
+    import sys, os, json, struct, gc
 
     def read_frame():
         buf = b""
@@ -67,6 +64,7 @@ def _wr_main():
         if plt_mod is None:
             return
         try:
+            import io as _iomod, base64
             for num in plt_mod.get_fignums():
                 fig = plt_mod.figure(num)
                 buf = _iomod.BytesIO()
@@ -94,7 +92,6 @@ def _wr_main():
             outputs.append({"kind": "text", "mime": "text/plain", "data": text})
 
     def run_job(job, ns):
-        import ast
         outputs = []
         code = job["code"]
         filename = job.get("filename") or "<string>"
@@ -105,17 +102,22 @@ def _wr_main():
             linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
         except Exception:
             pass
+        tail = None
         try:
-            tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST)
-            last = None
-            if job.get("display") and tree.body and isinstance(tree.body[-1], ast.Expr):
-                last = ast.Expression(tree.body.pop().value)
-            body = compile(tree, filename, "exec")
-            tail = compile(last, filename, "eval") if last is not None else None
+            if job.get("display"):
+                import ast
+                tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST)
+                last = None
+                if tree.body and isinstance(tree.body[-1], ast.Expr):
+                    last = ast.Expression(tree.body.pop().value)
+                body = compile(tree, filename, "exec")
+                tail = compile(last, filename, "eval") if last is not None else None
+            else:
+                body = compile(code, filename, "exec")
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
             print_exception(e, 99)
             flush()
-            return 1, outputs, False
+            return 1, outputs, isinstance(e, MemoryError)
         try:
             exec(body, ns)
             if tail is not None:
@@ -157,6 +159,7 @@ def _wr_main():
             except Exception:
                 pass
         if job.get("kind") == "warm":
+            os.write(0, b'{"warm": true}')  # back to the control channel for the real job
             continue
         os.chdir(job.get("cwd", "/scratch"))
         if job.get("session"):

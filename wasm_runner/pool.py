@@ -1,0 +1,133 @@
+"""Warm pools: instances started and pre-warmed ahead of time, each used for exactly one run.
+
+A slot is a guest that has started, imported its profile's modules (say numpy and pandas) and
+is blocked on the control channel waiting for a program. ``take`` hands one over; budgets (fuel,
+deadline, memory cap) are armed at the hand-over, on the guest's own thread, so warm-up never
+counts against a run. A taken slot is never returned: after its run it is destroyed and a
+background thread warms a replacement, one at a time and only while fewer runs are active than
+there are cores, so refilling never starves running jobs. ``take`` never waits: an empty pool
+answers None and the caller starts a fresh instance.
+
+Isolation: every slot starts from the same pristine snapshot, runs the same warm-up code and no
+user code before its hand-over, so no run sees anything another run wrote, defined or imported.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from typing import TYPE_CHECKING
+
+from .limits import Limits
+
+if TYPE_CHECKING:
+    from .sandbox import Sandbox, _Guest
+
+WARM_TIMEOUT_S = 120.0
+
+
+class WarmPool:
+    def __init__(self, sb: Sandbox, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int):
+        if not 0 <= size <= 64:
+            raise ValueError("pool size must be between 0 and 64")
+        self.sb = sb
+        self.name = name
+        self.size = size
+        self.preload = tuple(preload)
+        self.limits = Limits(memory_mb=memory_mb).validate()
+        self._ready: list[_Guest] = []
+        self._lock = threading.Lock()
+        self._wake = threading.Event()
+        self._closed = False
+        self._thread: threading.Thread | None = None
+        self.taken = 0
+        self.misses = 0
+        self.warmed = 0
+        self.failed = 0
+
+    def start(self) -> None:
+        self._thread = threading.Thread(target=self._refill, name=f"wasm-runner-pool-{self.name}", daemon=True)
+        self._thread.start()
+
+    @property
+    def ready(self) -> int:
+        with self._lock:
+            return len(self._ready)
+
+    def take(self) -> _Guest | None:
+        """A warm, never-used slot, or None at once when none is ready."""
+        with self._lock:
+            while self._ready:
+                g = self._ready.pop(0)
+                if not g.done.is_set():
+                    self.taken += 1
+                    self._wake.set()
+                    return g
+            self.misses += 1
+        self._wake.set()
+        return None
+
+    def wait_ready(self, count: int | None = None, timeout: float = WARM_TIMEOUT_S) -> bool:
+        """Block until ``count`` slots (default: the pool's size) are warm; for tests and bench."""
+        want = self.size if count is None else count
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            if self.ready >= want:
+                return True
+            time.sleep(0.02)
+        return False
+
+    def _refill(self) -> None:
+        from .sandbox import _Guest
+
+        while not self._closed:
+            if self.ready >= self.size or _busy():
+                self._wake.wait(0.2)
+                self._wake.clear()
+                continue
+            ws = self.sb._workspace(self.limits, None, None, None, False, placeholders=True)
+            g = _Guest(self.sb, ws, self.limits, self.sb._argv(), nice=True)
+            g.io.submit({"kind": "warm", "preload": list(self.preload)})
+            if g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed:
+                self.warmed += 1
+                with self._lock:
+                    self._ready.append(g)
+            else:
+                self.failed += 1
+                g.cancel()
+                g.done.wait(5.0)
+                ws.close()
+                time.sleep(0.5)
+
+    def close(self) -> None:
+        self._closed = True
+        self._wake.set()
+        if self._thread is not None:
+            self._thread.join(10.0)
+        with self._lock:
+            slots, self._ready = self._ready, []
+        for g in slots:
+            g.cancel()
+            g.done.wait(5.0)
+            g.ws.close()
+
+
+_active = [0]
+_active_lock = threading.Lock()
+
+
+def run_started() -> None:
+    with _active_lock:
+        _active[0] += 1
+
+
+def run_ended() -> None:
+    with _active_lock:
+        _active[0] -= 1
+
+
+def _busy() -> bool:
+    """True while at least as many runs are active as there are cores: refills wait."""
+    with _active_lock:
+        return _active[0] >= (os.cpu_count() or 1)
