@@ -134,10 +134,10 @@ def _small() -> Runtime:
     )
 
 
-# Fuel per CPU-second, measured with `wasm-runner bench --calibrate` on a 2-core x86-64 machine
+# Fuel per CPU-second, measured with `wasm-runner bench --calibrate` (host-side thread CPU time) on a 2-core x86-64 machine
 # (a pure-Python loop; fuel counts wasm operators, so the ratio holds across similar machines).
-DEFAULT_FUEL_PER_SECOND = 6_000_000_000
-SMALL_FUEL_PER_SECOND = 2_000_000_000
+DEFAULT_FUEL_PER_SECOND = 8_500_000_000
+SMALL_FUEL_PER_SECOND = 6_300_000_000
 
 _KNOWN = {"default": _default, "small": _small}
 

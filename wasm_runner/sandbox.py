@@ -166,6 +166,7 @@ class _Outcome:
     stack_overflow: bool = False
     fuel_used: int = 0
     memory_bytes: int = 0
+    cpu_s: float = 0.0  # the guest thread's CPU time from hand-over to the end
 
 
 class _Guest:
@@ -206,6 +207,7 @@ class _Guest:
             store.set_fuel(int(budget["fuel"]))
             self._fuel_at_handover = int(budget["fuel"])
         self.io.deadline = time.monotonic() + float(budget["wall"])
+        self._cpu_at_handover = time.thread_time()
         self.handed_over.set()
 
     def _main(self) -> None:
@@ -237,6 +239,8 @@ class _Guest:
         except BaseException as e:  # noqa: BLE001 - another thread's exception surfacing here
             self.outcome.trap = f"{type(e).__name__}"
         finally:
+            if self.handed_over.is_set():
+                self.outcome.cpu_s = time.thread_time() - self._cpu_at_handover
             try:
                 if self.sb.fuel and self._fuel_at_handover:
                     self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())

@@ -1,0 +1,229 @@
+"""``wasm-runner bench``: the server tier's speed, side by side with native Python, in one run.
+
+Every figure is measured in the run that prints it; ratios are against the native baseline
+(``python -I -S`` subprocesses) measured in the same run. Nothing here is a test.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import resource
+import statistics
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Sequence
+from typing import Any
+
+from .limits import Limits
+from .sandbox import Sandbox
+
+HELLO = "print('hi')"
+DATAFRAME = (
+    "import numpy as np, pandas as pd\n"
+    "df = pd.DataFrame({'g': np.arange(100) % 5, 'v': np.arange(100.0)})\n"
+    "print(df.groupby('g')['v'].mean().sum())"
+)
+FIB = "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(25)"
+NBODY = """
+import math
+def nbody(steps):
+    bodies = [[0.0, 0.0, 0.0, 0.0, 0.0, 0.0, 39.47], [4.84, -1.16, -0.10, 0.60, 2.81, -0.02, 0.037],
+              [8.34, 4.12, -0.40, -1.01, 1.82, 0.008, 0.011], [12.89, -15.11, -0.22, 1.08, 0.86, -0.01, 0.0017],
+              [15.37, -25.91, 0.17, 0.97, 0.59, -0.03, 0.002]]
+    dt = 0.01
+    for _ in range(steps):
+        for i, a in enumerate(bodies):
+            for b in bodies[i + 1:]:
+                dx, dy, dz = a[0] - b[0], a[1] - b[1], a[2] - b[2]
+                d2 = dx * dx + dy * dy + dz * dz
+                mag = dt / (d2 * math.sqrt(d2))
+                a[3] -= dx * b[6] * mag; a[4] -= dy * b[6] * mag; a[5] -= dz * b[6] * mag
+                b[3] += dx * a[6] * mag; b[4] += dy * a[6] * mag; b[5] += dz * a[6] * mag
+        for p in bodies:
+            p[0] += dt * p[3]; p[1] += dt * p[4]; p[2] += dt * p[5]
+nbody(20000)
+"""
+TIMED = "import time as _t\n_s = _t.perf_counter()\n{body}\nprint(round((_t.perf_counter() - _s) * 1000, 3))"
+LIMITS = Limits(cpu_seconds=120, wall_seconds=300, memory_mb=1024)
+
+
+def _pcts(xs: list[float]) -> tuple[float, float]:
+    xs = sorted(xs)
+    return statistics.median(xs), xs[min(len(xs) - 1, int(len(xs) * 0.9))]
+
+
+def _time(fn: Callable[[], Any], n: int, warmup: int = 3) -> list[float]:
+    for _ in range(warmup):
+        fn()
+    out = []
+    for _ in range(n):
+        t = time.perf_counter()
+        fn()
+        out.append((time.perf_counter() - t) * 1000)
+    return out
+
+
+def _native(code: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env={}, check=True)
+
+
+def _inner_ms(out: str) -> float:
+    return float(out.strip().splitlines()[-1])
+
+
+def _throughput(sb: Sandbox, seconds: float, threads: int) -> float:
+    stop = time.monotonic() + seconds
+    counts = [0] * threads
+
+    def worker(i: int) -> None:
+        while time.monotonic() < stop:
+            sb.run(HELLO)
+            counts[i] += 1
+
+    ts = [threading.Thread(target=worker, args=(i,)) for i in range(threads)]
+    t0 = time.monotonic()
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    return sum(counts) / (time.monotonic() - t0)
+
+
+def _rss_kib() -> int:
+    with open("/proc/self/status") as f:
+        for line in f:
+            if line.startswith("VmRSS:"):
+                return int(line.split()[1])
+    return 0
+
+
+def calibrate(sb: Sandbox) -> float:
+    """Fuel per CPU-second of this runtime: a guest loop's fuel over its thread's CPU time,
+    both measured by the host (the guest's own clocks are not trusted for this)."""
+    from .sandbox import _Guest
+
+    code = "x = 0\nfor i in range(3_000_000): x += i % 7"
+    rates = []
+    seen: list[float] = []
+    real_main = _Guest._main
+
+    def spy(self: _Guest) -> None:
+        real_main(self)
+        seen.append(self.outcome.cpu_s)
+
+    _Guest._main = spy  # type: ignore[method-assign]
+    try:
+        for _ in range(3):
+            r = sb.run(code, limits=LIMITS)
+            rates.append(r.fuel_used / seen[-1])
+    finally:
+        _Guest._main = real_main  # type: ignore[method-assign]
+    return statistics.median(rates)
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    p = argparse.ArgumentParser(prog="wasm-runner bench", description=__doc__)
+    p.add_argument("-n", type=int, default=40, help="samples per latency figure (default 40)")
+    p.add_argument("--seconds", type=float, default=5.0, help="duration of the throughput run")
+    p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
+    p.add_argument("--quick", action="store_true", help="fewer samples, skip the small runtime")
+    p.add_argument("--calibrate", action="store_true", help="only measure fuel per CPU-second")
+    args = p.parse_args(list(argv or []))
+    n = 10 if args.quick else args.n
+    rows: list[tuple[str, float, float, str]] = []
+    fig: dict[str, Any] = {"cpus": os.cpu_count(), "python": sys.version.split()[0]}
+
+    sb = Sandbox("default")
+    if args.calibrate:
+        print(f"default: {calibrate(sb):.3g} fuel per CPU-second (shipped: {sb.runtime.fuel_per_cpu_second:.3g})")
+        small = Sandbox("small")
+        print(f"small:   {calibrate(small):.3g} fuel per CPU-second (shipped: {small.runtime.fuel_per_cpu_second:.3g})")
+        return 0
+
+    native = _pcts(_time(lambda: _native(HELLO), n))
+    rows.append(("native python -I -S subprocess, print('hi')", *native, "1.00x (baseline)"))
+
+    def add(label: str, ms: list[float], base: float = native[0]) -> tuple[float, float]:
+        p50, p90 = _pcts(ms)
+        rows.append((label, p50, p90, f"{p50 / base:.2f}x"))
+        return p50, p90
+
+    fresh = add("wasm fresh instance, print('hi'), fuel on", _time(lambda: sb.run(HELLO), n))
+    nofuel = Sandbox("default", fuel=False)
+    fresh_off = add("wasm fresh instance, print('hi'), fuel off", _time(lambda: nofuel.run(HELLO), n))
+    fig["fresh_hello_p50_ms"], fig["fresh_hello_nofuel_p50_ms"] = fresh[0], fresh_off[0]
+
+    rss0 = _rss_kib()
+    pool = sb.add_pool("bench", size=4, preload=("numpy", "pandas"))
+    pool.wait_ready()
+    per_slot_mib = (_rss_kib() - rss0) / 4 / 1024
+    fig["idle_slot_rss_mib"] = per_slot_mib
+
+    def pooled(code: str) -> list[float]:
+        """Latency of runs that get a warm slot: the wait for a refill is not timed."""
+        out = []
+        for _ in range(n):
+            pool.wait_ready(1, timeout=300)
+            t = time.perf_counter()
+            r = sb.run(code, pool="bench", limits=LIMITS)
+            out.append((time.perf_counter() - t) * 1000)
+            assert r.ok, r.stderr
+        return out
+
+    pooled_hello = add("wasm pooled instance (numpy+pandas warm), print('hi')", pooled(HELLO))
+    pooled_df = add("wasm pooled instance, numpy+pandas DataFrame groupby", pooled(DATAFRAME))
+    fresh_df = add("wasm fresh instance, numpy+pandas DataFrame groupby", _time(lambda: sb.run(DATAFRAME, limits=LIMITS), max(3, n // 8), warmup=1))
+    native_df = _pcts(_time(lambda: _native(DATAFRAME), max(3, n // 8), warmup=1)) if _has_pandas() else None
+    if native_df:
+        rows.append(("native subprocess, numpy+pandas DataFrame groupby", *native_df, f"{native_df[0] / native[0]:.2f}x"))
+    fig.update(pooled_hello_p50_ms=pooled_hello[0], pooled_df_p50_ms=pooled_df[0], fresh_df_p50_ms=fresh_df[0])
+    sb.pools.pop("bench").close()
+
+    # compute: in-guest time of the same program, wasm vs native, fuel on and off
+    for name, body in (("fib(25)", FIB), ("n-body 20k steps", NBODY)):
+        code = TIMED.format(body=body)
+        nat = statistics.median(_inner_ms(_native(code).stdout) for _ in range(3))
+        on = statistics.median(_inner_ms(sb.run(code, limits=LIMITS).stdout) for _ in range(3))
+        off = statistics.median(_inner_ms(nofuel.run(code, limits=LIMITS).stdout) for _ in range(3))
+        rows.append((f"compute {name}: native", nat, nat, "1.00x (baseline)"))
+        rows.append((f"compute {name}: wasm fuel on", on, on, f"{on / nat:.2f}x"))
+        rows.append((f"compute {name}: wasm fuel off", off, off, f"{off / nat:.2f}x (fuel overhead {100 * (on / off - 1):+.1f}%)"))
+        fig[f"compute_{name.split()[0]}"] = {"native_ms": nat, "fuel_on_ms": on, "fuel_off_ms": off}
+
+    cores = os.cpu_count() or 1
+    tput = _throughput(sb, args.seconds, cores)
+    ntput = cores * 1000 / native[0]
+    fig["throughput_runs_per_s"], fig["native_runs_per_s_est"] = tput, ntput
+    if not args.quick:
+        small = Sandbox("small")
+        add("wasm small runtime (CPython 3.12), fresh, print('hi')", _time(lambda: small.run(HELLO), max(5, n // 4), warmup=2))
+
+    width = max(len(r[0]) for r in rows)
+    print(f"{'what':<{width}}  {'p50 ms':>9}  {'p90 ms':>9}  vs native")
+    for label, p50, p90, ratio in rows:
+        print(f"{label:<{width}}  {p50:9.2f}  {p90:9.2f}  {ratio}")
+    print(f"throughput, print('hi') fresh instances on {cores} threads: {tput:.0f} runs/s "
+          f"(native subprocess estimate at p50: {ntput:.0f} runs/s)")
+    print(f"resident memory per idle pooled slot (numpy+pandas imported): {per_slot_mib:.1f} MiB")
+    print(f"max RSS of this process: {resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024:.0f} MiB")
+    fig["rows"] = [{"what": r[0], "p50_ms": r[1], "p90_ms": r[2], "ratio": r[3]} for r in rows]
+    if args.json:
+        with open(args.json, "w") as f:
+            json.dump(fig, f, indent=2)
+    return 0
+
+
+def _has_pandas() -> bool:
+    try:
+        _native("import pandas")
+        return True
+    except subprocess.CalledProcessError:
+        return False
+
+
+if __name__ == "__main__":
+    sys.exit(main(sys.argv[1:]))
