@@ -9,6 +9,8 @@ The guest-side wrapper (``guest/runner.py``) receives the program on the control
 
 from __future__ import annotations
 
+import base64
+import hashlib
 import os
 import shutil
 import tempfile
@@ -24,6 +26,7 @@ import wasmtime as wt
 
 from . import engine as _engine
 from . import pool as _pool
+from .cache import cache_dir, private_file_ok
 from .grants import DiskQuota, Grant, collect_files
 from .limits import MAX_SOURCE_BYTES, MAX_STDIN_BYTES, InvalidLimits, Limits
 from .messages import limit_sentence
@@ -40,6 +43,7 @@ MAX_OUTPUTS_BYTES = 16 << 20
 
 _stack_lock = threading.Lock()
 _BOOT = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
+_BOOT_LOADER = "import marshal\nexec(marshal.loads(open('/wasm-runner/boot.bin', 'rb').read()))"
 
 OutputCallback = Callable[[str, bytes], None]
 
@@ -289,6 +293,8 @@ class Sandbox:
         self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-", dir=_work_root()))
         os.chmod(self._base, 0o700)
         self.pools: dict[str, Any] = {}
+        self._boot: Path | None = None
+        self._boot = self._compiled_wrapper()
 
     @property
     def name(self) -> str:
@@ -319,6 +325,8 @@ class Sandbox:
             grants: list[Grant] = []
             if self._stdlib is not None:
                 grants.append(Grant("/usr/local/lib", str(self._stdlib), writable=False))
+            if self._boot is not None:
+                grants.append(Grant("/wasm-runner", str(self._boot), writable=False))
             for guest_path, host in self._inner:
                 grants.append(Grant(guest_path, str(host), writable=False))
             scratch = Grant("/scratch", str(root / "scratch"), writable=True)
@@ -349,7 +357,37 @@ class Sandbox:
             raise
 
     def _argv(self) -> list[str]:
-        return [ARGV0, "-c", _BOOT]
+        if self._boot is None:  # bootstrapping: the wrapper compiled from source
+            return [ARGV0, "-c", _BOOT]
+        return [ARGV0, "-c", _BOOT_LOADER]
+
+    def _compiled_wrapper(self) -> Path:
+        """A folder holding the wrapper as the guest's own marshalled code object.
+
+        Compiling the wrapper inside the guest costs ~10 ms of CPU on every run; the guest
+        compiles it once (per runtime and wrapper version) and later runs load the code object.
+        """
+        digest = hashlib.sha256(_BOOT.encode()).hexdigest()[:16]
+        d = cache_dir() / f"boot-{self.runtime.module_sha256[:16]}-{digest}"
+        target = d / "boot.bin"
+        if private_file_ok(target):
+            return d
+        code = (
+            "import marshal, base64, sys\n"
+            "src = open('/scratch/runner.py').read()\n"
+            "sys.stdout.write(base64.b64encode(marshal.dumps(compile(src, '<wasm-runner>', 'exec'))).decode())"
+        )
+        res = self.run(code, files={"runner.py": _BOOT.encode()},
+                       limits=Limits(cpu_seconds=60, wall_seconds=120, stdout_bytes=8 << 20))
+        if not res.ok:
+            raise RuntimeError(f"could not compile the guest wrapper: {res.status}: {res.stderr[-500:]}")
+        d.mkdir(mode=0o700, exist_ok=True)
+        tmp = d / f".boot.{os.getpid()}.tmp"
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
+        with os.fdopen(fd, "wb") as f:
+            f.write(base64.b64decode(res.stdout))
+        os.replace(tmp, target)
+        return d
 
     def _job(self, code: str, limits: Limits, filename: str | None, *, once: bool,
              session: bool, display: bool) -> dict[str, Any]:
@@ -400,8 +438,10 @@ class Sandbox:
         try:
             limits = (limits or Limits()).validate()
             data = _stdin_bytes(stdin)
-        except (InvalidLimits, ValueError) as e:
-            return Result.invalid(str(e)[0].upper() + str(e)[1:] + ".", rt)
+        except InvalidLimits as e:
+            return Result.invalid(f"Invalid limits: {e}.", rt)
+        except ValueError as e:
+            return Result.invalid(f"Invalid input: {e}.", rt)
         if pool is not None and pool not in self.pools:
             return Result.invalid(f"Unknown pool {pool!r}; this sandbox has: {', '.join(self.pools) or 'none'}.", rt)
         guest = self.pools[pool].take() if pool is not None else None
@@ -659,8 +699,10 @@ class Session:
         try:
             cell = self.limits.tightened(limits) if limits is not None else self.limits
             data = _stdin_bytes(stdin)
-        except (InvalidLimits, ValueError) as e:
-            return Result.invalid(str(e)[0].upper() + str(e)[1:] + ".", rt)
+        except InvalidLimits as e:
+            return Result.invalid(f"Invalid limits: {e}.", rt)
+        except ValueError as e:
+            return Result.invalid(f"Invalid input: {e}.", rt)
         with self._lock:
             if not self.alive:
                 raise SessionEnded("the session has ended")

@@ -1,4 +1,5 @@
-# The guest-side wrapper. It runs inside the sandbox, as `python -c <this file>`, and is trusted by
+# The guest-side wrapper. It runs inside the sandbox (compiled once by the guest itself and loaded
+# with marshal, see sandbox.py), and is trusted by
 # nobody: the host decides every status from what it saw itself. It reads jobs from the host's
 # control channel on fd 0 (length-prefixed JSON frames), runs each, and reports on fd 0.
 #
@@ -8,7 +9,7 @@
 # flushed), flush stdout/stderr, report, then end with os._exit(code): a fresh run skips CPython's
 # slow interpreter shutdown. The exit code follows CPython on Linux: sys.exit(2**100) gives 255.
 def _wr_main():
-    import sys, os, json, struct, gc
+    import sys, os, json, gc
 
     def read_frame():
         buf = b""
@@ -19,7 +20,7 @@ def _wr_main():
             buf += b
         if buf[:4] != b"WRJB":
             return None
-        (n,) = struct.unpack("<I", buf[4:])
+        n = int.from_bytes(buf[4:], "little")
         data = b""
         while len(data) < n:
             b = os.read(0, n - len(data))
