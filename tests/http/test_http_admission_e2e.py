@@ -1,0 +1,72 @@
+"""Queue and caps end to end: a full queue answers 429 with Retry-After; the server recovers."""
+
+from __future__ import annotations
+
+import threading
+from pathlib import Path
+
+import httpx
+from http_harness import live_server, make_config, wait_until
+
+from wasm_runner.http.config import ApiKey, hash_key
+
+
+def test_full_queue_gives_429_then_recovers(warm_sandbox: None, tmp_path: Path) -> None:
+    config = make_config(tmp_path, max_running=1, max_queue=1)
+    with live_server(config) as server:
+        results: list[int] = []
+
+        def sleeper() -> None:
+            with server.client() as client:
+                r = client.post("/api/run", json={"code": "import time; time.sleep(2)"})
+                results.append(r.status_code)
+
+        threads = [threading.Thread(target=sleeper) for _ in range(2)]
+        for t in threads:
+            t.start()
+        assert wait_until(lambda: server.health() == {**server.health(), "running": 1, "queued": 1})
+        with server.client() as client:
+            r = client.post("/api/run", json={"code": "print('no room')"})
+            assert r.status_code == 429 and r.json()["error"]["code"] == "queue_full"
+            assert int(r.headers["retry-after"]) >= 1
+            for t in threads:
+                t.join(60)
+            assert results == [200, 200]
+            assert client.post("/api/run", json={"code": "print(1)"}).json()["stdout"] == "1\n"
+        metrics = httpx.get(server.url + "/metrics").text
+        assert "wasm_runner_queue_wait_seconds_count" in metrics
+        assert 'wasm_runner_rejections_total{reason="queue_full"} 1.0' in metrics
+
+
+def test_per_key_concurrency_cap(warm_sandbox: None, tmp_path: Path) -> None:
+    keys = (ApiKey("solo", hash_key("solo-key"), max_concurrent=1),)
+    with live_server(make_config(tmp_path, api_keys=keys, max_running=2)) as server:
+        done: list[int] = []
+
+        def sleeper() -> None:
+            with server.client("solo-key") as client:
+                r = client.post("/api/run", json={"code": "import time; time.sleep(1.5)"})
+                done.append(r.status_code)
+
+        t = threading.Thread(target=sleeper)
+        t.start()
+        assert wait_until(lambda: server.health()["running"] == 1)
+        with server.client("solo-key") as client:
+            r = client.post("/api/run", json={"code": "print(1)"})
+            assert r.status_code == 429 and r.json()["error"]["code"] == "tenant_concurrency"
+            assert "retry-after" in r.headers
+            t.join(60)
+            assert done == [200]
+            assert client.post("/api/run", json={"code": "print(1)"}).status_code == 200
+
+
+def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> None:
+    config = make_config(tmp_path, memory_budget_mb=1050)
+    with live_server(config) as server, server.client() as api:
+        big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 MB
+        assert big.status_code == 201
+        r = api.post("/api/sessions", json={"profile": "student"})  # 64 MB more does not fit
+        assert r.status_code == 429 and r.json()["error"]["code"] == "memory_budget"
+        api.delete(f"/api/sessions/{big.json()['id']}")
+        small = api.post("/api/sessions", json={"profile": "student"})
+        assert small.status_code == 201

@@ -1,0 +1,61 @@
+"""``wasm-runner serve``: the real command, as a person starts it."""
+
+from __future__ import annotations
+
+import socket
+import subprocess
+import sys
+from pathlib import Path
+
+import httpx
+from http_harness import wait_until
+
+import wasm_runner.http.cli as serve_cli
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def test_serve_no_auth_serves_the_playground_and_the_api(
+    warm_sandbox: None, tmp_path: Path
+) -> None:
+    port = free_port()
+    audit = tmp_path / "audit.jsonl"
+    cmd = [sys.executable, "-m", "wasm_runner.cli", "serve", "--no-auth", "--port", str(port),
+           "--audit-log", str(audit), "--log-level", "warning"]  # fmt: skip
+    proc = subprocess.Popen(cmd, stderr=subprocess.PIPE, text=True)
+    try:
+        url = f"http://127.0.0.1:{port}"
+
+        def up() -> bool:
+            try:
+                return httpx.get(url + "/healthz").status_code == 200
+            except httpx.TransportError:
+                return False
+
+        assert wait_until(up, timeout=120, step=0.2)
+        r = httpx.post(url + "/api/run", json={"code": "print(6 * 7)"}, timeout=120)
+        assert r.status_code == 200 and r.json()["stdout"] == "42\n"
+        assert httpx.get(url + "/").status_code == 200
+        assert audit.read_text().count("\n") == 1
+    finally:
+        proc.terminate()
+        _, err = proc.communicate(timeout=60)
+    assert "auth is OFF (local use only)" in err
+
+
+def test_serve_refuses_unsafe_settings(capsys, monkeypatch, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.delenv("WASM_RUNNER_API_KEYS", raising=False)
+    monkeypatch.delenv("WASM_RUNNER_CONFIG", raising=False)
+    monkeypatch.delenv("WASM_RUNNER_AUTH", raising=False)
+    assert serve_cli.main(["--port", "0"]) == 2
+    assert "API keys are required" in capsys.readouterr().err
+    assert serve_cli.main(["--no-auth", "--host", "0.0.0.0"]) == 2
+    assert "local use on 127.0.0.1 only" in capsys.readouterr().err
+    bad = tmp_path / "bad.toml"
+    bad.write_text("[server]\nmax_running = 'many'\n")
+    assert serve_cli.main(["--config", str(bad)]) == 2
+    assert "max_running" in capsys.readouterr().err

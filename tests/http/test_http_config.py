@@ -1,0 +1,102 @@
+"""Server config: TOML + environment, profiles that only tighten, clear errors."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from wasm_runner.http.config import ConfigError, hash_key, load_config
+from wasm_runner.limits import InvalidLimits
+
+
+def test_default_profiles_are_student_and_analyst() -> None:
+    config = load_config(env={}, auth=False)
+    student, analyst = config.profiles["student"], config.profiles["analyst"]
+    assert (student.limits.cpu_seconds, student.limits.memory_mb) == (2.0, 64)
+    assert (analyst.limits.cpu_seconds, analyst.limits.memory_mb) == (30.0, 1024)
+    assert config.default_profile == "student"
+
+
+def test_toml_profiles_keys_and_env_overrides(tmp_path: Path) -> None:
+    cfg = tmp_path / "server.toml"
+    cfg.write_text(
+        """
+[server]
+max_running = 3
+cors_origins = ["https://course.example"]
+
+[profiles.student]
+cpu_seconds = 1
+
+[profiles.quiz]
+cpu_seconds = 0.5
+memory_mb = 48
+
+[[api_keys]]
+name = "site"
+key = "s3cret"
+profiles = ["quiz"]
+rate = "10/second"
+"""
+    )
+    data = tmp_path / "data"
+    data.mkdir()
+    env = {
+        "WASM_RUNNER_MAX_RUNNING": "4",
+        "WASM_RUNNER_API_KEYS": "ops:other-key",
+        "WASM_RUNNER_DATA_DIR": str(data),
+    }
+    config = load_config(cfg, env=env)
+    assert config.max_running == 4  # env beats the file
+    assert config.cors_origins == ("https://course.example",)
+    assert config.profiles["student"].limits.cpu_seconds == 1
+    assert config.profiles["student"].limits.memory_mb == 64  # kept from the built-in profile
+    assert config.profiles["quiz"].limits.memory_mb == 48
+    assert config.profiles["analyst"].data_dir == data
+    names = {k.name: k for k in config.api_keys}
+    assert names["site"].key_sha256 == hash_key("s3cret")
+    assert names["site"].profiles == ("quiz",)
+    assert names["ops"].key_sha256 == hash_key("other-key")
+
+
+@pytest.mark.parametrize(
+    "text, needle",
+    [
+        ("[server]\nmax_runing = 2\n", r"unknown \[server\] setting"),
+        ("[profiles.student]\ncpu_seconds = -1\n", "cpu_seconds"),
+        ("[profiles.student]\nmemory_mb = 100000\n", "memory_mb"),
+        ("[[api_keys]]\nname = 'x'\n", "needs key"),
+        ("[[api_keys]]\nname = 'x'\nkey = 'k'\nrate = 'lots'\n", "rate"),
+        ("[[api_keys]]\nname = 'x'\nkey = 'k'\nprofiles = ['nope']\n", "unknown profile"),
+        ("[server\n", "not valid TOML"),
+        ("[servers]\n", "unknown config table"),
+    ],
+)
+def test_bad_config_is_a_clear_error(tmp_path: Path, text: str, needle: str) -> None:
+    cfg = tmp_path / "bad.toml"
+    cfg.write_text(text)
+    with pytest.raises(ConfigError, match=needle):
+        load_config(cfg, env={})
+
+
+def test_bad_env_is_a_clear_error() -> None:
+    with pytest.raises(ConfigError, match="WASM_RUNNER_AUTH"):
+        load_config(env={"WASM_RUNNER_AUTH": "maybe"})
+    with pytest.raises(ConfigError, match="name:key"):
+        load_config(env={"WASM_RUNNER_API_KEYS": "justakey"})
+    with pytest.raises(ConfigError, match="cannot read config"):
+        load_config("/nonexistent/wasm-runner.toml", env={})
+
+
+def test_auth_on_without_keys_is_locked_not_open() -> None:
+    config = load_config(env={})
+    assert config.auth and config.locked
+    assert not load_config(env={}, auth=False).locked
+
+
+def test_a_request_may_only_tighten_a_profile() -> None:
+    student = load_config(env={}, auth=False).profiles["student"].limits
+    assert student.tightened({"cpu_seconds": 1}).cpu_seconds == 1
+    with pytest.raises(InvalidLimits, match="only tighten"):
+        student.tightened({"memory_mb": 512})

@@ -1,0 +1,148 @@
+"""End to end: the MCP tools over streamable HTTP behind API keys, on a real uvicorn on 127.0.0.1,
+driven by the official SDK's client. Real sandbox, the HTTP app's real key check."""
+
+from __future__ import annotations
+
+import contextlib
+import socket
+import threading
+import time
+from collections.abc import AsyncIterator, Iterator
+from dataclasses import replace
+
+import anyio
+import httpx
+import pytest
+import uvicorn
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from starlette.applications import Starlette
+from starlette.responses import JSONResponse
+from starlette.routing import Route
+
+import _mcp_checks as checks
+from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
+from wasm_runner.http.service import Service
+from wasm_runner.limits import Limits
+from wasm_runner.mcp.http import McpHttp
+
+pytestmark = pytest.mark.timeout(900)
+
+KEY_A, KEY_B = "key-alice-0123456789", "key-bob-0123456789"
+
+
+@pytest.fixture(scope="module")
+def served() -> Iterator[tuple[str, McpHttp]]:
+    profiles = dict(DEFAULT_PROFILES)
+    profiles["chat"] = replace(profiles["analyst"], name="chat", limits=Limits(cpu_seconds=10, wall_seconds=60))
+    config = ServerConfig(
+        api_keys=(ApiKey("alice", hash_key(KEY_A)), ApiKey("bob", hash_key(KEY_B))),
+        profiles=profiles,
+        default_profile="chat",
+    )
+    mcp_http = McpHttp.for_service(Service(config))
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async with mcp_http.lifespan():
+            yield
+
+    async def healthz(request: object) -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    app = Starlette(routes=[Route("/healthz", healthz), *mcp_http.routes()], lifespan=lifespan)
+    sock = socket.socket()
+    sock.bind(("127.0.0.1", 0))
+    server = uvicorn.Server(uvicorn.Config(app, log_level="warning"))
+    thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
+    thread.start()
+    while not server.started:
+        time.sleep(0.05)
+    try:
+        yield f"http://127.0.0.1:{sock.getsockname()[1]}", mcp_http
+    finally:
+        server.should_exit = True
+        thread.join(30)
+        sock.close()
+
+
+def _client(base: str, key: str) -> Client:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+    return Client(streamable_http_client(f"{base}/mcp", http_client=http), read_timeout_seconds=600)
+
+
+def test_round_trip_over_http(served: tuple[str, McpHttp]) -> None:
+    base, mcp_http = served
+
+    async def conversation() -> None:
+        async with _client(base, KEY_A) as client:
+            await checks.check_tools_listed(client)
+            await checks.check_run_once(client)
+            await checks.check_error_is_trimmed(client)
+            session_id = await checks.open_session(client)
+            await checks.check_state_kept(client, session_id)
+            await checks.check_csv_pandas_plot(client, session_id)
+            await checks.check_out_file_link(client, session_id)
+            session_id = await checks.check_hostile_cells(client, session_id)
+            await client.call_tool(
+                "upload_file", {"session_id": session_id, "name": "sales.csv", "content": checks.SALES_CSV}
+            )
+            root = mcp_http.registry.get(session_id, "http:alice").root
+            assert (root / "data" / "sales.csv").read_text() == checks.SALES_CSV
+            await checks.check_close(client, session_id)
+            assert not root.exists(), "closing deletes the session's folder"
+
+    anyio.run(conversation)
+    assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+
+
+def test_a_session_is_private_to_its_key(served: tuple[str, McpHttp]) -> None:
+    base, _ = served
+
+    async def two_callers() -> None:
+        async with _client(base, KEY_A) as alice:
+            session_id = await checks.open_session(alice)
+            await alice.call_tool("run_cell", {"session_id": session_id, "code": "secret = 'alice only'"})
+            async with _client(base, KEY_B) as bob:
+                for tool, args in (
+                    ("run_cell", {"session_id": session_id, "code": "print(secret)"}),
+                    ("upload_file", {"session_id": session_id, "name": "x.txt", "content": "x"}),
+                    ("close_session", {"session_id": session_id}),
+                ):
+                    result = await bob.call_tool(tool, args)
+                    assert result.is_error and "no open session" in checks.text_of(result)
+            result = await alice.call_tool("run_cell", {"session_id": session_id, "code": "print(secret)"})
+            assert "alice only" in checks.text_of(result)
+            await checks.check_close(alice, session_id)
+
+    anyio.run(two_callers)
+
+
+@pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-key"}])
+def test_requests_without_a_valid_key_are_refused(served: tuple[str, McpHttp], headers: dict[str, str]) -> None:
+    base, _ = served
+    body = {"jsonrpc": "2.0", "id": 1, "method": "tools/call",
+            "params": {"name": "run_python", "arguments": {"code": "print(1)"}}}  # fmt: skip
+    reply = httpx.post(
+        f"{base}/mcp", json=body, headers={**headers, "Accept": "application/json, text/event-stream"}
+    )
+    assert reply.status_code == 401
+    assert reply.json()["error"]["code"] == "unauthorized"
+    assert httpx.get(f"{base}/healthz").status_code == 200
+
+
+def test_a_caller_cannot_name_itself(served: tuple[str, McpHttp]) -> None:
+    """A client-sent caller header is dropped: the session stays bob's, not alice's."""
+    base, mcp_http = served
+
+    async def spoof() -> None:
+        http = create_mcp_http_client(
+            headers={"Authorization": f"Bearer {KEY_B}", "X-Wasm-Runner-Caller": "alice"}
+        )
+        async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as bob:
+            session_id = await checks.open_session(bob)
+            assert mcp_http.registry.get(session_id, "http:bob").owner == "http:bob"
+            await checks.check_close(bob, session_id)
+
+    anyio.run(spoof)

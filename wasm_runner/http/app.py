@@ -1,0 +1,78 @@
+"""Assembles the Starlette app: API routes, the MCP tools at ``/mcp`` (``wasm_runner.mcp.http``,
+behind the same keys and rate limits), extra routes (the playground pages), middleware, error
+handlers and the background sweep that ends expired sessions."""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import logging
+from collections.abc import AsyncIterator, Sequence
+
+from starlette.applications import Starlette
+from starlette.middleware import Middleware
+from starlette.middleware.cors import CORSMiddleware
+from starlette.routing import BaseRoute
+
+from ..mcp.http import McpHttp
+from .config import ServerConfig
+from .errors import install_error_handlers
+from .middleware import SecurityHeaders
+from .routes import api_routes
+from .service import Service
+
+__all__ = ["build_app"]
+
+SWEEP_SECONDS = 1.0
+log = logging.getLogger("wasm_runner.http")
+
+
+def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+    """The wasm-runner app for ``config``; ``extra_routes`` are mounted after the API's."""
+    service = Service(config)
+    mcp_http = McpHttp.for_service(service)
+
+    @contextlib.asynccontextmanager
+    async def lifespan(app: Starlette) -> AsyncIterator[None]:
+        async def sweep_forever() -> None:
+            while True:
+                await asyncio.sleep(SWEEP_SECONDS)
+                await service.sessions.sweep()
+
+        async def warm() -> None:  # load the default runtime before the first request needs it
+            try:
+                await service.runner.call(
+                    lambda: service.sandbox(service.config.profile(None).runtime)
+                )
+            except Exception:
+                log.exception("warming the sandbox failed; the first run will try again")
+
+        sweeper = asyncio.ensure_future(sweep_forever())
+        warming = asyncio.ensure_future(warm())
+        try:
+            async with mcp_http.lifespan():
+                yield
+        finally:
+            sweeper.cancel()
+            warming.cancel()
+            await service.shutdown()
+
+    middleware = [
+        Middleware(SecurityHeaders, embed_origins=config.cors_origins),
+        Middleware(
+            CORSMiddleware,
+            allow_origins=list(config.cors_origins),
+            allow_methods=["GET", "POST", "DELETE"],
+            allow_headers=["Authorization", "X-API-Key", "Content-Type"],
+            expose_headers=["Retry-After", "X-Request-Id"],
+            max_age=600,
+        ),
+    ]
+    app = Starlette(
+        routes=[*api_routes(), *mcp_http.routes(), *extra_routes],
+        middleware=middleware,
+        lifespan=lifespan,
+    )
+    app.state.service = service
+    install_error_handlers(app)
+    return app

@@ -1,0 +1,85 @@
+"""The audit log: one JSON line per run saying who ran what, under which limits, and how it ended.
+
+Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
+written, only the tenant's name.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import threading
+import time
+from pathlib import Path
+from typing import Any
+
+from ..limits import Limits
+from ..result import Result
+
+__all__ = ["AuditLog", "sha256"]
+
+
+def sha256(data: str | bytes) -> str:
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else data
+    return hashlib.sha256(raw).hexdigest()
+
+
+class AuditLog:
+    """Appends records to a JSON-lines file (thread-safe); a no-op when ``path`` is None."""
+
+    def __init__(self, path: Path | None, keep_code: bool = False) -> None:
+        self.path = path
+        self.keep_code = keep_code
+        self._lock = threading.Lock()
+        if path is not None:
+            path.parent.mkdir(parents=True, exist_ok=True)
+
+    def record(
+        self,
+        *,
+        request_id: str,
+        tenant: str,
+        client: str,
+        kind: str,
+        profile: str,
+        limits: Limits,
+        code: str,
+        stdin: str | None,
+        files_in: dict[str, bytes],
+        result: Result,
+        session: str | None = None,
+    ) -> None:
+        if self.path is None:
+            return
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+            "request_id": request_id,
+            "tenant": tenant,
+            "client": client,
+            "kind": kind,
+            "session": session,
+            "profile": profile,
+            "runtime": result.runtime,
+            "limits": limits.to_dict(),
+            "code_sha256": sha256(code),
+            "code_bytes": len(code.encode("utf-8", "surrogatepass")),
+            "stdin_sha256": sha256(stdin) if stdin else None,
+            "files_in": [
+                {"name": n, "size": len(c), "sha256": sha256(c)} for n, c in files_in.items()
+            ],
+            "status": result.status.value,
+            "limit": result.limit,
+            "exit_code": result.exit_code,
+            "wall_ms": round(result.wall_ms, 3),
+            "fuel_used": result.fuel_used,
+            "stdout_sha256": sha256(result.stdout),
+            "stderr_sha256": sha256(result.stderr),
+            "files_out": [
+                {"path": f.path, "size": f.size, "sha256": f.sha256} for f in result.files
+            ],
+        }
+        if self.keep_code:
+            entry["code"] = code
+        line = json.dumps(entry, ensure_ascii=True) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)

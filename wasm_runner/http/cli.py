@@ -1,0 +1,100 @@
+"""``wasm-runner serve``: the HTTP service (API + playground) under uvicorn.
+
+wasm-runner serve --no-auth                 # local playground at http://127.0.0.1:8000/
+WASM_RUNNER_API_KEYS=site:SECRET wasm-runner serve --host 0.0.0.0 --config server.toml
+"""
+
+from __future__ import annotations
+
+import argparse
+import ipaddress
+import sys
+from collections.abc import Sequence
+
+__all__ = ["main"]
+
+GRACEFUL_SECONDS = 30  # on SIGTERM, runs get this long to finish; then they are cancelled
+
+
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
+def _parser() -> argparse.ArgumentParser:
+    p = argparse.ArgumentParser(
+        prog="wasm-runner serve",
+        description="Serve the HTTP API and the playground pages with uvicorn. API keys are "
+        "required unless --no-auth (local use only, loopback addresses only).",
+    )
+    p.add_argument("--host", default="127.0.0.1", help="address to listen on (default 127.0.0.1)")
+    p.add_argument("--port", type=int, default=8000, help="port (default 8000; 0 picks a free one)")
+    p.add_argument("--config", metavar="TOML", help="server config file (profiles, keys, limits)")
+    p.add_argument(
+        "--no-auth",
+        action="store_true",
+        help="LOCAL USE ONLY: no API keys; refused unless --host is a loopback address",
+    )
+    p.add_argument("--max-running", type=int, help="guests running at once (default 2)")
+    p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
+                   help="an origin that may call the API from a browser (repeatable)")  # fmt: skip
+    p.add_argument("--audit-log", metavar="PATH", help="append a JSON line per run to PATH")
+    p.add_argument(
+        "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
+    )
+    return p
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """``wasm-runner serve [options]``; returns the exit status."""
+    import uvicorn
+
+    from .config import ConfigError, load_config
+
+    args = _parser().parse_args(argv)
+
+    overrides = {
+        "auth": False if args.no_auth else None,
+        "max_running": args.max_running,
+        "cors_origins": args.cors_origin,
+        "audit_log": args.audit_log,
+    }
+    try:
+        config = load_config(args.config, **overrides)
+    except ConfigError as exc:
+        print(f"wasm-runner serve: {exc}", file=sys.stderr)
+        return 2
+    if not config.auth and not _is_loopback(args.host):
+        print(
+            f"wasm-runner serve: refusing to serve without API keys on {args.host}; "
+            "--no-auth is for local use on 127.0.0.1 only",
+            file=sys.stderr,
+        )
+        return 2
+    if config.locked:
+        print(
+            "wasm-runner serve: API keys are required but none are configured. Add [[api_keys]] "
+            "to --config, set WASM_RUNNER_API_KEYS=name:key, or use --no-auth for local use.",
+            file=sys.stderr,
+        )
+        return 2
+    if not config.auth:
+        print(
+            "wasm-runner serve: auth is OFF (local use only). Playground: "
+            f"http://{args.host}:{args.port}/",
+            file=sys.stderr,
+        )
+    from server import create_app
+
+    uvicorn.run(
+        create_app(config),
+        host=args.host,
+        port=args.port,
+        log_level=args.log_level,
+        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    )
+    return 0

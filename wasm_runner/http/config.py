@@ -1,0 +1,346 @@
+"""Server settings and policy profiles, from a TOML file and ``WASM_RUNNER_*`` environment
+variables.
+
+A profile names the limits a run gets (``student``: 2 s CPU, 64 MB; ``analyst``: 30 s CPU, 1 GB and
+a read-only data directory). A request may tighten its profile's limits, never loosen them.
+
+TOML layout (every table and key optional)::
+
+    [server]
+    auth = true                       # false only for local use (or `wasm-runner serve --no-auth`)
+    default_profile = "student"
+    max_running = 2                   # guests running at once, all tenants together
+    max_queue = 16                    # requests waiting for a slot; more get 429 + Retry-After
+    memory_budget_mb = 2048           # memory running guests and live sessions may hold together
+    cors_origins = ["https://course.example"]
+    audit_log = "audit.jsonl"
+    audit_code = "hash"               # "hash" (sha256 only) or "full" (keep the code text)
+
+    [profiles.student]
+    cpu_seconds = 2
+    memory_mb = 64
+
+    [[api_keys]]
+    name = "course-site"
+    key_sha256 = "…"                  # or key = "…" (plain text: tests only, not production)
+    profiles = ["student"]
+    rate = "120/minute"
+    max_concurrent = 4
+
+Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file),
+``WASM_RUNNER_AUTH`` (``on``/``off``), ``WASM_RUNNER_API_KEYS`` (``name:key,name:key``),
+``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,
+``WASM_RUNNER_AUDIT_CODE``,
+``WASM_RUNNER_MAX_RUNNING``, ``WASM_RUNNER_MAX_QUEUE``, ``WASM_RUNNER_MEMORY_BUDGET_MB``,
+``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
+directory).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+import tomllib
+from collections.abc import Mapping
+from dataclasses import dataclass, field, replace
+from pathlib import Path
+from typing import Any, Literal
+
+from limits import parse as parse_rate
+
+from ..limits import InvalidLimits, Limits
+
+__all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
+
+RUNTIMES = ("default", "small")
+
+
+class ConfigError(ValueError):
+    """The TOML file or an environment variable holds a setting the server cannot use."""
+
+
+@dataclass(frozen=True)
+class Profile:
+    """A named policy: the limits a run gets, its data directory, whether it may return files."""
+
+    name: str
+    limits: Limits
+    data_dir: Path | None = None
+    files_out: bool = True
+    runtime: str = "default"
+    display: bool = False  # capture plots and the last expression's value
+
+
+DEFAULT_PROFILES: dict[str, Profile] = {
+    "student": Profile(
+        "student",
+        Limits(cpu_seconds=2.0, wall_seconds=10.0, memory_mb=64, disk_mb=16.0, max_files=64),
+        files_out=True,
+    ),
+    "analyst": Profile(
+        "analyst",
+        Limits(cpu_seconds=30.0, wall_seconds=120.0, memory_mb=1024, disk_mb=256.0),
+        files_out=True,
+        display=True,
+    ),
+}
+
+
+@dataclass(frozen=True)
+class ApiKey:
+    """One tenant: the sha256 of its key, the profiles it may use, its rate and concurrency caps."""
+
+    name: str
+    key_sha256: str
+    profiles: tuple[str, ...] = ()  # empty: every profile
+    rate: str = "120/minute"
+    max_concurrent: int = 4
+
+    def may_use(self, profile: str) -> bool:
+        return not self.profiles or profile in self.profiles
+
+
+@dataclass(frozen=True)
+class ServerConfig:
+    """Everything the HTTP app needs to know; built by ``load_config`` or directly in tests."""
+
+    auth: bool = True
+    api_keys: tuple[ApiKey, ...] = ()
+    profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    default_profile: str = "student"
+    runtimes: tuple[str, ...] = RUNTIMES
+    # admission
+    max_running: int = 2
+    max_queue: int = 16
+    queue_timeout_seconds: float = 30.0
+    memory_budget_mb: int = 2048
+    anonymous_rate: str = "120/minute"  # per client address, when auth is off
+    anonymous_max_concurrent: int = 4
+    # requests
+    max_body_bytes: int = 12 << 20
+    max_files_in: int = 32
+    max_file_in_bytes: int = 4 << 20
+    # sessions
+    max_sessions: int = 16
+    session_idle_seconds: float = 300.0
+    session_max_lifetime_seconds: float = 3600.0
+    # downloads of files a run wrote
+    download_ttl_seconds: float = 300.0
+    download_store_bytes: int = 256 << 20
+    # browser
+    cors_origins: tuple[str, ...] = ()
+    # audit
+    audit_log: Path | None = None
+    audit_code: Literal["hash", "full"] = "hash"
+
+    def __post_init__(self) -> None:
+        self.check()
+
+    def check(self) -> None:
+        """Raise ``ConfigError`` when settings contradict each other."""
+        if self.default_profile not in self.profiles:
+            raise ConfigError(
+                f"default_profile {self.default_profile!r} is not a profile "
+                f"(profiles: {', '.join(self.profiles)})"
+            )
+        for name, value in (
+            ("max_running", self.max_running),
+            ("max_sessions", self.max_sessions),
+            ("memory_budget_mb", self.memory_budget_mb),
+            ("max_body_bytes", self.max_body_bytes),
+        ):
+            if not isinstance(value, int) or isinstance(value, bool) or value < 1:
+                raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
+        for name in ("queue_timeout_seconds", "session_idle_seconds",
+                     "session_max_lifetime_seconds", "download_ttl_seconds"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
+        for name in ("anonymous_max_concurrent", "max_files_in", "max_file_in_bytes",
+                     "download_store_bytes"):  # fmt: skip
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, int) or value < 1:
+                raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
+        if not isinstance(self.max_queue, int) or self.max_queue < 0:
+            raise ConfigError(
+                f"max_queue must be a whole number of at least 0, got {self.max_queue!r}"
+            )
+        for profile in self.profiles.values():
+            if profile.limits.memory_mb > self.memory_budget_mb:
+                raise ConfigError(
+                    f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than "
+                    f"memory_budget_mb={self.memory_budget_mb}"
+                )
+            if profile.runtime not in RUNTIMES:
+                raise ConfigError(f"profile {profile.name!r}: unknown runtime {profile.runtime!r}")
+        for key in self.api_keys:
+            _check_rate(key.rate, f"api key {key.name!r}")
+            unknown = [p for p in key.profiles if p not in self.profiles]
+            if unknown:
+                raise ConfigError(f"api key {key.name!r} names unknown profile(s): {unknown}")
+        _check_rate(self.anonymous_rate, "anonymous_rate")
+        if self.audit_code not in ("hash", "full"):
+            raise ConfigError(f"audit_code must be 'hash' or 'full', got {self.audit_code!r}")
+
+    @property
+    def locked(self) -> bool:
+        """Auth on but no key configured: every API call is refused (``serve`` will not start)."""
+        return self.auth and not self.api_keys
+
+    def profile(self, name: str | None) -> Profile:
+        return self.profiles[name or self.default_profile]
+
+
+def hash_key(key: str) -> str:
+    """The sha256 hex digest under which an API key is stored and compared."""
+    return hashlib.sha256(key.encode("utf-8")).hexdigest()
+
+
+def _check_rate(rate: str, where: str) -> None:
+    try:
+        parse_rate(rate)
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(f"{where}: rate {rate!r} is not like '120/minute' ({exc})") from None
+
+
+_PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display"}
+_SERVER_KEYS = {
+    "auth", "default_profile", "runtimes", "max_running", "max_queue", "queue_timeout_seconds",
+    "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
+    "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
+    "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
+    "audit_log", "audit_code",
+}  # fmt: skip
+
+
+def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> Profile:
+    if not isinstance(table, Mapping):
+        raise ConfigError(f"[profiles.{name}] must be a table")
+    limit_values = {k: v for k, v in table.items() if k not in _PROFILE_KEYS}
+    try:
+        limits = Limits.from_dict(limit_values, base=base.limits if base else Limits())
+    except InvalidLimits as exc:
+        raise ConfigError(f"[profiles.{name}]: {exc}") from None
+    data_dir = table.get("data_dir", base.data_dir if base else None)
+    return Profile(
+        name=name,
+        limits=limits,
+        data_dir=Path(data_dir) if data_dir else None,
+        files_out=bool(table.get("files_out", base.files_out if base else True)),
+        runtime=str(table.get("runtime", base.runtime if base else "default")),
+        display=bool(table.get("display", base.display if base else False)),
+    )
+
+
+def _key_from(entry: Mapping[str, Any]) -> ApiKey:
+    if not isinstance(entry, Mapping) or "name" not in entry:
+        raise ConfigError("each [[api_keys]] entry needs a name")
+    unknown = set(entry) - {"name", "key", "key_sha256", "profiles", "rate", "max_concurrent"}
+    if unknown:
+        raise ConfigError(f"api key {entry['name']!r}: unknown setting(s) {sorted(unknown)}")
+    if "key_sha256" in entry:
+        digest = str(entry["key_sha256"]).lower()
+    elif "key" in entry:
+        digest = hash_key(str(entry["key"]))
+    else:
+        raise ConfigError(f"api key {entry['name']!r} needs key or key_sha256")
+    return ApiKey(
+        name=str(entry["name"]),
+        key_sha256=digest,
+        profiles=tuple(entry.get("profiles", ())),
+        rate=str(entry.get("rate", "120/minute")),
+        max_concurrent=int(entry.get("max_concurrent", 4)),
+    )
+
+
+def _bool(value: str, name: str) -> bool:
+    low = value.strip().lower()
+    if low in ("1", "true", "on", "yes"):
+        return True
+    if low in ("0", "false", "off", "no"):
+        return False
+    raise ConfigError(f"{name} must be on or off, got {value!r}")
+
+
+def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
+    out: dict[str, Any] = {}
+    if "WASM_RUNNER_AUTH" in env:
+        out["auth"] = _bool(env["WASM_RUNNER_AUTH"], "WASM_RUNNER_AUTH")
+    if env.get("WASM_RUNNER_CORS_ORIGINS"):
+        out["cors_origins"] = [
+            o.strip() for o in env["WASM_RUNNER_CORS_ORIGINS"].split(",") if o.strip()
+        ]
+    for name in ("audit_log", "audit_code", "default_profile"):
+        if env.get(f"WASM_RUNNER_{name.upper()}"):
+            out[name] = env[f"WASM_RUNNER_{name.upper()}"]
+    for name in ("max_running", "max_queue", "memory_budget_mb"):
+        raw = env.get(f"WASM_RUNNER_{name.upper()}")
+        if raw:
+            try:
+                out[name] = int(raw)
+            except ValueError:
+                raise ConfigError(
+                    f"WASM_RUNNER_{name.upper()} must be a whole number, got {raw!r}"
+                ) from None
+    return out
+
+
+def _env_keys(raw: str) -> list[ApiKey]:
+    keys = []
+    for item in filter(None, (p.strip() for p in raw.split(","))):
+        name, sep, key = item.partition(":")
+        if not sep or not name or not key:
+            raise ConfigError("WASM_RUNNER_API_KEYS must look like name:key,name:key")
+        keys.append(ApiKey(name=name, key_sha256=hash_key(key)))
+    return keys
+
+
+def load_config(
+    path: str | os.PathLike[str] | None = None,
+    env: Mapping[str, str] | None = None,
+    **overrides: Any,
+) -> ServerConfig:
+    """Settings from the TOML file at ``path`` (or ``$WASM_RUNNER_CONFIG``), then the environment,
+    then keyword ``overrides`` (the CLI's flags). Raises ``ConfigError`` with a plain message."""
+    env = os.environ if env is None else env
+    path = path or env.get("WASM_RUNNER_CONFIG") or None
+    doc: dict[str, Any] = {}
+    if path:
+        try:
+            doc = tomllib.loads(Path(path).read_text(encoding="utf-8"))
+        except OSError as exc:
+            raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
+        except tomllib.TOMLDecodeError as exc:
+            raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
+    unknown_tables = set(doc) - {"server", "profiles", "api_keys"}
+    if unknown_tables:
+        raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
+
+    server = dict(doc.get("server", {}))
+    unknown = set(server) - _SERVER_KEYS
+    if unknown:
+        raise ConfigError(f"unknown [server] setting(s): {sorted(unknown)}")
+    server.update(_env_overrides(env))
+    server.update({k: v for k, v in overrides.items() if v is not None})
+
+    profiles = dict(DEFAULT_PROFILES)
+    if env.get("WASM_RUNNER_DATA_DIR"):
+        profiles["analyst"] = replace(
+            profiles["analyst"], data_dir=Path(env["WASM_RUNNER_DATA_DIR"])
+        )
+    for name, table in doc.get("profiles", {}).items():
+        profiles[name] = _profile_from(name, table, profiles.get(name))
+
+    keys = [_key_from(e) for e in doc.get("api_keys", [])]
+    if env.get("WASM_RUNNER_API_KEYS"):
+        keys += _env_keys(env["WASM_RUNNER_API_KEYS"])
+
+    for tuple_field in ("cors_origins", "runtimes"):
+        if tuple_field in server:
+            server[tuple_field] = tuple(server[tuple_field])
+    if server.get("audit_log"):
+        server["audit_log"] = Path(server["audit_log"])
+    try:
+        return ServerConfig(api_keys=tuple(keys), profiles=profiles, **server)
+    except TypeError as exc:
+        raise ConfigError(str(exc)) from None

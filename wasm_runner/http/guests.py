@@ -1,0 +1,258 @@
+"""Running guests from async code: admission, a worker thread per run, cancel on disconnect, and
+the bridges that carry output and interactive input between the worker thread and the event loop.
+
+The sandbox call blocks, so it runs on a worker thread. When the awaiting task is cancelled (the
+client went away), the run's ``cancel`` event is set and the guest stops at once; its admission
+slot is released, and its metrics and audit record written, when the worker thread returns.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import codecs
+import contextlib
+import logging
+import threading
+import time
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
+from typing import Any, TypeVar
+
+from ..result import Result, Status
+from .admission import Admission, Busy
+from .errors import ApiError
+
+log = logging.getLogger("wasm_runner.http")
+
+__all__ = [
+    "GuestRunner", "RunTicket", "OutputBridge", "QueuedInput", "busy_error", "cancel_on_disconnect",
+]  # fmt: skip
+
+T = TypeVar("T")
+
+
+def busy_error(exc: Busy) -> ApiError:
+    return ApiError(429, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})
+
+
+class OutputBridge:
+    """``on_output`` for the sandbox: chunks from the worker thread arrive in ``queue`` as text.
+
+    Each stream has its own incremental UTF-8 decoder, so a character split across chunks is
+    decoded whole. ``queue`` yields ``(stream, text)`` pairs.
+    """
+
+    def __init__(self, loop: asyncio.AbstractEventLoop) -> None:
+        self._loop = loop
+        self.queue: asyncio.Queue[tuple[str, str]] = asyncio.Queue()
+        self._decoders = {
+            "stdout": codecs.getincrementaldecoder("utf-8")("replace"),
+            "stderr": codecs.getincrementaldecoder("utf-8")("replace"),
+        }
+
+    def __call__(self, stream: str, chunk: bytes) -> None:  # worker thread
+        self._loop.call_soon_threadsafe(self._deliver, stream, chunk)
+
+    def _deliver(self, stream: str, chunk: bytes) -> None:
+        decoder = self._decoders.get(stream)
+        if decoder is None:
+            return
+        text = decoder.decode(chunk)
+        if text:
+            self.queue.put_nowait((stream, text))
+
+    def flush(self) -> list[tuple[str, str]]:
+        """Whatever is still queued or half-decoded, in order (call after the run ended)."""
+        out: list[tuple[str, str]] = []
+        while not self.queue.empty():
+            out.append(self.queue.get_nowait())
+        for stream, decoder in self._decoders.items():
+            rest = decoder.decode(b"", final=True)
+            if rest:
+                out.append((stream, rest))
+        return out
+
+
+class QueuedInput:
+    """Interactive stdin: the event loop ``feed``s bytes, the guest's thread ``read``s them.
+
+    ``read(max_bytes, timeout)`` returns bytes, ``b""`` at end of input, or ``None`` when nothing
+    arrived within ``timeout`` (the sandbox then checks its wall deadline and asks again).
+    ``on_wait`` is called (from the worker thread) each time the guest starts waiting for input.
+    """
+
+    def __init__(
+        self, on_wait: Callable[[], None] | None = None, max_buffer: int = 1 << 20
+    ) -> None:
+        self._buf = bytearray()
+        self._eof = False
+        self._cond = threading.Condition()
+        self._on_wait = on_wait
+        self._announced = False
+        self.max_buffer = max_buffer
+
+    def feed(self, data: bytes) -> bool:
+        """Queue input for the guest; False (nothing queued) when the buffer is full or closed."""
+        with self._cond:
+            if self._eof or len(self._buf) + len(data) > self.max_buffer:
+                return False
+            self._buf += data
+            self._announced = False
+            self._cond.notify_all()
+            return True
+
+    def close(self) -> None:
+        """End of input: the guest's next read returns ``b""``."""
+        with self._cond:
+            self._eof = True
+            self._cond.notify_all()
+
+    def read(self, max_bytes: int, timeout: float | None = None) -> bytes | None:
+        with self._cond:
+            if not self._buf and not self._eof:
+                if not self._announced and self._on_wait is not None:
+                    self._announced = True
+                    self._on_wait()
+                self._cond.wait(timeout)
+            if self._buf:
+                size = max(1, min(max_bytes, len(self._buf)))
+                data = bytes(self._buf[:size])
+                del self._buf[:size]
+                return data
+            if self._eof:
+                return b""
+            return None
+
+
+@dataclass
+class RunTicket:
+    """What the runner needs to admit a guest; ``on_done`` gets the result however the run ended."""
+
+    tenant: str
+    memory_mb: int
+    max_concurrent: int
+    on_done: Callable[[Result, float], None] = field(default=lambda r, q: None)
+
+
+class GuestRunner:
+    """Admits guests and runs their blocking sandbox calls on worker threads."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        workers: int,
+        on_refused: Callable[[str], None] = lambda code: None,
+    ) -> None:
+        self.admission = admission
+        self.on_refused = on_refused
+        self._active: set[threading.Event] = set()  # cancel events of running guests
+        self._threads_lock = threading.Lock()
+        self._in_threads = 0
+        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wasm-guest")
+
+    async def run(
+        self,
+        ticket: RunTicket,
+        call: Callable[[threading.Event], Result],
+        cancel: threading.Event | None = None,
+        on_admitted: Callable[[], None] | None = None,
+    ) -> Result:
+        """Wait for a slot, run ``call(cancel)`` on a worker thread, return its result.
+
+        Raises ``ApiError(429)`` when there is no room; calls ``on_admitted`` once it has a slot.
+        If the awaiting task is cancelled, the guest is cancelled too; the slot is freed when its
+        thread returns.
+        """
+        cancel = cancel or threading.Event()
+        queued_at = time.monotonic()
+        try:
+            slot = await self.admission.acquire(
+                ticket.tenant, ticket.memory_mb, ticket.max_concurrent
+            )
+        except Busy as exc:
+            self.on_refused(exc.code)
+            raise busy_error(exc) from None
+        waited = time.monotonic() - queued_at
+        if on_admitted is not None:
+            on_admitted()
+        loop = asyncio.get_running_loop()
+        started = time.monotonic()
+
+        def guarded() -> Result:
+            with self._threads_lock:
+                self._in_threads += 1
+            try:
+                return call(cancel)
+            except ApiError:
+                raise
+            except Exception as exc:  # a sandbox bug must not take the server down
+                log.exception("sandbox call failed")
+                return Result(status=Status.INTERNAL_ERROR, message=f"internal error: {exc}")
+            finally:
+                with self._threads_lock:
+                    self._in_threads -= 1
+
+        self._active.add(cancel)
+        future = loop.run_in_executor(self.executor, guarded)
+
+        def finished(fut: asyncio.Future[Result]) -> None:
+            self._active.discard(cancel)
+            slot.release()
+            self.admission.note_duration(time.monotonic() - started)
+            if fut.cancelled() or fut.exception() is not None:
+                return
+            try:
+                ticket.on_done(fut.result(), waited)
+            except Exception:
+                log.exception("recording a finished run failed")
+
+        future.add_done_callback(finished)
+        try:
+            return await asyncio.shield(future)
+        except asyncio.CancelledError:
+            cancel.set()
+            raise
+
+    @property
+    def guests_in_threads(self) -> int:
+        """Sandbox calls executing on worker threads right now (counted by the threads)."""
+        with self._threads_lock:
+            return self._in_threads
+
+    async def call(self, fn: Callable[[], T]) -> T:
+        """Run a short blocking call (session set-up, close) on the worker pool."""
+        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
+
+    def shutdown(self) -> None:
+        """Cancel every running guest and stop the pool (server shutdown)."""
+        for cancel in list(self._active):
+            cancel.set()
+        self.executor.shutdown(wait=False, cancel_futures=True)
+
+
+async def until_disconnected(receive: Callable[[], Any]) -> None:
+    """Return when the HTTP client has gone away (after the request body was read)."""
+    while True:
+        message = await receive()
+        if message["type"] == "http.disconnect":
+            return
+
+
+async def cancel_on_disconnect(receive: Callable[[], Any], work: asyncio.Future[T]) -> T:
+    """Await ``work``; if the client disconnects first, cancel it (which cancels its guest)."""
+    watcher: asyncio.Future[Any] = asyncio.ensure_future(until_disconnected(receive))
+    try:
+        pending: set[asyncio.Future[Any]] = {work, watcher}
+        done, _ = await asyncio.wait(pending, return_when=asyncio.FIRST_COMPLETED)
+        if work not in done:
+            work.cancel()
+            with contextlib.suppress(asyncio.CancelledError):
+                await work
+            # nobody reads this answer: the client has gone
+            raise ApiError(
+                400, "client_disconnected", "the client went away; the run was cancelled"
+            )
+        return await work
+    finally:
+        watcher.cancel()

@@ -1,0 +1,78 @@
+"""Prometheus metrics of one app: runs by status, latency, fuel, queue depth, sessions.
+
+Each app has its own ``CollectorRegistry`` so several apps (tests) never collide.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
+from prometheus_client.exposition import CONTENT_TYPE_LATEST
+from starlette.requests import Request
+from starlette.responses import Response
+
+from ..result import Result
+
+__all__ = ["Metrics"]
+
+_LATENCY_BUCKETS = (0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2, 5, 10, 30, 60, 120, 300)
+_FUEL_BUCKETS = tuple(10.0**e for e in range(4, 14))
+
+
+class Metrics:
+    """The counters, gauges and histograms the service exports at ``/metrics``."""
+
+    def __init__(self) -> None:
+        self.registry = CollectorRegistry()
+        r = self.registry
+        self.runs = Counter(
+            "wasm_runner_runs", "Guest runs finished, by status, profile and endpoint kind",
+            ["status", "profile", "kind"], registry=r,
+        )  # fmt: skip
+        self.run_seconds = Histogram(
+            "wasm_runner_run_seconds", "Wall time of guest runs (seconds), by endpoint kind",
+            ["kind"], buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.queue_seconds = Histogram(
+            "wasm_runner_queue_wait_seconds", "Time runs waited for a slot (seconds)",
+            buckets=_LATENCY_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.fuel = Histogram(
+            "wasm_runner_fuel_used", "Fuel (wasm instructions, roughly) used per run",
+            buckets=_FUEL_BUCKETS, registry=r,
+        )  # fmt: skip
+        self.rejections = Counter(
+            "wasm_runner_rejections", "Requests refused before running, by reason",
+            ["reason"], registry=r,
+        )  # fmt: skip
+        self.queue_depth = Gauge("wasm_runner_queue_depth", "Runs waiting for a slot", registry=r)
+        self.running = Gauge("wasm_runner_running_guests", "Guests running now", registry=r)
+        self.memory_mb = Gauge(
+            "wasm_runner_memory_reserved_mb", "Memory held by running guests and sessions (MB)",
+            registry=r,
+        )  # fmt: skip
+        self.sessions = Gauge("wasm_runner_active_sessions", "Live sessions", registry=r)
+
+    def watch(
+        self,
+        *,
+        queue_depth: Callable[[], float],
+        running: Callable[[], float],
+        memory_mb: Callable[[], float],
+        sessions: Callable[[], float],
+    ) -> None:
+        """Read the live gauges from these functions at every scrape."""
+        self.queue_depth.set_function(queue_depth)
+        self.running.set_function(running)
+        self.memory_mb.set_function(memory_mb)
+        self.sessions.set_function(sessions)
+
+    def observe(self, result: Result, profile: str, kind: str) -> None:
+        self.runs.labels(result.status.value, profile, kind).inc()
+        self.run_seconds.labels(kind).observe(result.wall_ms / 1000.0)
+        if result.fuel_used:
+            self.fuel.observe(result.fuel_used)
+
+    def response(self, request: Request) -> Response:
+        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

@@ -1,0 +1,260 @@
+"""The OpenAPI 3.1 description served at ``/api/openapi.json``.
+
+Request schemas come from the pydantic models in ``schemas.py``; the result schema is the core's
+``RESULT_JSON_SCHEMA``. The WebSocket endpoint cannot be described in OpenAPI; its protocol is in
+the description text and in ``routes/interactive.py``.
+"""
+
+from __future__ import annotations
+
+import copy
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from ..result import RESULT_JSON_SCHEMA
+from .schemas import RunRequest, SessionCreate, SessionRunRequest
+
+__all__ = ["openapi_document"]
+
+_REF = "#/components/schemas/{model}"
+
+_DESCRIPTION = """Run untrusted Python in a WebAssembly sandbox (CPython on WASI under wasmtime).
+
+Every refusal is a JSON object `{"error": {"code", "message", "details"?}}` with a 4xx status.
+Busy answers (429) carry `Retry-After`. Streaming output: `POST /api/run/stream` (Server-Sent
+Events: `start`, `stdout`, `stderr`, then `result`). Interactive input: WebSocket `/api/run/ws`
+(first message `{"type": "run", "api_key"?, ...}`, then `stdin`/`eof`/`cancel` messages; the
+server sends `start`, `stdout`, `stderr`, `input_wanted` and finally `result`)."""
+
+
+def _error_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["error"],
+        "properties": {
+            "error": {
+                "type": "object",
+                "required": ["code", "message"],
+                "properties": {
+                    "code": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {"type": "array", "items": {"type": "object"}},
+                },
+            }
+        },
+    }
+
+
+def _session_schema() -> dict[str, Any]:
+    return {
+        "type": "object",
+        "required": ["id", "profile", "runtime", "limits", "alive", "calls"],
+        "properties": {
+            "id": {"type": "string"},
+            "profile": {"type": "string"},
+            "runtime": {"type": "string"},
+            "limits": {"type": "object"},
+            "alive": {"type": "boolean"},
+            "calls": {"type": "integer", "minimum": 0},
+            "idle_expires_in": {"type": "number", "minimum": 0},
+            "lifetime_expires_in": {"type": "number", "minimum": 0},
+        },
+    }
+
+
+def _json(ref: str) -> dict[str, Any]:
+    return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
+
+
+def _errors(*statuses: int) -> dict[str, Any]:
+    text = {
+        400: "Malformed request (bad JSON)",
+        401: "Missing or invalid API key",
+        403: "This key may not use the profile",
+        404: "Unknown session or file",
+        409: "The session is running another call",
+        413: "Body too large",
+        415: "Body is not application/json",
+        422: "Invalid fields, limits, base64 or profile",
+        429: "Rate limited, or the server is busy (see Retry-After)",
+    }
+    out: dict[str, Any] = {}
+    for status in statuses:
+        out[str(status)] = {"description": text[status], "content": _json("Error")}
+        if status == 429:
+            out[str(status)]["headers"] = {
+                "Retry-After": {"schema": {"type": "string"}, "description": "seconds"}
+            }
+    return out
+
+
+_RUN_ERRORS = (400, 401, 403, 413, 415, 422, 429)
+
+_SSE_EVENT = {
+    "type": "object",
+    "required": ["event", "data"],
+    "properties": {
+        "event": {"enum": ["start", "stdout", "stderr", "result", "error"]},
+        "data": {"type": "string", "description": "JSON: {data} for output, the result object, …"},
+    },
+}
+
+
+def openapi_document() -> dict[str, Any]:
+    """The whole description, built fresh (callers may cache it)."""
+    _, defs = models_json_schema(
+        [(m, "validation") for m in (RunRequest, SessionCreate, SessionRunRequest)],
+        ref_template=_REF,
+    )
+    schemas: dict[str, Any] = dict(defs.get("$defs", {}))
+    result = copy.deepcopy(RESULT_JSON_SCHEMA)
+    result.pop("$schema", None)
+    schemas["Result"] = result
+    schemas["Error"] = _error_schema()
+    schemas["Session"] = _session_schema()
+    schemas["SessionResult"] = {
+        "allOf": [
+            {"$ref": "#/components/schemas/Result"},
+            {
+                "type": "object",
+                "required": ["session"],
+                "properties": {"session": {"$ref": "#/components/schemas/Session"}},
+            },
+        ]
+    }
+    session_id = {
+        "name": "session_id", "in": "path", "required": True, "schema": {"type": "string"},
+    }  # fmt: skip
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "wasm-runner", "version": "0.1.0", "description": _DESCRIPTION},
+        "security": [{"bearer": []}, {"apiKey": []}],
+        "components": {
+            "schemas": schemas,
+            "securitySchemes": {
+                "bearer": {"type": "http", "scheme": "bearer"},
+                "apiKey": {"type": "apiKey", "in": "header", "name": "X-API-Key"},
+            },
+        },
+        "paths": {
+            "/healthz": {
+                "get": {
+                    "summary": "Liveness",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "The server is up",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        }
+                    },
+                }  # fmt: skip
+            },
+            "/metrics": {
+                "get": {
+                    "summary": "Prometheus metrics",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "Prometheus text format",
+                            "content": {"text/plain": {"schema": {"type": "string"}}},
+                        }
+                    },
+                }  # fmt: skip
+            },
+            "/api/profiles": {
+                "get": {
+                    "summary": "Profiles this key may use, with their limits",
+                    "responses": {
+                        "200": {
+                            "description": "Profiles",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        **_errors(401, 429),
+                    },
+                }  # fmt: skip
+            },
+            "/api/run": {
+                "post": {
+                    "summary": "Run code in a fresh sandbox instance",
+                    "requestBody": {"required": True, "content": _json("RunRequest")},
+                    "responses": {
+                        "200": {"description": "The result object", "content": _json("Result")},
+                        **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/run/stream": {
+                "post": {
+                    "summary": "Run code, streaming output as Server-Sent Events",
+                    "requestBody": {"required": True, "content": _json("RunRequest")},
+                    "responses": {
+                        "200": {
+                            "description": "Events: start, stdout, stderr, then result (each "
+                            "event's data is one JSON object)",
+                            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
+                        },
+                        **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/sessions": {
+                "post": {
+                    "summary": "Open a session (a long-lived instance keeping state)",
+                    "requestBody": {"required": False, "content": _json("SessionCreate")},
+                    "responses": {
+                        "201": {"description": "The new session", "content": _json("Session")},
+                        **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/sessions/{session_id}": {
+                "parameters": [session_id],
+                "get": {
+                    "summary": "Describe a session",
+                    "responses": {
+                        "200": {"description": "The session", "content": _json("Session")},
+                        **_errors(401, 404, 429),
+                    },
+                },
+                "delete": {
+                    "summary": "End a session",
+                    "responses": {"204": {"description": "Ended"}, **_errors(401, 404, 429)},
+                },
+            },
+            "/api/sessions/{session_id}/run": {
+                "parameters": [session_id],
+                "post": {
+                    "summary": "Run code in a session",
+                    "requestBody": {"required": True, "content": _json("SessionRunRequest")},
+                    "responses": {
+                        "200": {
+                            "description": "The result object plus the session's state",
+                            "content": _json("SessionResult"),
+                        },
+                        **_errors(400, 401, 404, 409, 413, 415, 422, 429),
+                    },
+                },
+            },
+            "/api/files/{token}": {
+                "parameters": [
+                    {"name": "token", "in": "path", "required": True, "schema": {"type": "string"}}
+                ],
+                "get": {
+                    "summary": "Download a file a run wrote (short-lived link)",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "The file",
+                            "content": {
+                                "application/octet-stream": {
+                                    "schema": {"type": "string", "format": "binary"}
+                                }
+                            },
+                        },
+                        **_errors(404),
+                    },
+                },  # fmt: skip
+            },
+        },
+    }

@@ -1,0 +1,18 @@
+"""The API's routes, one module per concept; ``api_routes()`` lists them all."""
+
+from __future__ import annotations
+
+from starlette.routing import BaseRoute
+
+from . import files, interactive, meta, run, sessions, stream
+
+
+def api_routes() -> list[BaseRoute]:
+    return [
+        *meta.routes(),
+        *run.routes(),
+        *stream.routes(),
+        *interactive.routes(),
+        *sessions.routes(),
+        *files.routes(),
+    ]

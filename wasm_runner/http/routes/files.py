@@ -1,0 +1,30 @@
+"""``GET /api/files/{token}``: download a file a run wrote (``files_as: "url"``), while it lasts."""
+
+from __future__ import annotations
+
+from urllib.parse import quote
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ..errors import ApiError
+from ._common import service_of
+
+
+async def download_endpoint(request: Request) -> Response:
+    item = service_of(request).downloads.get(request.path_params["token"])
+    if item is None:
+        raise ApiError(404, "unknown_file", "no such file: the link is wrong or has expired")
+    return Response(
+        item.content,
+        media_type="application/octet-stream",
+        headers={
+            "Content-Disposition": f"attachment; filename*=UTF-8''{quote(item.name)}",
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/api/files/{token}", download_endpoint, methods=["GET"])]

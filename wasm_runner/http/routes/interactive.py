@@ -1,0 +1,263 @@
+"""``WebSocket /api/run/ws``: a run with interactive input; ``input()`` waits for the client.
+
+The API key goes in a header or, from browsers (which cannot set WebSocket headers), as
+``api_key`` in the first message (or the ``api_key`` query parameter, which lands in access logs).
+Browsers connecting from another origin must be in the CORS allowlist. Every message is a JSON
+text frame.
+
+Client -> server::
+
+    {"type": "run", "api_key"?: "...", "code": "...", "stdin"?: "...", "limits"?: {...},
+     "profile"?: "...",
+     "files"?: [...], "runtime"?: "...", "files_as"?: "base64"|"url"}     # first message, once
+    {"type": "stdin", "data": "Ada\\n"}    # input for the program (a line, or any text)
+    {"type": "eof"}                       # end of input: the program's next read gets EOF
+    {"type": "cancel"}                    # stop the program; a "cancelled" result follows
+
+Server -> client::
+
+    {"type": "start", "request_id": "...", "profile": "...", "runtime": "...", "limits": {...}}
+    {"type": "stdout", "data": "What is your name? "}
+    {"type": "stderr", "data": "..."}
+    {"type": "input_wanted"}              # the program is blocked reading stdin
+    {"type": "result", "result": {...the result object...}}      # last message; then close 1000
+    {"type": "error", "error": {"code": "...", "message": "...", "retry_after"?: n}}
+
+An ``error`` before ``start`` is fatal (bad first message, auth, rate limit, queue full) and the
+socket closes (code 1008, or 1013 "try again later" when busy). An ``error`` after ``start`` reports
+a bad client message and the run continues. The wall-clock limit keeps running while the program
+waits for input. Closing the socket cancels the run at once.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import threading
+from typing import Any
+from urllib.parse import urlsplit
+
+from starlette.routing import BaseRoute, WebSocketRoute
+from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
+
+from ..errors import ApiError
+from ..guests import OutputBridge, QueuedInput
+from ..schemas import WsStart, decode_json, parse_model
+from ..service import Job, Service, client_address
+from ._common import service_of
+
+FIRST_MESSAGE_SECONDS = 30.0
+MAX_MESSAGE_BYTES = 1 << 20
+
+
+def origin_allowed(ws: WebSocket, allowlist: tuple[str, ...]) -> bool:
+    """Non-browser clients send no Origin; browsers must be same-host or on the allowlist."""
+    origin = ws.headers.get("origin")
+    if origin is None:
+        return True
+    if origin in allowlist or "*" in allowlist:
+        return True
+    return urlsplit(origin).netloc == ws.headers.get("host", "")
+
+
+async def _fatal(ws: WebSocket, error: ApiError) -> None:
+    body = error.body()
+    if "Retry-After" in error.headers:
+        body["error"]["retry_after"] = int(error.headers["Retry-After"])
+    await ws.send_json({"type": "error", **body})
+    await ws.close(code=1013 if error.status == 429 else 1008)
+
+
+async def _first_message(ws: WebSocket, service: Service) -> tuple[Any, str | None]:
+    """The run message, decoded (not yet validated), and the API key it carried (if any)."""
+    try:
+        raw = await asyncio.wait_for(ws.receive_text(), FIRST_MESSAGE_SECONDS)
+    except TimeoutError:
+        raise ApiError(400, "no_run_message", "send the run message within 30 seconds") from None
+    except KeyError:  # a binary frame
+        raise ApiError(400, "bad_message", "messages must be JSON text frames") from None
+    if len(raw) > service.config.max_body_bytes:
+        raise ApiError(413, "body_too_large", "the run message is too large")
+    message = decode_json(raw)
+    key = message.pop("api_key", None) if isinstance(message, dict) else None
+    if key is not None and not isinstance(key, str):
+        raise ApiError(422, "invalid_request", "api_key: must be a string")
+    return message, key
+
+
+async def interactive_endpoint(ws: WebSocket) -> None:
+    service = service_of(ws)
+    if not origin_allowed(ws, service.config.cors_origins):
+        await ws.close(code=1008, reason="origin not allowed")
+        return
+    await ws.accept()
+    try:
+        message, key = await _first_message(ws, service)
+        tenant = service.caller(ws, allow_query_key=True, key=key)
+        start = parse_model(WsStart, message)
+        profile, limits, runtime = service.policy(
+            tenant, start.profile, start.limits, start.runtime
+        )
+        job = Job(
+            tenant=tenant,
+            client=client_address(ws),
+            kind="ws",
+            profile=profile,
+            limits=limits,
+            runtime=runtime,
+            code=start.code,
+            stdin=None,
+            files=service.files_in(start.files),
+            display=profile.display if start.display is None else start.display,
+        )
+    except ApiError as exc:
+        await _fatal(ws, exc)
+        return
+    except WebSocketDisconnect:
+        return
+    await _run_interactive(ws, service, job, start)
+
+
+async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsStart) -> None:
+    loop = asyncio.get_running_loop()
+    bridge = OutputBridge(loop)
+    wanted = asyncio.Event()
+
+    def input_wanted() -> None:  # called on the guest's thread
+        loop.call_soon_threadsafe(wanted.set)
+
+    inp = QueuedInput(on_wait=input_wanted)
+    if start.stdin:
+        inp.feed(start.stdin.encode("utf-8"))
+    cancel = threading.Event()
+    admitted = asyncio.Event()
+    work = asyncio.ensure_future(
+        service.run_job(
+            job, on_output=bridge, input_source=inp, cancel=cancel, on_admitted=admitted.set
+        )
+    )
+    reader = asyncio.ensure_future(_read_client(ws, inp, cancel))
+    try:
+        admitted_wait = asyncio.ensure_future(admitted.wait())
+        await asyncio.wait({work, admitted_wait, reader}, return_when=asyncio.FIRST_COMPLETED)
+        admitted_wait.cancel()
+        if reader.done():  # client went away while queued
+            return
+        if not admitted.is_set():
+            try:
+                work.result()
+            except ApiError as exc:
+                await _fatal(ws, exc)
+            return
+        await ws.send_json(
+            {
+                "type": "start",
+                "request_id": job.request_id,
+                "profile": job.profile.name,
+                "runtime": job.runtime,
+                "limits": job.limits.to_dict(),
+            }
+        )
+        await _pump(ws, bridge, wanted, work, reader)
+        if reader.done():
+            return
+        for stream, text in bridge.flush():
+            await ws.send_json({"type": stream, "data": text})
+        result = service.render(work.result(), start.files_as)
+        await ws.send_text(json.dumps({"type": "result", "result": result}, ensure_ascii=True))
+        await ws.close(code=1000)
+    except (WebSocketDisconnect, RuntimeError):
+        pass  # the client went away mid-send
+    finally:
+        inp.close()
+        reader.cancel()
+        if not work.done():
+            cancel.set()
+            work.cancel()
+
+
+async def _pump(
+    ws: WebSocket,
+    bridge: OutputBridge,
+    wanted: asyncio.Event,
+    work: asyncio.Future[Any],
+    reader: asyncio.Future[None],
+) -> None:
+    """Forward output and input requests until the run ends or the client leaves."""
+    while True:
+        getter = asyncio.ensure_future(bridge.queue.get())
+        want = asyncio.ensure_future(wanted.wait())
+        done, _ = await asyncio.wait(
+            {getter, want, work, reader}, return_when=asyncio.FIRST_COMPLETED
+        )
+        if getter in done:
+            stream, text = getter.result()
+            await ws.send_json({"type": stream, "data": text})
+        else:
+            getter.cancel()
+        if want in done:
+            wanted.clear()
+            # output printed before the prompt goes out first
+            while not bridge.queue.empty():
+                stream, text = bridge.queue.get_nowait()
+                await ws.send_json({"type": stream, "data": text})
+            await ws.send_json({"type": "input_wanted"})
+        else:
+            want.cancel()
+        if reader in done or (work in done and getter not in done):
+            return
+
+
+async def _read_client(ws: WebSocket, inp: QueuedInput, cancel: threading.Event) -> None:
+    """Feed client messages to the program; returns when the client disconnects."""
+    while True:
+        try:
+            message = await ws.receive()
+        except RuntimeError:
+            return
+        if message["type"] == "websocket.disconnect":
+            cancel.set()
+            return
+        error = _apply(message.get("text"), inp, cancel)
+        if error is not None and ws.application_state is WebSocketState.CONNECTED:
+            try:
+                await ws.send_json({"type": "error", **error.body()})
+            except (WebSocketDisconnect, RuntimeError):
+                return
+
+
+def _apply(text: str | None, inp: QueuedInput, cancel: threading.Event) -> ApiError | None:
+    """Act on one client message; an ``ApiError`` to report when it is not understood."""
+    if text is None:
+        return ApiError(400, "bad_message", "messages must be JSON text frames")
+    if len(text) > MAX_MESSAGE_BYTES:
+        return ApiError(
+            413, "message_too_large", f"messages are limited to {MAX_MESSAGE_BYTES} bytes"
+        )
+    try:
+        msg = decode_json(text)
+    except ApiError as exc:
+        return exc
+    kind = msg.get("type") if isinstance(msg, dict) else None
+    if kind == "stdin":
+        data = msg.get("data")
+        if not isinstance(data, str):
+            return ApiError(422, "bad_message", "a stdin message needs 'data' as a string")
+        try:
+            encoded = data.encode("utf-8")
+        except UnicodeEncodeError:
+            return ApiError(422, "bad_message", "stdin data is not valid Unicode text")
+        if not inp.feed(encoded):
+            return ApiError(409, "input_refused", "input is closed or its buffer is full")
+        return None
+    if kind == "eof":
+        inp.close()
+        return None
+    if kind == "cancel":
+        cancel.set()
+        return None
+    return ApiError(422, "bad_message", "message type must be one of: stdin, eof, cancel")
+
+
+def routes() -> list[BaseRoute]:
+    return [WebSocketRoute("/api/run/ws", interactive_endpoint)]

@@ -1,0 +1,63 @@
+"""``/healthz``, ``/metrics``, ``/api/openapi.json`` and ``/api/profiles``."""
+
+from __future__ import annotations
+
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ..errors import SafeJSONResponse
+from ..openapi import openapi_document
+from ._common import service_of
+
+
+async def healthz(request: Request) -> Response:
+    service = service_of(request)
+    return SafeJSONResponse(
+        {
+            "status": "ok",
+            "running": service.admission.running,
+            "queued": service.admission.waiting,
+            "sessions": len(service.sessions),
+        }
+    )
+
+
+async def metrics(request: Request) -> Response:
+    return service_of(request).metrics.response(request)
+
+
+_OPENAPI = openapi_document()
+
+
+async def openapi(request: Request) -> Response:
+    return SafeJSONResponse(_OPENAPI)
+
+
+async def profiles(request: Request) -> Response:
+    service = service_of(request)
+    tenant = service.caller(request)
+    return SafeJSONResponse(
+        {
+            "default": service.config.default_profile,
+            "profiles": {
+                name: {
+                    "limits": p.limits.to_dict(),
+                    "runtime": p.runtime,
+                    "data_dir": p.data_dir is not None,
+                    "files_out": p.files_out,
+                }
+                for name, p in service.config.profiles.items()
+                if tenant.may_use(name)
+            },
+        }
+    )
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/healthz", healthz, methods=["GET"]),
+        Route("/metrics", metrics, methods=["GET"]),
+        Route("/api/openapi.json", openapi, methods=["GET"]),
+        Route("/api/profiles", profiles, methods=["GET"]),
+    ]

@@ -1,0 +1,165 @@
+"""A run's ``Result`` as MCP tool content: text a model reads first, images, tables, files.
+
+The first text block says in one sentence how the run ended (which limit and its value, or the
+exception), then shows stdout and a stderr whose tracebacks are trimmed to the user's frames.
+Plots become MCP image content; tables their plain-text form; files written to ``/out`` become
+resource links (sessions) or embedded resources (one-off runs, whose files are gone afterwards).
+"""
+
+from __future__ import annotations
+
+import base64
+import mimetypes
+from typing import Any
+from urllib.parse import quote
+
+from mcp.types import (
+    BlobResourceContents,
+    CallToolResult,
+    ContentBlock,
+    EmbeddedResource,
+    ImageContent,
+    ResourceLink,
+    TextContent,
+    TextResourceContents,
+)
+
+from ..limits import Limits
+from ..messages import exception_line, limit_sentence, trim_traceback
+from ..result import LIMIT_STATUSES, FileOut, Output, Result, Status
+
+__all__ = ["result_to_tool_result", "summary_sentence", "file_uri", "guess_mime", "EMBED_LIMIT_BYTES"]
+
+EMBED_LIMIT_BYTES = 1 << 20  # one-off runs embed files up to this size each
+_IMAGE_MIMES = ("image/png", "image/jpeg", "image/gif", "image/webp", "image/svg+xml")
+
+
+def summary_sentence(result: Result, limits: Limits) -> str:
+    """One sentence on how the run ended, for the top of the tool result."""
+    if result.status is Status.OK:
+        return f"Ran successfully in {result.wall_ms / 1000:.2f} s."
+    if result.status in LIMIT_STATUSES:
+        stream = "stderr" if result.stderr_truncated and not result.stdout_truncated else "stdout"
+        return limit_sentence(result.status, limits, stream=stream)
+    if result.status is Status.ERROR:
+        line = exception_line(result.stderr)
+        if line:
+            return f"The code raised {line}"
+        return f"The program exited with code {result.exit_code}."
+    if result.status is Status.INVALID_INPUT and result.message:
+        return f"Refused before running: {result.message}"
+    return limit_sentence(result.status, limits)
+
+
+def _output_text(result: Result) -> str:
+    parts: list[str] = []
+    if result.stdout:
+        parts.append("stdout:\n" + result.stdout.rstrip("\n"))
+        if result.stdout_truncated:
+            parts.append("[stdout was cut off at the output limit]")
+    if result.stderr:
+        parts.append("stderr:\n" + trim_traceback(result.stderr).rstrip("\n"))
+        if result.stderr_truncated:
+            parts.append("[stderr was cut off at the output limit]")
+    return "\n".join(parts)
+
+
+def guess_mime(path: str) -> str:
+    mime, _ = mimetypes.guess_type(path)
+    return mime or "application/octet-stream"
+
+
+def file_uri(session_id: str, path: str) -> str:
+    """The resource URI of a file a session's code wrote (``path`` is its guest path)."""
+    return f"wasm-runner://sessions/{session_id}/files/{quote(path.lstrip('/'), safe='')}"
+
+
+def _rich_blocks(outputs: list[Output]) -> list[ContentBlock]:
+    blocks: list[ContentBlock] = []
+    has_plain = any(o.mime == "text/plain" for o in outputs)
+    for o in outputs:
+        if o.mime in _IMAGE_MIMES:
+            data = o.data if o.mime != "image/svg+xml" else base64.b64encode(o.data.encode()).decode()
+            blocks.append(ImageContent(data=data, mime_type=o.mime))
+        elif o.mime == "text/plain" or (o.mime == "text/html" and not has_plain):
+            label = "table" if o.kind == "table" else "value"
+            blocks.append(TextContent(text=f"Out ({label}):\n{o.data}"))
+    return blocks
+
+
+def _file_block(f: FileOut, session_id: str | None) -> ContentBlock:
+    mime = guess_mime(f.path)
+    if session_id is not None:
+        return ResourceLink(
+            uri=file_uri(session_id, f.path),
+            name=f.path,
+            mime_type=mime,
+            size=f.size,
+            description=f"File {f.path} written by the code ({f.size} bytes).",
+        )
+    uri = f"wasm-runner://run/files/{quote(f.path.lstrip('/'), safe='')}"
+    if f.size > EMBED_LIMIT_BYTES:
+        return TextContent(
+            text=f"File {f.path} ({f.size} bytes) is too large to return from a one-off run "
+            f"(limit {EMBED_LIMIT_BYTES} bytes); write a smaller file or use a session."
+        )
+    try:
+        text = f.content.decode("utf-8")
+    except UnicodeDecodeError:
+        text = None
+    if text is not None and (mime.startswith("text/") or mime in ("application/json", "application/xml")):
+        return EmbeddedResource(resource=TextResourceContents(uri=uri, mime_type=mime, text=text))
+    return EmbeddedResource(
+        resource=BlobResourceContents(
+            uri=uri, mime_type=mime, blob=base64.b64encode(f.content).decode("ascii")
+        )
+    )
+
+
+def result_to_tool_result(
+    result: Result,
+    limits: Limits,
+    *,
+    session_id: str | None = None,
+    files: list[FileOut] | None = None,
+    note: str = "",
+) -> CallToolResult:
+    """The MCP tool result for ``result``.
+
+    ``session_id`` makes files resource links into that session (else they are embedded);
+    ``files`` overrides which files are reported (a session reports only new or changed ones);
+    ``note`` is appended to the text (e.g. "the session has ended").
+    """
+    files = result.files if files is None else files
+    text = summary_sentence(result, limits)
+    body = _output_text(result)
+    if body:
+        text += "\n" + body
+    elif result.status is Status.OK and not result.outputs and not files:
+        text += " It printed nothing (print() a value or end the cell with an expression to see it)."
+    if note:
+        text += "\n" + note
+    blocks: list[ContentBlock] = [TextContent(text=text)]
+    blocks.extend(_rich_blocks(result.outputs))
+    blocks.extend(_file_block(f, session_id) for f in files)
+    structured: dict[str, Any] = {
+        "status": result.status.value,
+        "exit_code": result.exit_code,
+        "message": summary_sentence(result, limits) if not result.ok else "",
+        "limit": result.limit,
+        "wall_ms": round(result.wall_ms, 3),
+        "fuel_used": result.fuel_used,
+        "stdout_truncated": result.stdout_truncated,
+        "stderr_truncated": result.stderr_truncated,
+        "outputs": [{"kind": o.kind, "mime": o.mime} for o in result.outputs],
+        "files": [
+            {"path": f.path, "size": f.size, "sha256": f.sha256}
+            | ({"uri": file_uri(session_id, f.path)} if session_id else {})
+            for f in files
+        ],
+    }
+    if session_id is not None:
+        structured["session_id"] = session_id
+    return CallToolResult(
+        content=blocks, structured_content=structured, is_error=not result.ok
+    )
