@@ -48,15 +48,57 @@ _BOOT_LOADER = "import marshal\nexec(marshal.loads(open('/wasm-runner/boot.bin',
 OutputCallback = Callable[[str, bytes], None]
 
 
-def _start_thread(target: Callable[[], None], name: str) -> threading.Thread:
-    with _stack_lock:
-        old = threading.stack_size(GUEST_STACK)
-        try:
-            t = threading.Thread(target=target, name=name, daemon=True)
-            t.start()
-        finally:
-            threading.stack_size(old)
-    return t
+class _GuestThreads:
+    """Threads with a 32 MiB native stack that run guests, reused across runs.
+
+    A thread carries no guest state from one run to the next: each run has its own Store,
+    instance and GuestIO, and sets the thread-local ``current.io`` itself. Reuse saves the
+    thread's creation and its stack's page faults (about 0.3 ms a run). Threads idle for
+    ``IDLE_S`` exit; there are never fewer threads than runs waiting to start.
+    """
+
+    IDLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._work: list[Callable[[], None]] = []
+        self._cv = threading.Condition(self._lock)
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._work.append(fn)
+            if self._idle >= len(self._work):  # enough idle threads for all waiting work
+                self._cv.notify()
+                return
+        with _stack_lock:
+            old = threading.stack_size(GUEST_STACK)
+            try:
+                threading.Thread(target=self._loop, name="wasm-runner-guest", daemon=True).start()
+            finally:
+                threading.stack_size(old)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._work:
+                    self._idle += 1
+                    woke = self._cv.wait(self.IDLE_S)
+                    self._idle -= 1
+                    if not woke and not self._work:
+                        return
+                fn = self._work.pop(0)
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a guest's failure never kills the worker
+                pass
+
+
+_threads = _GuestThreads()
+
+
+def _start_thread(target: Callable[[], None], name: str) -> None:
+    _threads.submit(target)
 
 
 def _lower_priority() -> None:
@@ -192,7 +234,7 @@ class _Guest:
         self.store: wt.Store | None = None
         self._fuel_at_handover = 0
         self._budget: dict[str, Any] = {}
-        self.thread = _start_thread(self._main, "wasm-runner-guest")
+        _start_thread(self._main, "wasm-runner-guest")
 
     # runs on the guest thread, inside fd_read of the control channel
     def _handover(self, job: dict[str, Any]) -> None:
@@ -280,7 +322,10 @@ class Sandbox:
         *,
         fuel: bool = True,
         progress: Callable[[str], None] | None = None,
+        prestart: int = 0,
     ) -> None:
+        """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``);
+        runs that name no pool take one when ready, so their start-up is off the critical path."""
         self.runtime: Runtime = get_runtime(runtime)
         self.fuel = fuel
         self.engine = _engine.get_engine(fuel)
@@ -295,6 +340,8 @@ class Sandbox:
         self.pools: dict[str, Any] = {}
         self._boot: Path | None = None
         self._boot = self._compiled_wrapper()
+        if prestart:
+            self.add_pool("plain", size=prestart)
 
     @property
     def name(self) -> str:
@@ -442,6 +489,8 @@ class Sandbox:
             return Result.invalid(f"Invalid limits: {e}.", rt)
         except ValueError as e:
             return Result.invalid(f"Invalid input: {e}.", rt)
+        if pool is None and "plain" in self.pools:
+            pool = "plain"
         if pool is not None and pool not in self.pools:
             return Result.invalid(f"Unknown pool {pool!r}; this sandbox has: {', '.join(self.pools) or 'none'}.", rt)
         guest = self.pools[pool].take() if pool is not None else None
