@@ -7,7 +7,7 @@ bash scripts/setup.sh
 .venv/bin/wasm-runner warm
 # Browser tier: Pyodide under Node (the worker logic).
 if ls tests/web/*.test.mjs >/dev/null 2>&1; then
-  node --test tests/web/
+  (cd web && node --test ../tests/web/)
 fi
 # Everything else: the sandbox, the HTTP service, the browser in Chromium, MCP, compare.
 .venv/bin/python -m pytest -q -p no:cacheprovider "$@"

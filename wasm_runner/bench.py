@@ -157,6 +157,22 @@ def main(argv: Sequence[str] | None = None) -> int:
     fresh_off = add("wasm fresh instance, print('hi'), fuel off", _time(lambda: nofuel.run(HELLO), n))
     fig["fresh_hello_p50_ms"], fig["fresh_hello_nofuel_p50_ms"] = fresh[0], fresh_off[0]
 
+    plain = sb.add_pool("plain-bench", size=4)
+    plain.wait_ready()
+
+    def prestarted() -> list[float]:
+        out = []
+        for _ in range(n):
+            plain.wait_ready(1, timeout=60)
+            t = time.perf_counter()
+            sb.run(HELLO, pool="plain-bench")
+            out.append((time.perf_counter() - t) * 1000)
+        return out
+
+    pre = add("wasm prestarted instance (plain pool, never used), print('hi')", prestarted())
+    fig["prestarted_hello_p50_ms"] = pre[0]
+    sb.pools.pop("plain-bench").close()
+
     rss0 = _rss_kib()
     pool = sb.add_pool("bench", size=4, preload=("numpy", "pandas"))
     pool.wait_ready()
