@@ -173,3 +173,14 @@ def test_plots_come_back_as_png(default_sandbox: Sandbox) -> None:
     import base64
 
     assert base64.b64decode(images[0].data).startswith(b"\x89PNG")
+
+
+def test_without_fuel_the_wall_limit_still_holds() -> None:
+    sb = Sandbox("default", fuel=False)
+    try:
+        r = sb.run("while True: pass", limits=Limits(wall_seconds=0.5))
+        assert r.status is Status.TIMEOUT and r.limit == "wall"
+        assert r.fuel_used == 0
+        assert sb.run("print('ok')").stdout == "ok\n"
+    finally:
+        sb.close()
