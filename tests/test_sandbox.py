@@ -184,3 +184,11 @@ def test_without_fuel_the_wall_limit_still_holds() -> None:
         assert sb.run("print('ok')").stdout == "ok\n"
     finally:
         sb.close()
+
+
+def test_memory_cap_below_the_runtime_minimum_is_refused_clearly(sandbox: Sandbox) -> None:
+    r = sandbox.run("print(1)", limits=Limits(memory_mb=16))
+    if sandbox.min_memory_mb > 16:
+        assert r.status is Status.INVALID_INPUT and "needs to start" in r.message
+    else:
+        assert r.ok

@@ -101,6 +101,14 @@ def _start_thread(target: Callable[[], None], name: str) -> None:
     _threads.submit(target)
 
 
+def _min_memory_mb(module: wt.Module) -> int:
+    """The linear memory an instance of ``module`` starts with, in whole MB."""
+    for e in module.exports:
+        if isinstance(e.type, wt.MemoryType):
+            return -(-(e.type.limits.min * 65536) // (1024 * 1024))
+    return 0
+
+
 def _lower_priority() -> None:
     try:
         os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
@@ -333,6 +341,7 @@ class Sandbox:
         linker = wt.Linker(self.engine)
         define_imports(linker, self.module)
         self.pre = linker.instantiate_pre(self.module)
+        self.min_memory_mb = _min_memory_mb(self.module)
         self._stdlib = stdlib_dir(self.runtime)
         self._inner = data_dirs(self.runtime)
         self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-", dir=_work_root()))
@@ -489,6 +498,10 @@ class Sandbox:
             return Result.invalid(f"Invalid limits: {e}.", rt)
         except ValueError as e:
             return Result.invalid(f"Invalid input: {e}.", rt)
+        if limits.memory_mb < self.min_memory_mb:
+            return Result.invalid(
+                f"Invalid limits: memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
+                f"the {rt} runtime needs to start.", rt)
         if pool is None and "plain" in self.pools:
             pool = "plain"
         if pool is not None and pool not in self.pools:
@@ -610,7 +623,11 @@ class Sandbox:
         files: dict[str, bytes] | None = None,
     ) -> Session:
         """A long-lived instance that keeps variables and files across ``Session.run`` calls."""
-        return Session(self, (limits or Limits()).validate(), data_dir, out_dir, files)
+        limits = (limits or Limits()).validate()
+        if limits.memory_mb < self.min_memory_mb:
+            raise InvalidLimits(f"memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
+                                f"the {self.runtime.name} runtime needs to start")
+        return Session(self, limits, data_dir, out_dir, files)
 
     def close(self) -> None:
         for p in list(self.pools.values()):
