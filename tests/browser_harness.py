@@ -1,0 +1,193 @@
+"""Helpers for the browser suites: the real server under uvicorn on 127.0.0.1 and Debian's
+Chromium driven by Playwright (never a downloaded browser).
+
+The playground's CSP forbids eval, so waits poll with ``page.evaluate`` (which runs through the
+DevTools protocol) instead of ``wait_for_function`` (which needs eval in the page).
+"""
+
+from __future__ import annotations
+
+import atexit
+import os
+import shutil
+import socket
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+from typing import Any
+
+import pytest
+from playwright import sync_api as playwright_api
+
+REPO = Path(__file__).resolve().parent.parent
+CHROMIUM = os.environ.get("WASM_RUNNER_CHROMIUM", "/usr/bin/chromium")
+CHROMIUM_ARGS = [
+    "--headless",
+    "--no-sandbox",
+    "--disable-gpu",
+    "--disable-quic",
+    "--no-first-run",
+    "--disable-background-networking",
+    "--disable-component-update",
+    "--disable-sync",
+]
+READY_SECONDS = 90  # Pyodide load on a busy 2-core machine
+
+
+def _free_socket() -> socket.socket:
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
+
+
+def start_uvicorn(
+    app: str, env: dict[str, str] | None = None
+) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``uvicorn app`` on a socket bound to a free loopback port; return (process, base URL)."""
+    sock = _free_socket()
+    port = sock.getsockname()[1]
+    command = [
+        sys.executable,
+        "-m",
+        "uvicorn",
+        app,
+        "--fd",
+        str(sock.fileno()),
+        "--log-level",
+        "warning",
+    ]
+    process = subprocess.Popen(
+        command, cwd=REPO, env={**os.environ, **(env or {})}, pass_fds=[sock.fileno()]
+    )
+    sock.close()
+    base = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 60
+    while time.monotonic() < deadline:
+        if process.poll() is not None:
+            raise RuntimeError(f"uvicorn {app} exited with {process.returncode}")
+        try:
+            with urllib.request.urlopen(base + "/embed.js", timeout=2) as response:
+                if response.status == 200:
+                    return process, base
+        except OSError:
+            time.sleep(0.2)
+    process.terminate()
+    raise RuntimeError(f"uvicorn {app} did not answer on {base}")
+
+
+def stop_process(process: subprocess.Popen[bytes]) -> None:
+    process.terminate()
+    try:
+        process.wait(timeout=10)
+    except subprocess.TimeoutExpired:
+        process.kill()
+
+
+# One server and one browser for every browser suite in the test process, closed at exit.
+_shared: dict[str, Any] = {}
+
+
+def _close_shared() -> None:
+    if "browser" in _shared:
+        _shared.pop("browser").close()
+        _shared.pop("playwright").stop()
+    if "server" in _shared:
+        stop_process(_shared.pop("server"))
+
+
+def shared_server() -> str:
+    if "server_url" not in _shared:
+        if not (REPO / "web" / "node_modules" / "pyodide").is_dir():
+            pytest.fail(
+                "web/node_modules is missing: run scripts/setup.sh (npm ci in web/)"
+            )
+        process, base = start_uvicorn("server:app", {"WASM_RUNNER_AUTH": "off"})
+        _shared["server"], _shared["server_url"] = process, base
+        atexit.register(_close_shared)
+    return _shared["server_url"]
+
+
+def shared_browser() -> Any:
+    if "browser" not in _shared:
+        if not shutil.which(CHROMIUM) and not Path(CHROMIUM).exists():
+            pytest.fail(
+                f"{CHROMIUM} is missing: scripts/setup.sh installs Debian's chromium"
+            )
+        _shared["playwright"] = playwright_api.sync_playwright().start()
+        _shared["browser"] = _shared["playwright"].chromium.launch(
+            executable_path=CHROMIUM, args=CHROMIUM_ARGS
+        )
+        atexit.register(_close_shared)
+    return _shared["browser"]
+
+
+def poll(page: Any, expression: str, timeout: float = 30.0, arg: Any = None) -> Any:
+    """Evaluate ``expression`` until it is truthy; return its value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        value = (
+            page.evaluate(expression, arg)
+            if arg is not None
+            else page.evaluate(expression)
+        )
+        if value:
+            return value
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for: {expression}")
+        time.sleep(0.05)
+
+
+def open_playground(url: str = "/", *, viewport: dict[str, int] | None = None) -> Any:
+    """A fresh context on the playground (``url``: a path on the shared server, or a full URL),
+    waited until Pyodide is ready in the sandbox frame."""
+    if url.startswith("/"):
+        url = shared_server() + url
+    context = shared_browser().new_context(
+        viewport=viewport or {"width": 1280, "height": 800}
+    )
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(url)
+    poll(
+        page,
+        "window.playground && window.playground.runner.browserInfo",
+        timeout=READY_SECONDS,
+    )
+    return page
+
+
+RUN_IN_BROWSER = """async ([code, options]) => {
+  const runner = window.playground.runner;
+  const chunks = [];
+  const result = await runner.run(code, { tier: "browser", ...options,
+    onOutput: (o) => chunks.push(o) });
+  result.chunks = chunks;
+  return result;
+}"""
+
+RUN_AND_STOP = """async ([code, settleMs]) => {
+  const runner = window.playground.runner;
+  let started;
+  const go = new Promise((resolve) => { started = resolve; });
+  const pending = runner.run(code, { tier: "browser", onOutput: (o) => { if (o.text.includes("go")) started(); } });
+  await go;
+  if (settleMs) await new Promise((resolve) => setTimeout(resolve, settleMs));
+  const t0 = performance.now();
+  runner.stop();
+  const result = await pending;
+  result.stop_latency_ms = performance.now() - t0;
+  return result;
+}"""
+
+
+def run_in_browser(page: Any, code: str, **options: Any) -> dict[str, Any]:
+    return page.evaluate(RUN_IN_BROWSER, [code, options])
+
+
+def run_and_stop(page: Any, code: str, settle_ms: int = 0) -> dict[str, Any]:
+    """Run ``code`` (which prints 'go' first) and press Stop once 'go' arrived (+ ``settle_ms``)."""
+    return page.evaluate(RUN_AND_STOP, [code, settle_ms])

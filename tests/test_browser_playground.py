@@ -1,0 +1,262 @@
+"""The playground in real headless Chromium against the real server: runs, streaming output,
+input() with and without cross-origin isolation, Stop (100 stops), the time limit, plots,
+share links, keyboard access, and both page widths."""
+
+from __future__ import annotations
+
+import base64
+import os
+from pathlib import Path
+
+from browser_harness import (
+    open_playground,
+    poll,
+    run_and_stop,
+    run_in_browser,
+    start_uvicorn,
+    stop_process,
+)
+
+PLOT_PROGRAM = (Path(__file__).parent / "web" / "plot_standin.py").read_text() + (
+    "\nimport matplotlib.pyplot as plt\nplt.plot(range(10), [x * x for x in range(10)])\nprint('plotted')\n"
+)
+PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"
+SCREENSHOTS = Path(
+    os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens")
+)
+
+
+def test_page_serves_isolated_and_runs_python():
+    page = open_playground("/")
+    assert page.evaluate("crossOriginIsolated") is True
+    info = page.evaluate("window.playground.runner.browserInfo")
+    assert info["shared"] is True and info["runtime"].startswith("pyodide-")
+    result = run_in_browser(
+        page, "import sys\nprint(sum(range(101)))\nprint('oops', file=sys.stderr)"
+    )
+    assert result["status"] == "ok"
+    assert result["stdout"] == "5050\n"
+    assert result["stderr"] == "oops\n"
+    assert result["tier"] == "browser"
+    assert page.errors == []
+    page.context.close()
+
+
+def test_run_button_streams_output_before_the_end():
+    page = open_playground("/")
+    page.evaluate(
+        "window.playground.editor.setCode(\"import time\\nprint('first', flush=True)\\ntime.sleep(1.5)\\nprint('second')\")"
+    )
+    page.click("#run")
+    poll(page, "document.getElementById('output').textContent.includes('first')")
+    # 'first' is on screen while the program still sleeps
+    assert "second" not in page.text_content("#output")
+    assert page.text_content("#state") == "Running…"
+    poll(page, "document.body.dataset.lastStatus === 'ok'", timeout=20)
+    assert "second" in page.text_content("#output")
+    page.context.close()
+
+
+def _answer_input_via_ui(page, url_suffix: str) -> None:
+    page.evaluate(
+        "window.playground.editor.setCode(\"name = input('Your name? ')\\nprint('Hello,', name)\")"
+    )
+    page.click("#run")
+    poll(page, "!document.getElementById('input-form').hidden")
+    # the prompt is shown before the program waits
+    assert "Your name? " in page.text_content("#output")
+    assert page.text_content("#input-label") == "Your name?"
+    page.fill("#input-box", "Ada")
+    page.press("#input-box", "Enter")
+    poll(page, "document.body.dataset.lastStatus", timeout=20)
+    assert page.evaluate("window.lastResult.status") == "ok"
+    assert page.evaluate("window.lastResult.stdout") == "Your name? Hello, Ada\n"
+
+
+def test_input_with_cross_origin_isolation():
+    page = open_playground("/")
+    assert page.evaluate("window.playground.runner.browserInfo.shared") is True
+    _answer_input_via_ui(page, "/")
+    page.context.close()
+
+
+def test_input_without_cross_origin_isolation_uses_stack_switching():
+    page = open_playground("/?isolation=off")
+    assert page.evaluate("crossOriginIsolated") is False
+    info = page.evaluate("window.playground.runner.browserInfo")
+    assert info["shared"] is False and info["jspi"] is True
+    _answer_input_via_ui(page, "/?isolation=off")
+    # Stop still works without isolation: the worker is terminated and a fresh one started
+    result = run_and_stop(page, "print('go', flush=True)\nwhile True:\n    pass")
+    assert result["status"] == "cancelled"
+    assert run_in_browser(page, "print('after restart')")["stdout"] == "after restart\n"
+    page.context.close()
+
+
+def test_one_hundred_stops_are_all_effective():
+    page = open_playground("/")
+    programs = {
+        "busy": "print('go', flush=True)\nwhile True:\n    pass",
+        "sleep": "import time\nprint('go', flush=True)\nwhile True:\n    time.sleep(0.5)",
+        # a loop inside C code: no bytecode runs, so only terminating the worker stops it
+        "c-level": "import collections, itertools\nprint('go', flush=True)\ncollections.deque(itertools.count(), maxlen=0)",
+    }
+    statuses: dict[str, list[str]] = {kind: [] for kind in programs}
+    for i in range(100):
+        kind = "c-level" if i % 10 == 9 else ("busy", "sleep")[i % 2]
+        # the C-level program gets time to enter its loop, where only terminating stops it
+        settle = 150 if kind == "c-level" else 0
+        statuses[kind].append(run_and_stop(page, programs[kind], settle)["status"])
+    effective = sum(s == "cancelled" for kinds in statuses.values() for s in kinds)
+    assert effective == 100, statuses
+    assert {k: len(v) for k, v in statuses.items()} == {
+        "busy": 50,
+        "sleep": 40,
+        "c-level": 10,
+    }
+    # the Stop button in the page works too, and the runtime is healthy afterwards
+    page.evaluate("window.playground.editor.setCode('while True:\\n    pass')")
+    page.click("#run")
+    poll(page, "!document.getElementById('stop').disabled")
+    page.click("#stop")
+    poll(page, "document.body.dataset.lastStatus === 'cancelled'", timeout=20)
+    assert run_in_browser(page, "print(6 * 7)")["stdout"] == "42\n"
+    page.context.close()
+
+
+def test_time_limit_and_output_cap():
+    page = open_playground("/")
+    timed = run_in_browser(
+        page,
+        "import time\nwhile True:\n    time.sleep(0.01)",
+        limits={"wall_seconds": 0.5},
+    )
+    assert timed["status"] == "timeout" and timed["limit"] == "wall"
+    flood = run_in_browser(
+        page, "while True:\n    print('y' * 80)", limits={"stdout_bytes": 4096}
+    )
+    assert flood["status"] == "output_limit" and flood["stdout_truncated"] is True
+    assert len(flood["stdout"]) == 4096
+    deep = run_in_browser(page, "def f(n):\n    return f(n + 1)\nf(0)")
+    assert deep["status"] == "error" and "RecursionError" in deep["stderr"]
+    assert run_in_browser(page, "print('fine')")["stdout"] == "fine\n"
+    page.context.close()
+
+
+def test_plot_is_shown_inline_as_png():
+    page = open_playground("/")
+    page.evaluate("(code) => window.playground.editor.setCode(code)", PLOT_PROGRAM)
+    page.click("#run")
+    poll(page, "document.body.dataset.lastStatus", timeout=30)
+    assert page.evaluate("window.lastResult.status") == "ok"
+    outputs = page.evaluate("window.lastResult.outputs")
+    assert [(o["kind"], o["mime"]) for o in outputs] == [("image", "image/png")]
+    assert base64.b64decode(outputs[0]["data"]).startswith(PNG_SIGNATURE)
+    image = page.locator("#output img.out-image")
+    assert image.count() == 1
+    assert page.evaluate("document.querySelector('#output img').naturalWidth") == 64
+    page.context.close()
+
+
+def test_share_link_round_trips_the_code():
+    page = open_playground("/")
+    code = "print('shared ünïcode ✓')\n" * 3
+    page.evaluate("(code) => window.playground.editor.setCode(code)", code)
+    page.click("#share")
+    poll(page, "location.hash.startsWith('#code=')")
+    link = page.evaluate("location.href")
+    other = open_playground(link)
+    assert other.evaluate("window.playground.editor.getCode()") == code
+    other.context.close()
+    page.context.close()
+
+
+def test_keyboard_tab_leaves_editor_and_labels():
+    page = open_playground("/")
+    page.click(".cm-content")
+    page.keyboard.press("Tab")
+    focused = page.evaluate("document.activeElement.closest('.cm-editor') === null")
+    assert focused, "Tab must move focus out of the editor"
+    assert page.get_attribute("#output", "aria-live") == "polite"
+    for selector in ("#run", "#stop", "#share"):
+        assert page.text_content(selector).strip()
+    assert page.get_attribute("#tier", "aria-label") == "Where to run"
+    # Ctrl+Enter runs from the editor
+    page.click(".cm-content")
+    page.keyboard.press("Control+End")
+    page.keyboard.press("Control+Enter")
+    poll(page, "document.body.dataset.lastStatus", timeout=30)
+    page.context.close()
+
+
+def test_server_tier_streams_asks_for_input_and_shares_the_result_shape():
+    page = open_playground("/")
+    browser_result = run_in_browser(page, "print('same')")
+    streamed = page.evaluate(
+        """async () => {
+      const chunks = [];
+      const r = await window.playground.runner.run("import time\\nprint('a', flush=True)\\ntime.sleep(0.3)\\nprint('b')",
+        {tier: 'server', onOutput: (o) => chunks.push(o.text)});
+      r.chunks = chunks;
+      return r;
+    }"""
+    )
+    assert streamed["tier"] == "server" and streamed["status"] == "ok"
+    assert streamed["stdout"] == "a\nb\n"
+    assert streamed["chunks"] == ["a\n", "b\n"]  # two events: output arrived as printed
+    asked = page.evaluate(
+        """async () => await window.playground.runner.run("print('hi', input('Name? '))",
+        {tier: 'server', onInput: async (prompt) => prompt === 'Name? ' ? 'Ada' : 'wrong prompt'})"""
+    )
+    assert asked["status"] == "ok" and asked["stdout"] == "Name? hi Ada\n"
+    assert set(browser_result) - {"chunks", "tier", "stop_ms"} == set(streamed) - {
+        "chunks",
+        "tier",
+        "stop_ms",
+    }
+
+
+def test_screenshots_desktop_and_phone():
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    for name, viewport in (
+        ("desktop", {"width": 1280, "height": 800}),
+        ("phone", {"width": 390, "height": 844}),
+    ):
+        page = open_playground("/", viewport=viewport)
+        page.click("#run")
+        poll(page, "!document.getElementById('input-form').hidden")
+        page.fill("#input-box", "Grace")
+        page.press("#input-box", "Enter")
+        poll(page, "document.body.dataset.lastStatus === 'ok'", timeout=20)
+        # nothing overflows the viewport horizontally on either width
+        assert page.evaluate(
+            "document.documentElement.scrollWidth <= window.innerWidth"
+        )
+        page.screenshot(path=str(SCREENSHOTS / f"playground-{name}.png"))
+        page.context.close()
+
+
+def test_auto_tier_falls_back_to_the_browser_when_the_server_refuses():
+    process, base = start_uvicorn(
+        "server:app", {"WASM_RUNNER_AUTH": "on"}
+    )  # keys required, none given
+    try:
+        page = open_playground(base + "/")
+        # "auto" picks the server while Pyodide is not ready: pretend it is still loading
+        page.evaluate("window.playground.runner.browserInfo = null")
+        auto = page.evaluate(
+            """async () => await window.playground.runner.run("print('x')",
+            {tier: 'auto', onInput: async () => null})"""
+        )
+        assert (auto["tier"], auto["status"], auto["stdout"]) == (
+            "browser",
+            "ok",
+            "x\n",
+        )
+        server = page.evaluate(
+            """async () => await window.playground.runner.run("print('x')", {tier: 'server'})"""
+        )
+        assert server["tier"] == "server" and "401" in server["message"]
+        page.context.close()
+    finally:
+        stop_process(process)

@@ -1,0 +1,350 @@
+// The one client both the playground and the embed element use: `run(code, {tier})` in the
+// browser (Pyodide in a worker inside an opaque-origin frame) or on the server (POST /api/run),
+// with the same result shape either way.
+import { STATUS, emptyResult, isMessage, message } from "./protocol.js";
+
+const TIERS = ["browser", "server", "auto"];
+const REFUSED = new WeakSet(); // results made here because the server did not run the program
+
+/**
+ * A runner bound to one wasm-runner server (the asset origin).
+ * @param {object} [options]
+ * @param {string} [options.base]  the server's base URL; defaults to where this module came from
+ * @param {string} [options.tier]  "browser" | "server" | "auto" (default "auto")
+ */
+export class Runner {
+  constructor({ base, tier = "auto", apiKey = null } = {}) {
+    this.base = new URL(base || new URL("../../", import.meta.url).href);
+    this.tier = TIERS.includes(tier) ? tier : "auto";
+    this.apiKey = apiKey; // only for servers that require keys for the server tier
+    this.frame = null;
+    this.frameReady = null;
+    this.browserInfo = null; // set when Pyodide is ready in the frame
+    this.nextId = 1;
+    this.runs = new Map();
+    this.onMessage = (event) => this.fromFrame(event);
+    this.onReady = null; // called with the runtime's info once Pyodide is ready
+  }
+
+  /** Stop every browser run in progress (server runs stop through their signal). */
+  stop() {
+    for (const id of this.runs.keys()) this.post(message("stop", { id }));
+  }
+
+  /** Load the sandbox frame and start Pyodide now, so the first run does not wait. */
+  prefetch() {
+    return this.ensureFrame().then(() => this.post(message("prefetch")));
+  }
+
+  ensureFrame() {
+    if (this.frameReady) return this.frameReady;
+    const frame = document.createElement("iframe");
+    // No allow-same-origin: the frame's origin is opaque, so code there cannot read this page's
+    // cookies, storage or DOM. The server also sends `sandbox allow-scripts` in the frame's CSP.
+    frame.setAttribute("sandbox", "allow-scripts");
+    frame.setAttribute("allow", "cross-origin-isolated");
+    frame.setAttribute("title", "Python sandbox");
+    frame.setAttribute("aria-hidden", "true");
+    frame.tabIndex = -1;
+    frame.style.cssText = "position:absolute;width:1px;height:1px;border:0;opacity:0;pointer-events:none;left:-10px;top:-10px";
+    frame.src = new URL("sandbox", this.base).href;
+    this.frame = frame;
+    window.addEventListener("message", this.onMessage);
+    this.frameReady = new Promise((resolve) => { this.resolveFrame = resolve; });
+    document.body.appendChild(frame);
+    return this.frameReady;
+  }
+
+  /**
+   * Fetch Pyodide's large files for the frame: its opaque origin gets no HTTP cache, this page
+   * does. Only URLs under this runner's /pyodide/ are fetched; a failure sends nothing for it.
+   */
+  async relayAssets(urls) {
+    const allowed = new URL("pyodide/", this.base).href;
+    const files = {};
+    await Promise.all(urls.filter((url) => url.startsWith(allowed)).map(async (url) => {
+      try {
+        const response = await fetch(url, { credentials: "omit" });
+        if (response.ok) files[url] = await response.arrayBuffer();
+      } catch {
+        // the frame fetches it itself
+      }
+    }));
+    this.frame.contentWindow.postMessage(message("assets", { files }), "*", Object.values(files));
+  }
+
+  post(msg) {
+    this.frame.contentWindow.postMessage(msg, "*");
+  }
+
+  fromFrame(event) {
+    // Accept only messages from our own frame, of a known shape, for a run we started.
+    if (!this.frame || event.source !== this.frame.contentWindow) return;
+    const msg = event.data;
+    if (!isMessage(msg)) return;
+    if (msg.type === "frame-ready") {
+      this.frameIsolated = msg.isolated;
+      this.relayAssets(msg.relay);
+      this.resolveFrame();
+      return;
+    }
+    if (msg.type === "ready") {
+      this.browserInfo = msg.info;
+      if (typeof this.onReady === "function") this.onReady(msg.info);
+      return;
+    }
+    const run = this.runs.get(msg.id);
+    if (!run) return;
+    if (msg.type === "stream") run.emit("output", { stream: msg.stream, text: msg.text });
+    else if (msg.type === "output") run.emit("rich", msg.output);
+    else if (msg.type === "status") run.emit("status", { text: msg.text });
+    else if (msg.type === "input-request") run.ask(msg.prompt);
+    else if (msg.type === "done") run.finish(sanitizeResult(msg.result));
+  }
+
+  /** Which tier "auto" picks now: the browser once Pyodide is ready, the server until then. */
+  resolveTier(tier) {
+    const wanted = TIERS.includes(tier) ? tier : this.tier;
+    if (wanted !== "auto") return wanted;
+    return this.browserInfo ? "browser" : "server";
+  }
+
+  /**
+   * Run `code`. Options: tier, stdin, limits, onOutput({stream, text}), onRich(output),
+   * onInput(prompt) -> Promise<string|null> (enables interactive input()), onStatus, signal.
+   * Resolves with the result object; `result.tier` says where it ran.
+   */
+  run(code, options = {}) {
+    const tier = this.resolveTier(options.tier);
+    if (tier === "browser") return this.runInBrowser(code, options).then((result) => ({ ...result, tier }));
+    const auto = (TIERS.includes(options.tier) ? options.tier : this.tier) === "auto";
+    return this.runOnServer(code, options).then((result) => {
+      // "auto" falls back to the browser when the server refuses (keys required, busy, away)
+      if (auto && REFUSED.has(result)) return this.runInBrowser(code, options).then((r) => ({ ...r, tier: "browser" }));
+      return { ...result, tier };
+    });
+  }
+
+  async runInBrowser(code, options) {
+    await this.ensureFrame();
+    const id = this.nextId++;
+    const handlers = {
+      output: options.onOutput || (() => {}),
+      rich: options.onRich || (() => {}),
+      status: options.onStatus || (() => {}),
+    };
+    return new Promise((resolve) => {
+      const run = {
+        emit: (kind, payload) => { try { handlers[kind](payload); } catch (e) { console.error(e); } },
+        ask: async (prompt) => {
+          let text = null;
+          try {
+            text = options.onInput ? await options.onInput(prompt) : null;
+          } catch {
+            text = null;
+          }
+          if (this.runs.has(id)) this.post(message("input", { id, text: text === undefined ? null : text }));
+        },
+        finish: (result) => {
+          this.runs.delete(id);
+          if (options.signal) options.signal.removeEventListener("abort", onAbort);
+          resolve(result);
+        },
+      };
+      const onAbort = () => this.post(message("stop", { id }));
+      if (options.signal) {
+        if (options.signal.aborted) queueMicrotask(onAbort);
+        options.signal.addEventListener("abort", onAbort);
+      }
+      this.runs.set(id, run);
+      this.currentBrowserRun = id;
+      this.post(message("run", {
+        id,
+        code,
+        stdin: options.stdin ?? null,
+        limits: options.limits ?? null,
+        interactive: typeof options.onInput === "function",
+      }));
+    });
+  }
+
+  /** The server tier: WebSocket when the caller answers input(), else Server-Sent Events. */
+  async runOnServer(code, options) {
+    const body = { code };
+    if (options.stdin !== undefined && options.stdin !== null) body.stdin = options.stdin;
+    if (options.limits) body.limits = options.limits;
+    if (typeof options.onInput === "function" && typeof WebSocket === "function") {
+      return this.runOnServerSocket(body, options);
+    }
+    return this.runOnServerStream(body, options);
+  }
+
+  headers() {
+    const headers = { "content-type": "application/json" };
+    if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    return headers;
+  }
+
+  async runOnServerStream(body, options) {
+    const started = performance.now();
+    const controller = new AbortController();
+    const abort = () => controller.abort();
+    if (options.signal) options.signal.addEventListener("abort", abort);
+    const emit = (stream, text) => { if (options.onOutput && text) options.onOutput({ stream, text }); };
+    try {
+      const response = await fetch(new URL("api/run/stream", this.base), {
+        method: "POST", headers: this.headers(), body: JSON.stringify(body), signal: controller.signal,
+      });
+      if (!response.ok || !response.body) return refusal(response, await readJson(response));
+      let result = null;
+      for await (const event of serverSentEvents(response.body)) {
+        let data = null;
+        try { data = JSON.parse(event.data); } catch { continue; }
+        if (event.event === "stdout" || event.event === "stderr") emit(event.event, data.data);
+        else if (event.event === "result") result = sanitizeResult(data);
+        else if (event.event === "error") {
+          return { ...emptyResult("server"), status: STATUS.INTERNAL_ERROR, exit_code: null, message: (data.error && data.error.message) || "the server failed" };
+        }
+      }
+      if (!result) throw new Error("the stream ended without a result");
+      for (const output of result.outputs) if (options.onRich) options.onRich(output);
+      return result;
+    } catch (error) {
+      const cancelled = controller.signal.aborted;
+      const result = {
+        ...emptyResult("server"),
+        status: cancelled ? STATUS.CANCELLED : STATUS.INTERNAL_ERROR,
+        exit_code: null,
+        wall_ms: performance.now() - started,
+        message: cancelled ? "The run was stopped." : `Could not reach the server: ${error.message}`,
+      };
+      if (!cancelled) REFUSED.add(result);
+      return result;
+    } finally {
+      if (options.signal) options.signal.removeEventListener("abort", abort);
+    }
+  }
+
+  runOnServerSocket(body, options) {
+    const url = new URL("api/run/ws", this.base);
+    url.protocol = url.protocol === "https:" ? "wss:" : "ws:";
+    if (this.apiKey) url.searchParams.set("api_key", this.apiKey);
+    return new Promise((resolve) => {
+      const socket = new WebSocket(url);
+      let settled = false;
+      let stopped = false;
+      let lastPrompt = "";
+      let started = false;
+      const finish = (result) => {
+        if (settled) return;
+        settled = true;
+        if (options.signal) options.signal.removeEventListener("abort", onAbort);
+        try { socket.close(); } catch { /* closed */ }
+        resolve(result);
+      };
+      const failed = (message, status = STATUS.INTERNAL_ERROR) => {
+        const result = { ...emptyResult("server"), status, exit_code: null, message };
+        if (!started && !stopped) REFUSED.add(result); // the program never started there
+        finish(result);
+      };
+      const onAbort = () => {
+        stopped = true;
+        try { socket.send(JSON.stringify({ type: "cancel" })); } catch { /* closed */ }
+        setTimeout(() => failed("The run was stopped.", STATUS.CANCELLED), 2000);
+      };
+      if (options.signal) options.signal.addEventListener("abort", onAbort);
+      socket.onopen = () => socket.send(JSON.stringify({ type: "run", ...body }));
+      socket.onerror = () => failed("Could not reach the server.");
+      socket.onclose = () => failed(stopped ? "The run was stopped." : "The server closed the connection.", stopped ? STATUS.CANCELLED : STATUS.INTERNAL_ERROR);
+      socket.onmessage = async (event) => {
+        let msg = null;
+        try { msg = JSON.parse(event.data); } catch { return; }
+        if (msg.type === "stdout" || msg.type === "stderr") {
+          lastPrompt = (lastPrompt + msg.data).split("\n").pop();
+          if (options.onOutput) options.onOutput({ stream: msg.type, text: msg.data });
+        } else if (msg.type === "input_wanted") {
+          const line = await options.onInput(lastPrompt);
+          lastPrompt = "";
+          if (line === null || line === undefined) socket.send(JSON.stringify({ type: "eof" }));
+          else socket.send(JSON.stringify({ type: "stdin", data: `${line}\n` }));
+        } else if (msg.type === "result") {
+          const result = sanitizeResult(msg.result || {});
+          for (const output of result.outputs) if (options.onRich) options.onRich(output);
+          finish(result);
+        } else if (msg.type === "start") {
+          started = true;
+        } else if (msg.type === "error" && !started) {
+          failed((msg.error && msg.error.message) || msg.message || "The server refused the run.");
+        }
+      };
+    });
+  }
+}
+
+async function readJson(response) {
+  try { return await response.json(); } catch { return null; }
+}
+
+function refusal(response, payload) {
+  const error = payload && (payload.error || payload);
+  const detail = error && (error.message || error.detail);
+  const status = response.status === 400 || response.status === 422 || response.status === 413 ? STATUS.INVALID_INPUT : STATUS.INTERNAL_ERROR;
+  const result = { ...emptyResult("server"), status, exit_code: null, message: `The server answered ${response.status}${detail ? `: ${detail}` : ""}` };
+  if (status !== STATUS.INVALID_INPUT) REFUSED.add(result);
+  return result;
+}
+
+/** Parse a text/event-stream body into {event, data} records. */
+export async function* serverSentEvents(body) {
+  const reader = body.pipeThrough(new TextDecoderStream()).getReader();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (done) break;
+    buffer += value.replace(/\r\n?/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) !== -1) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith(":")) continue;
+        const colon = line.indexOf(":");
+        const field = colon === -1 ? line : line.slice(0, colon);
+        const text = colon === -1 ? "" : line.slice(colon + 1).replace(/^ /, "");
+        if (field === "event") event = text;
+        else if (field === "data") data.push(text);
+      }
+      if (data.length) yield { event, data: data.join("\n") };
+    }
+  }
+}
+
+/** Copy only the result fields of the shared contract, with their types. */
+export function sanitizeResult(r) {
+  const base = emptyResult(typeof r.runtime === "string" ? r.runtime : "");
+  const out = { ...base };
+  const statuses = Object.values(STATUS);
+  out.status = statuses.includes(r.status) ? r.status : STATUS.INTERNAL_ERROR;
+  out.exit_code = Number.isInteger(r.exit_code) ? r.exit_code : null;
+  for (const key of ["stdout", "stderr", "message"]) out[key] = typeof r[key] === "string" ? r[key] : "";
+  for (const key of ["stdout_truncated", "stderr_truncated"]) out[key] = r[key] === true;
+  out.fuel_used = Number.isFinite(r.fuel_used) ? r.fuel_used : 0;
+  out.wall_ms = Number.isFinite(r.wall_ms) ? r.wall_ms : 0;
+  out.limit = typeof r.limit === "string" ? r.limit : null;
+  out.files = Array.isArray(r.files) ? r.files.filter((f) => f && typeof f.path === "string") : [];
+  out.outputs = Array.isArray(r.outputs)
+    ? r.outputs.filter((o) => o && typeof o.kind === "string" && typeof o.mime === "string" && typeof o.data === "string")
+    : [];
+  if (Number.isFinite(r.stop_ms)) out.stop_ms = r.stop_ms;
+  return out;
+}
+
+let shared = null;
+
+/** Run `code` with a page-wide runner: `run(code, {tier: "browser"|"server"|"auto", ...})`. */
+export function run(code, options = {}) {
+  if (!shared) shared = new Runner();
+  return shared.run(code, options);
+}

@@ -1,0 +1,313 @@
+// Owns the worker: starts it lazily, runs one program at a time, enforces the wall-clock limit,
+// and makes Stop always work: interrupt, interrupt again, then terminate and respawn.
+// Runs inside the sandbox frame in a browser, or directly in Node for tests.
+import {
+  INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
+  checkLimits, checkRequest, emptyResult, invalidResult, isMessage, message,
+} from "./protocol.js";
+
+const DEFAULT_TIMINGS = Object.freeze({
+  resendMs: 60, // a second interrupt if the first was lost
+  terminateMs: 400, // then terminate the worker and start a fresh one
+  limitGraceMs: 150, // after the worker reports its output cap, before escalating
+  packageLoadMs: 120000, // loading the packages a program imports, before its wall clock starts
+});
+
+/**
+ * @param {object} options
+ * @param {() => {post(msg, transfer?): void, terminate(): void, onMessage(fn): void, onError(fn): void}} options.spawnWorker
+ * @param {object} options.workerConfig  indexURL, lockFileURL, packageBaseUrl for Pyodide
+ * @param {boolean} options.isolated  true when SharedArrayBuffer can be shared with the worker
+ * @param {(event: object) => void} [options.onEvent]  stream / input-request / output / status / ready
+ */
+export class RunController {
+  constructor({ spawnWorker, workerConfig, isolated, onEvent = () => {}, timings = {} }) {
+    this.spawnWorker = spawnWorker;
+    this.workerConfig = workerConfig;
+    this.isolated = Boolean(isolated) && typeof SharedArrayBuffer === "function";
+    this.onEvent = onEvent;
+    this.timings = { ...DEFAULT_TIMINGS, ...timings };
+    this.worker = null; // {handle, control, inputBytes, ready: Promise<info>, info}
+    this.active = null; // run in progress
+    this.queue = Promise.resolve();
+    this.respawns = 0;
+    this.loadFailures = 0; // consecutive workers that died before "ready"
+  }
+
+  /** Start the worker now (page load), so the first run does not wait for Pyodide. */
+  prefetch() {
+    return this.ensureWorker().ready;
+  }
+
+  ensureWorker() {
+    if (this.worker) return this.worker;
+    const buffer = this.isolated ? new SharedArrayBuffer(SHARED_HEADER_BYTES + SHARED_INPUT_BYTES) : null;
+    const handle = this.spawnWorker();
+    const state = {
+      handle,
+      control: buffer ? new Int32Array(buffer, 0, SHARED_HEADER_BYTES / 4) : null,
+      inputBytes: buffer ? new Uint8Array(buffer, SHARED_HEADER_BYTES) : null,
+      info: null,
+      dead: false,
+    };
+    state.ready = new Promise((resolve, reject) => {
+      state.resolveReady = resolve;
+      state.rejectReady = reject;
+    });
+    state.ready.catch(() => {});
+    handle.onMessage((msg) => this.fromWorker(state, msg));
+    handle.onError((error) => this.workerFailed(state, `the worker failed: ${error && error.message ? error.message : error}`));
+    handle.post(message("init", { config: { ...this.workerConfig, shared: buffer } }));
+    this.worker = state;
+    return state;
+  }
+
+  fromWorker(state, msg) {
+    if (state.dead || state !== this.worker) return;
+    if (!isMessage(msg)) return;
+    if (msg.type === "ready") {
+      this.loadFailures = 0;
+      state.info = msg.info;
+      state.resolveReady(msg.info);
+      this.onEvent(msg);
+      return;
+    }
+    if (msg.type === "fatal") {
+      this.workerFailed(state, msg.message);
+      return;
+    }
+    const run = this.active;
+    if (!run || msg.id !== run.id) return;
+    if (msg.type === "stream") {
+      const key = msg.stream;
+      run.seen[key] += msg.text;
+    } else if (msg.type === "output") {
+      run.seen.outputs.push(msg.output);
+    } else if (msg.type === "limit") {
+      if (!run.stopReason) {
+        run.limitTimer = setTimeout(() => this.escalate(run, "output"), this.timings.limitGraceMs);
+      }
+    } else if (msg.type === "status" && msg.text === "running") {
+      clearTimeout(run.deadline);
+      run.started = performance.now();
+      run.deadline = setTimeout(() => this.escalate(run, "timeout"), run.limits.wall_seconds * 1000);
+      return;
+    } else if (msg.type === "done") {
+      this.finish(run, msg.result, Boolean(msg.fatal));
+      return;
+    }
+    this.onEvent(msg);
+  }
+
+  workerFailed(state, why) {
+    if (state.dead) return;
+    if (!state.info) this.loadFailures += 1;
+    this.kill(state);
+    state.rejectReady(new Error(why));
+    const run = this.active;
+    if (run && run.worker === state && run.stopReason) {
+      this.settle(run, this.stoppedResult(run, this.partialResult(run)));
+    } else if (run && run.worker === state) {
+      const result = this.partialResult(run);
+      result.status = STATUS.INTERNAL_ERROR;
+      result.exit_code = null;
+      result.message = `The Python runtime stopped unexpectedly (${why}); a fresh one was started.`;
+      this.settle(run, result);
+    }
+    // Start a fresh runtime at once, unless loading itself keeps failing (then the next run tries).
+    if (this.loadFailures < 2) this.ensureWorker();
+  }
+
+  kill(state) {
+    state.dead = true;
+    try {
+      state.handle.terminate();
+    } catch {
+      // already gone
+    }
+    if (this.worker === state) this.worker = null;
+  }
+
+  /**
+   * Run one program. Resolves with a result object of the server tier's shape; never rejects
+   * for anything the program does.
+   */
+  run(request) {
+    const next = this.queue.then(() => this.runNow(request));
+    this.queue = next.catch(() => {});
+    return next;
+  }
+
+  async runNow({ id, code, stdin = null, limits = null, interactive = false }) {
+    const problem = checkRequest(code, stdin);
+    if (problem) return invalidResult(problem, this.runtimeName());
+    const checked = checkLimits(limits);
+    if (checked.error) return invalidResult(checked.error, this.runtimeName());
+    const run = {
+      id,
+      limits: checked.limits,
+      started: performance.now(),
+      seen: { stdout: "", stderr: "", outputs: [] },
+      stopReason: null,
+      timers: [],
+      limitTimer: null,
+      worker: null,
+    };
+    run.done = new Promise((resolve) => { run.resolve = resolve; });
+    this.active = run;
+    let state = this.ensureWorker();
+    try {
+      await Promise.race([state.ready, run.done]);
+    } catch (error) {
+      // the worker failed to load; one more try with a fresh worker
+      state = this.ensureWorker();
+      try {
+        await Promise.race([state.ready, run.done]);
+      } catch (again) {
+        this.settle(run, { ...emptyResult(this.runtimeName()), status: STATUS.INTERNAL_ERROR, exit_code: null, message: `The browser runtime could not start: ${again.message}` });
+      }
+    }
+    if (!run.settled) {
+      run.worker = state;
+      run.started = performance.now();
+      run.deadline = setTimeout(() => this.escalate(run, "timeout"), Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
+      if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
+      state.handle.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive) }));
+    }
+    return run.done;
+  }
+
+  /** Stop the run `id` (or the active run). The result resolves with status "cancelled". */
+  stop(id) {
+    const run = this.active;
+    if (!run || (id !== undefined && run.id !== id)) return false;
+    this.escalate(run, "cancel");
+    return true;
+  }
+
+  escalate(run, reason) {
+    if (run.settled || run.stopReason) return;
+    run.stopReason = reason;
+    run.stopAt = performance.now();
+    const state = run.worker;
+    if (!state) {
+      // still loading: nothing runs yet; the loading worker is kept for the next run
+      this.settle(run, this.stoppedResult(run, this.partialResult(run)));
+      return;
+    }
+    if (state.control) {
+      this.interrupt(state);
+      run.timers.push(setTimeout(() => this.interrupt(state), this.timings.resendMs));
+      run.timers.push(setTimeout(() => this.terminateRun(run), this.timings.terminateMs));
+    } else {
+      this.terminateRun(run);
+    }
+  }
+
+  interrupt(state) {
+    if (state.dead) return;
+    Atomics.store(state.control, SLOT.INTERRUPT, 2);
+    Atomics.notify(state.control, SLOT.INTERRUPT);
+    Atomics.store(state.control, SLOT.INPUT_STATE, INPUT_STATE.CANCELLED);
+    Atomics.notify(state.control, SLOT.INPUT_STATE);
+  }
+
+  terminateRun(run) {
+    if (run.settled) return;
+    this.kill(run.worker);
+    this.respawns += 1;
+    this.settle(run, this.stoppedResult(run, this.partialResult(run)));
+    this.ensureWorker(); // a fresh runtime starts loading at once
+  }
+
+  partialResult(run) {
+    const result = emptyResult(this.runtimeName());
+    result.stdout = run.seen.stdout;
+    result.stderr = run.seen.stderr;
+    result.outputs = run.seen.outputs.slice();
+    result.exit_code = null;
+    return result;
+  }
+
+  stoppedResult(run, result) {
+    const reason = run.stopReason;
+    result.exit_code = null;
+    if (reason === "timeout") {
+      result.status = STATUS.TIMEOUT;
+      result.limit = "wall";
+      result.message = `The run exceeded the wall-clock limit of ${run.limits.wall_seconds} s.`;
+    } else if (reason === "output") {
+      result.status = STATUS.OUTPUT_LIMIT;
+      result.limit = "output";
+      result.stdout_truncated = result.stdout_truncated || result.stdout.length >= run.limits.stdout_bytes;
+      result.stderr_truncated = result.stderr_truncated || result.stderr.length >= run.limits.stderr_bytes;
+      result.message = result.message || "The run printed more than the output limit.";
+    } else {
+      result.status = STATUS.CANCELLED;
+      result.limit = null;
+      result.message = "The run was stopped.";
+    }
+    return result;
+  }
+
+  finish(run, result, fatal) {
+    if (run.settled) return;
+    if (run.stopReason && (result.status === STATUS.CANCELLED || result.status === STATUS.OUTPUT_LIMIT)) {
+      if (run.stopReason !== "output" || result.status !== STATUS.OUTPUT_LIMIT) {
+        this.stoppedResult(run, result);
+      }
+    }
+    if (fatal) {
+      result.status = STATUS.ERROR;
+      result.exit_code = null;
+      result.message = `The Python runtime crashed (often very deep recursion) and was restarted. ${result.message}`;
+      this.kill(run.worker);
+      this.respawns += 1;
+      this.ensureWorker();
+    }
+    this.settle(run, result);
+  }
+
+  settle(run, result) {
+    if (run.settled) return;
+    run.settled = true;
+    clearTimeout(run.deadline);
+    clearTimeout(run.limitTimer);
+    for (const t of run.timers) clearTimeout(t);
+    result.wall_ms = Math.round((performance.now() - run.started) * 1000) / 1000;
+    if (run.stopAt !== undefined) result.stop_ms = Math.round((performance.now() - run.stopAt) * 1000) / 1000;
+    if (this.active === run) this.active = null;
+    run.resolve(result);
+  }
+
+  /** Answer the program's input() request: `text` is one line, or null for end of input. */
+  input(id, text) {
+    const run = this.active;
+    if (!run || run.id !== id || !run.worker) return false;
+    const state = run.worker;
+    if (state.control) {
+      if (text === null) {
+        Atomics.store(state.control, SLOT.INPUT_STATE, INPUT_STATE.EOF);
+      } else {
+        const bytes = new TextEncoder().encode(String(text)).slice(0, SHARED_INPUT_BYTES);
+        state.inputBytes.set(bytes);
+        Atomics.store(state.control, SLOT.INPUT_LENGTH, bytes.length);
+        Atomics.store(state.control, SLOT.INPUT_STATE, INPUT_STATE.READY);
+      }
+      Atomics.notify(state.control, SLOT.INPUT_STATE);
+    } else {
+      state.handle.post(message("input", { id, text: text === null ? null : String(text) }));
+    }
+    return true;
+  }
+
+  runtimeName() {
+    return this.worker && this.worker.info ? this.worker.info.runtime : "pyodide";
+  }
+
+  /** End the worker for good. */
+  dispose() {
+    if (this.active) this.escalate(this.active, "cancel");
+    if (this.worker) this.kill(this.worker);
+  }
+}

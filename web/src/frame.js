@@ -1,0 +1,78 @@
+// The sandbox frame: an opaque-origin document (CSP `sandbox allow-scripts`) that owns the
+// module worker through a RunController and talks to its parent only by checked messages.
+import { RunController } from "./controller.js";
+import { isMessage, message } from "./protocol.js";
+
+const config = JSON.parse(document.getElementById("wasm-runner-config").textContent);
+const workerURL = new URL("worker.js", import.meta.url).href;
+
+function spawnBrowserWorker() {
+  // An opaque-origin document may only start workers from its own blob: URLs, and Chromium
+  // refuses *module* workers from such blobs. So: a classic blob worker that dynamically imports
+  // the worker module from the asset origin (served with CORS). importScripts is disabled there
+  // so Pyodide takes its module-worker path (its classic-worker check calls importScripts).
+  const source = `self.importScripts = () => { throw new TypeError("importScripts is disabled"); };
+self.pendingMessages = [];
+self.onmessage = (event) => self.pendingMessages.push(event.data);
+import(${JSON.stringify(workerURL)}).catch((e) => postMessage({ channel: "wasm-runner/1", type: "fatal", message: "could not load the worker: " + e }));`;
+  const blobURL = URL.createObjectURL(new Blob([source], { type: "text/javascript" }));
+  const worker = new Worker(blobURL, { name: "wasm-runner" });
+  URL.revokeObjectURL(blobURL);
+  return {
+    post: (msg) => worker.postMessage(msg),
+    terminate: () => worker.terminate(),
+    onMessage: (fn) => { worker.onmessage = (event) => fn(event.data); },
+    onError: (fn) => { worker.onerror = (event) => { event.preventDefault(); fn(new Error(event.message || "worker error")); }; },
+  };
+}
+
+const toParent = (msg) => window.parent.postMessage(msg, "*");
+
+// This frame's origin is opaque, so Chromium never caches what it fetches. The parent page
+// (a normal origin, whose HTTP cache works) fetches Pyodide's two large files and hands the
+// bytes over; the worker then serves them to Pyodide from memory.
+const RELAY = ["pyodide.asm.wasm", "python_stdlib.zip"].map((name) => new URL(name, config.pyodide.indexURL).href);
+const RELAY_WAIT_MS = 15000; // the parent always answers; this only guards against one that does not
+let receiveAssets;
+const relayed = new Promise((resolve) => {
+  receiveAssets = resolve;
+  setTimeout(() => resolve({}), RELAY_WAIT_MS);
+});
+
+const controllerReady = relayed.then((files) => new RunController({
+  spawnWorker: spawnBrowserWorker,
+  workerConfig: { ...config.pyodide, relayed: files },
+  isolated: Boolean(globalThis.crossOriginIsolated),
+  onEvent: (event) => toParent(event),
+}));
+
+window.addEventListener("message", (event) => {
+  // Only the embedding page may drive this frame, and only with well-formed requests.
+  if (event.source !== window.parent) return;
+  const msg = event.data;
+  if (!isMessage(msg, "run", "stop", "input", "prefetch", "assets")) return;
+  if (msg.type === "assets") {
+    const files = {};
+    for (const url of RELAY) if (msg.files[url] instanceof ArrayBuffer) files[url] = msg.files[url];
+    receiveAssets(files);
+    return;
+  }
+  handleRequest(msg);
+});
+
+async function handleRequest(msg) {
+  const controller = await controllerReady;
+  if (msg.type === "prefetch") {
+    controller.prefetch().catch(() => {});
+  } else if (msg.type === "run") {
+    controller
+      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive })
+      .then((result) => toParent(message("done", { id: msg.id, result })));
+  } else if (msg.type === "stop") {
+    controller.stop(msg.id);
+  } else if (msg.type === "input") {
+    controller.input(msg.id, msg.text);
+  }
+}
+
+toParent(message("frame-ready", { isolated: Boolean(globalThis.crossOriginIsolated), relay: RELAY }));
