@@ -192,3 +192,29 @@ def test_memory_cap_below_the_runtime_minimum_is_refused_clearly(sandbox: Sandbo
         assert r.status is Status.INVALID_INPUT and "needs to start" in r.message
     else:
         assert r.ok
+
+
+def test_ordinary_file_operations(sandbox: Sandbox) -> None:
+    code = (
+        "import os, shutil\n"
+        "os.makedirs('a/b')\n"
+        "open('a/b/f.txt', 'w').write('hello')\n"
+        "os.rename('a/b/f.txt', 'a/g.txt')\n"
+        "os.utime('a/g.txt', (1, 2))\n"
+        "print(sorted(os.listdir('a')), os.stat('a/g.txt').st_size, os.stat('a/g.txt').st_mtime)\n"
+        "with open('a/g.txt', 'r+') as f:\n"
+        "    f.truncate(2)\n"
+        "print(open('a/g.txt').read())\n"
+        "with open('a/g.txt', 'a') as f:\n"
+        "    f.write('!!')\n"
+        "print(open('a/g.txt').read())\n"
+        "os.remove('a/g.txt'); os.rmdir('a/b'); shutil.rmtree('a')\n"
+        "print(os.listdir('.'), os.path.exists('a'))\n"
+        "for i in range(3):\n"  # the quota is freed by deletes: 3 x 1.5 MB in a 2 MB quota
+        "    open('big', 'wb').write(b'x' * 1_500_000)\n"
+        "    os.remove('big')\n"
+        "print('quota reused')\n"
+    )
+    r = sandbox.run(code, limits=Limits(disk_mb=2))
+    assert r.ok, r.stderr
+    assert r.stdout == "['b', 'g.txt'] 5 2.0\nhe\nhe!!\n[] False\nquota reused\n"

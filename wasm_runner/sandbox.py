@@ -636,6 +636,18 @@ class Sandbox:
         shutil.rmtree(self._base, ignore_errors=True)
 
 
+def _extra_grant(ws: _Workspace, guest_path: str, host: Any, *, writable: bool) -> Grant | None:
+    """An opened grant of ``host`` at ``guest_path`` owned by ``ws``, or None without a host folder."""
+    if host is None:
+        return None
+    if not Path(host).is_dir():
+        raise ValueError(f"{guest_path.strip('/')}_dir {str(host)!r} is not a directory")
+    g = Grant(guest_path, str(host), writable=writable)
+    g.open()
+    ws.extra.append(g)
+    return g
+
+
 def _bind_pooled(guest: _Guest, limits: Limits, data_dir: Any, out_dir: Any,
                  files: dict[str, bytes] | None, collect_out: bool) -> None:
     """Give a warm slot this run's grants, quota and caps before the program is handed over."""
@@ -643,26 +655,11 @@ def _bind_pooled(guest: _Guest, limits: Limits, data_dir: Any, out_dir: Any,
     io.reports.clear()
     if files:
         _place_files(Path(ws.scratch.host_path), files)
-    if data_dir is not None:
-        if not Path(data_dir).is_dir():
-            raise ValueError(f"data_dir {str(data_dir)!r} is not a directory")
-        g = Grant("/data", str(data_dir), writable=False)
-        g.open()
-        ws.extra.append(g)
-        io.rebind("/data", g)
-    else:
-        io.rebind("/data", None)
-    if out_dir is not None:
-        if not Path(out_dir).is_dir():
-            raise ValueError(f"out_dir {str(out_dir)!r} is not a directory")
-        g = Grant("/out", str(out_dir), writable=True)
-        g.open()
-        ws.extra.append(g)
-        io.rebind("/out", g)
-        ws.out = g
-    elif not collect_out:
-        io.rebind("/out", None)
-        ws.out = None
+    io.rebind("/data", _extra_grant(ws, "/data", data_dir, writable=False))
+    out = _extra_grant(ws, "/out", out_dir, writable=True)
+    if out is not None or not collect_out:  # with collect_out alone the slot's own /out serves
+        io.rebind("/out", out)
+        ws.out = out
     quota = DiskQuota(limits.disk_bytes, int(limits.max_files))
     for f in io.fds.values():
         if f.preopen is not None and f.grant is not None and f.grant.writable:

@@ -19,7 +19,8 @@ import stat
 import struct
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
@@ -773,28 +774,31 @@ def path_filestat_get(caller: wt.Caller, dirfd: int, lookup: int, ptr: int, n: i
     return SUCCESS
 
 
+@contextmanager
+def _in_parent(io: GuestIO, m: _Mem, dirfd: int, ptr: int, n: int, *, write: bool) -> Iterator[tuple[int, str]]:
+    """The parent folder's fd and the last name of a guest path (refusing writes to read-only
+    grants with EROFS); the fd is closed afterwards."""
+    d, parts = _resolve(io, m, dirfd, ptr, n)
+    if write and not (d.grant and d.grant.writable):
+        raise GuestPathError(EROFS, "read-only grant")
+    pfd, name = _parent(d, parts)
+    try:
+        yield pfd, name
+    finally:
+        os.close(pfd)
+
+
 def path_filestat_set_times(
     caller: wt.Caller, dirfd: int, lookup: int, ptr: int, n: int, atim: int, mtim: int, flags: int
 ) -> int:
-    io, m = _io(), _mem(caller)
-    d, parts = _resolve(io, m, dirfd, ptr, n)
-    if not (d.grant and d.grant.writable):
-        return EROFS
-    pfd, name = _parent(d, parts)
-    try:
+    with _in_parent(_io(), _mem(caller), dirfd, ptr, n, write=True) as (pfd, name):
         _set_times(name, pfd, atim, mtim, flags)
-    finally:
-        os.close(pfd)
     return SUCCESS
 
 
 def path_create_directory(caller: wt.Caller, dirfd: int, ptr: int, n: int) -> int:
-    io, m = _io(), _mem(caller)
-    d, parts = _resolve(io, m, dirfd, ptr, n)
-    if not (d.grant and d.grant.writable):
-        return EROFS
-    pfd, name = _parent(d, parts)
-    try:
+    io = _io()
+    with _in_parent(io, _mem(caller), dirfd, ptr, n, write=True) as (pfd, name):
         try:
             os.stat(name, dir_fd=pfd, follow_symlinks=False)
             return EEXIST
@@ -807,39 +811,25 @@ def path_create_directory(caller: wt.Caller, dirfd: int, ptr: int, n: int) -> in
         except OSError:
             io.quota.remove_entry(0)
             raise
-    finally:
-        os.close(pfd)
     return SUCCESS
 
 
 def path_remove_directory(caller: wt.Caller, dirfd: int, ptr: int, n: int) -> int:
-    io, m = _io(), _mem(caller)
-    d, parts = _resolve(io, m, dirfd, ptr, n)
-    if not (d.grant and d.grant.writable):
-        return EROFS
-    pfd, name = _parent(d, parts)
-    try:
+    io = _io()
+    with _in_parent(io, _mem(caller), dirfd, ptr, n, write=True) as (pfd, name):
         os.rmdir(name, dir_fd=pfd)
         io.quota.remove_entry(0)
-    finally:
-        os.close(pfd)
     return SUCCESS
 
 
 def path_unlink_file(caller: wt.Caller, dirfd: int, ptr: int, n: int) -> int:
-    io, m = _io(), _mem(caller)
-    d, parts = _resolve(io, m, dirfd, ptr, n)
-    if not (d.grant and d.grant.writable):
-        return EROFS
-    pfd, name = _parent(d, parts)
-    try:
+    io = _io()
+    with _in_parent(io, _mem(caller), dirfd, ptr, n, write=True) as (pfd, name):
         st = os.stat(name, dir_fd=pfd, follow_symlinks=False)
         if stat.S_ISDIR(st.st_mode):
             return EISDIR
         os.unlink(name, dir_fd=pfd)
         io.quota.remove_entry(st.st_size if stat.S_ISREG(st.st_mode) else 0)
-    finally:
-        os.close(pfd)
     return SUCCESS
 
 
@@ -847,39 +837,27 @@ def path_rename(caller: wt.Caller, fd1: int, p1: int, n1: int, fd2: int, p2: int
     io, m = _io(), _mem(caller)
     d1, parts1 = _resolve(io, m, fd1, p1, n1)
     d2, parts2 = _resolve(io, m, fd2, p2, n2)
-    if not (d1.grant and d1.grant.writable and d2.grant and d2.grant.writable):
-        return EROFS
     if d1.grant is not d2.grant:
         return EXDEV
     if parts2[: len(parts1)] == parts1:
         return EINVAL  # into itself
-    pfd1, name1 = _parent(d1, parts1)
-    try:
-        pfd2, name2 = _parent(d2, parts2)
+    with _in_parent(io, m, fd1, p1, n1, write=True) as (pfd1, name1), \
+            _in_parent(io, m, fd2, p2, n2, write=True) as (pfd2, name2):
+        src = os.stat(name1, dir_fd=pfd1, follow_symlinks=False)
         try:
-            src = os.stat(name1, dir_fd=pfd1, follow_symlinks=False)
-            try:
-                dst: os.stat_result | None = os.stat(name2, dir_fd=pfd2, follow_symlinks=False)
-            except FileNotFoundError:
-                dst = None
-            os.rename(name1, name2, src_dir_fd=pfd1, dst_dir_fd=pfd2)
-            if dst is not None and (dst.st_ino, dst.st_dev) != (src.st_ino, src.st_dev):
-                io.quota.remove_entry(dst.st_size if stat.S_ISREG(dst.st_mode) else 0)
-        finally:
-            os.close(pfd2)
-    finally:
-        os.close(pfd1)
+            dst: os.stat_result | None = os.stat(name2, dir_fd=pfd2, follow_symlinks=False)
+        except FileNotFoundError:
+            dst = None
+        os.rename(name1, name2, src_dir_fd=pfd1, dst_dir_fd=pfd2)
+        if dst is not None and (dst.st_ino, dst.st_dev) != (src.st_ino, src.st_dev):
+            io.quota.remove_entry(dst.st_size if stat.S_ISREG(dst.st_mode) else 0)
     return SUCCESS
 
 
 def path_readlink(caller: wt.Caller, dirfd: int, ptr: int, n: int, buf: int, buf_len: int, used: int) -> int:
-    io, m = _io(), _mem(caller)
-    d, parts = _resolve(io, m, dirfd, ptr, n)
-    pfd, name = _parent(d, parts)
-    try:
+    m = _mem(caller)
+    with _in_parent(_io(), m, dirfd, ptr, n, write=False) as (pfd, name):
         target = os.readlink(name, dir_fd=pfd).encode()[:buf_len]
-    finally:
-        os.close(pfd)
     m.write(buf, target)
     m.u32(used, len(target))
     return SUCCESS
