@@ -161,3 +161,26 @@ async def check_close(client: Client, session_id: str) -> None:
     assert not result.is_error and "already ended" in text_of(result)
     result = await call(client, "close_session", {"session_id": "never-opened"})
     assert result.is_error and "no open session" in text_of(result)
+
+
+def run_async(fn: Any) -> Any:
+    """``anyio.run(fn)`` on a thread of its own: other suites in the same pytest process (the
+    browser tests' Playwright) may keep an event loop running on the main thread."""
+    import threading
+
+    import anyio
+
+    box: dict[str, Any] = {}
+
+    def target() -> None:
+        try:
+            box["value"] = anyio.run(fn)
+        except BaseException as e:  # noqa: BLE001 - re-raised on the calling thread
+            box["error"] = e
+
+    t = threading.Thread(target=target)
+    t.start()
+    t.join()
+    if "error" in box:
+        raise box["error"]
+    return box.get("value")

@@ -10,7 +10,6 @@ import time
 from collections.abc import AsyncIterator, Iterator
 from dataclasses import replace
 
-import anyio
 import httpx
 import pytest
 import uvicorn
@@ -93,7 +92,7 @@ def test_round_trip_over_http(served: tuple[str, McpHttp]) -> None:
             await checks.check_close(client, session_id)
             assert not root.exists(), "closing deletes the session's folder"
 
-    anyio.run(conversation)
+    checks.run_async(conversation)
     assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
 
 
@@ -116,7 +115,7 @@ def test_a_session_is_private_to_its_key(served: tuple[str, McpHttp]) -> None:
             assert "alice only" in checks.text_of(result)
             await checks.check_close(alice, session_id)
 
-    anyio.run(two_callers)
+    checks.run_async(two_callers)
 
 
 @pytest.mark.parametrize("headers", [{}, {"Authorization": "Bearer wrong-key"}])
@@ -145,4 +144,4 @@ def test_a_caller_cannot_name_itself(served: tuple[str, McpHttp]) -> None:
             assert mcp_http.registry.get(session_id, "http:bob").owner == "http:bob"
             await checks.check_close(bob, session_id)
 
-    anyio.run(spoof)
+    checks.run_async(spoof)

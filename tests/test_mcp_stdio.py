@@ -7,7 +7,6 @@ import os
 import sys
 from pathlib import Path
 
-import anyio
 import pytest
 from mcp import Client, StdioServerParameters
 
@@ -60,7 +59,7 @@ def test_round_trip_over_stdio(tmp_path: Path) -> None:
             await checks.check_close(client, session_id)
             assert _files_holding(tmp_path, marker) == [], "closing deletes the session's files"
 
-    anyio.run(conversation)
+    checks.run_async(conversation)
     assert secret.read_text() == "do not read"
 
 
