@@ -9,6 +9,7 @@ The guest-side wrapper (``guest/runner.py``) receives the program on the control
 
 from __future__ import annotations
 
+import atexit
 import base64
 import hashlib
 import os
@@ -822,6 +823,16 @@ class Session:
 
 _default_sandboxes: dict[str, Sandbox] = {}
 _default_lock = threading.Lock()
+
+
+@atexit.register
+def _close_default_sandboxes() -> None:
+    """Warm slots and run folders of the process-wide sandboxes go with the process."""
+    with _default_lock:
+        boxes = list(_default_sandboxes.values())
+        _default_sandboxes.clear()
+    for sb in boxes:
+        sb.close()
 
 
 def default_sandbox(runtime: str | None = None) -> Sandbox:

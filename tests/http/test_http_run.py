@@ -178,3 +178,20 @@ def test_client_disconnect_frees_the_guest(server: LiveServer) -> None:
     assert wait_until(lambda: server.health()["running"] == 0, timeout=20)
     metrics = httpx.get(server.url + "/metrics").text
     assert 'wasm_runner_runs_total{kind="run",profile="analyst",status="cancelled"}' in metrics
+
+
+def test_profile_pool_serves_warm_runs(api: httpx.Client) -> None:
+    """The analyst profile keeps a warm instance with numpy and pandas imported: a run that
+    imports them fits a CPU budget that a cold import alone would exceed."""
+    import time
+
+    code = "import numpy as np, pandas as pd\nprint(int(pd.Series(np.arange(5)).sum()))"
+    deadline = time.monotonic() + 120
+    while True:
+        r = api.post("/api/run", json={"code": code, "profile": "analyst", "limits": {"cpu_seconds": 0.3}})
+        assert r.status_code == 200
+        body = r.json()
+        if body["status"] == "ok" or time.monotonic() > deadline:
+            break
+        time.sleep(2)  # the pool is still warming its first slot
+    assert body["status"] == "ok" and body["stdout"] == "10\n", body

@@ -44,6 +44,7 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
                 await service.runner.call(
                     lambda: service.sandbox(service.config.profile(None).runtime)
                 )
+                await service.runner.call(service.start_pools)
             except Exception:
                 log.exception("warming the sandbox failed; the first run will try again")
 

@@ -69,6 +69,8 @@ class Profile:
     files_out: bool = True
     runtime: str = "default"
     display: bool = False  # capture plots and the last expression's value
+    pool_size: int = 0  # warm instances kept for this profile (0: every run starts fresh)
+    preload: tuple[str, ...] = ()  # modules a warm instance has imported before its hand-over
 
 
 DEFAULT_PROFILES: dict[str, Profile] = {
@@ -82,6 +84,8 @@ DEFAULT_PROFILES: dict[str, Profile] = {
         Limits(cpu_seconds=30.0, wall_seconds=120.0, memory_mb=1024, disk_mb=256.0),
         files_out=True,
         display=True,
+        pool_size=1,
+        preload=("numpy", "pandas", "matplotlib.pyplot"),
     ),
 }
 
@@ -203,7 +207,7 @@ def _check_rate(rate: str, where: str) -> None:
         raise ConfigError(f"{where}: rate {rate!r} is not like '120/minute' ({exc})") from None
 
 
-_PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display"}
+_PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "preload"}
 _SERVER_KEYS = {
     "auth", "default_profile", "runtimes", "max_running", "max_queue", "queue_timeout_seconds",
     "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
@@ -222,6 +226,12 @@ def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> 
     except InvalidLimits as exc:
         raise ConfigError(f"[profiles.{name}]: {exc}") from None
     data_dir = table.get("data_dir", base.data_dir if base else None)
+    pool_size = table.get("pool_size", base.pool_size if base else 0)
+    preload = table.get("preload", base.preload if base else ())
+    if isinstance(pool_size, bool) or not isinstance(pool_size, int) or not 0 <= pool_size <= 64:
+        raise ConfigError(f"[profiles.{name}]: pool_size must be a whole number from 0 to 64")
+    if not isinstance(preload, (list, tuple)) or not all(isinstance(m, str) and m for m in preload):
+        raise ConfigError(f"[profiles.{name}]: preload must be a list of module names")
     return Profile(
         name=name,
         limits=limits,
@@ -229,6 +239,8 @@ def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> 
         files_out=bool(table.get("files_out", base.files_out if base else True)),
         runtime=str(table.get("runtime", base.runtime if base else "default")),
         display=bool(table.get("display", base.display if base else False)),
+        pool_size=pool_size,
+        preload=tuple(preload),
     )
 
 

@@ -7,6 +7,7 @@ Routes call ``caller`` (who is this, within their rate?), ``policy`` (which prof
 
 from __future__ import annotations
 
+import logging
 import secrets
 import threading
 from collections.abc import Callable
@@ -27,6 +28,8 @@ from .errors import ApiError
 from .guests import GuestRunner, RunTicket
 from .metrics import Metrics
 from .schemas import FileIn, LimitsRequest
+
+log = logging.getLogger("wasm_runner.http")
 
 __all__ = ["Service", "Job"]
 
@@ -82,6 +85,7 @@ class Service:
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
         self.downloads = DownloadStore(config.download_ttl_seconds, config.download_store_bytes)
         self.sessions = SessionStore(self)
+        self._pool_lock = threading.Lock()
 
     # -- sandboxes -------------------------------------------------------------------------
     @staticmethod
@@ -210,7 +214,8 @@ class Service:
         data_dir = job.profile.data_dir
 
         def call(cancel_event: threading.Event) -> Result:
-            return self.sandbox(job.runtime).run(
+            sandbox = self.sandbox(job.runtime)
+            return sandbox.run(
                 job.code,
                 stdin=job.stdin,
                 limits=job.limits,
@@ -221,9 +226,30 @@ class Service:
                 on_output=on_output,
                 input_source=input_source,
                 cancel=cancel_event,
+                pool=self.pool_for(sandbox, job.profile),
             )
 
         return await self.runner.run(self.ticket(job), call, cancel, on_admitted)
+
+    def pool_for(self, sandbox: Any, profile: Profile) -> str | None:
+        """The profile's warm pool on ``sandbox`` (started on first use), or None without one."""
+        if profile.pool_size <= 0 or profile.runtime != sandbox.name:
+            return None
+        name = f"profile:{profile.name}"
+        with self._pool_lock:
+            if name not in sandbox.pools:
+                sandbox.add_pool(name, size=profile.pool_size, preload=profile.preload,
+                                 memory_mb=profile.limits.memory_mb)
+        return name
+
+    def start_pools(self) -> None:
+        """Warm every profile's pool ahead of the first request (called at start-up)."""
+        for profile in self.config.profiles.values():
+            if profile.pool_size > 0:
+                try:
+                    self.pool_for(self.sandbox(profile.runtime), profile)
+                except ApiError:
+                    log.warning("profile %s: runtime %s unavailable, no warm pool", profile.name, profile.runtime)
 
     def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
         """The result object for the client; files as base64 or as short-lived download URLs."""
@@ -239,3 +265,8 @@ class Service:
     async def shutdown(self) -> None:
         await self.sessions.close_all()
         self.runner.shutdown()
+        from ..sandbox import _default_sandboxes
+
+        for sandbox in list(_default_sandboxes.values()):
+            for name in [n for n in sandbox.pools if n.startswith("profile:")]:
+                sandbox.pools.pop(name).close()
