@@ -90,6 +90,9 @@ class WarmPool:
             g = _Guest(self.sb, ws, self.limits, self.sb._argv(), nice=True)
             g.io.submit({"kind": "warm", "preload": list(self.preload)})
             if g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed:
+                from .sandbox import restore_priority
+
+                restore_priority(g.native_id)  # warm: its run must not wait behind others
                 self.warmed += 1
                 with self._lock:
                     self._ready.append(g)

@@ -117,11 +117,13 @@ def _lower_priority() -> None:
         pass
 
 
-def _restore_priority() -> None:
+def restore_priority(native_id: int | None = None) -> None:
+    """Back to normal priority (a warm slot's thread, once warm); without CAP_SYS_NICE a slot
+    keeps the lower priority, which only costs its run some scheduling latency."""
     try:
-        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 0)
+        os.setpriority(os.PRIO_PROCESS, native_id or threading.get_native_id(), 0)
     except OSError:
-        pass  # without CAP_SYS_NICE a pooled run keeps the lower priority
+        pass
 
 
 def _work_root() -> str | None:
@@ -241,6 +243,7 @@ class _Guest:
         self.done = threading.Event()
         self.handed_over = threading.Event()
         self.store: wt.Store | None = None
+        self.native_id: int | None = None
         self._fuel_at_handover = 0
         self._budget: dict[str, Any] = {}
         _start_thread(self._main, "wasm-runner-guest")
@@ -253,7 +256,7 @@ class _Guest:
         if self.nice:  # a warm slot's run starts now: count it, at normal priority
             self.nice = False
             _pool.run_started()
-            _restore_priority()
+            restore_priority()
         store = self.store
         assert store is not None
         if "memory" in budget:
@@ -268,6 +271,7 @@ class _Guest:
     def _main(self) -> None:
         io = self.io
         current.io = io
+        self.native_id = threading.get_native_id()
         _pool.run_started() if not self.nice else _lower_priority()
         store = wt.Store(self.sb.engine)
         self.store = store
@@ -286,11 +290,16 @@ class _Guest:
             entry(store)
         except wt.Trap as t:
             code = t.trap_code
-            self.outcome.trap = t.message.splitlines()[0] if t.message else "trap"
             self.outcome.out_of_fuel = code == wt.TrapCode.OUT_OF_FUEL
             self.outcome.stack_overflow = code == wt.TrapCode.STACK_OVERFLOW
+            # the message (a symbolized backtrace of a 100 MB module) costs milliseconds: only
+            # an unexpected trap needs it; an exit or a host-requested stop does not
+            if io.stop_reason is None and not self.outcome.out_of_fuel:
+                self.outcome.trap = t.message.splitlines()[0] if t.message else "trap"
+            else:
+                self.outcome.trap = "trap"
         except wt.WasmtimeError as e:
-            self.outcome.trap = str(e).splitlines()[0] if str(e) else "error"
+            self.outcome.trap = "error" if io.stop_reason is not None else (str(e).splitlines() or ["error"])[0]
         except BaseException as e:  # noqa: BLE001 - another thread's exception surfacing here
             self.outcome.trap = f"{type(e).__name__}"
         finally:
@@ -305,12 +314,15 @@ class _Guest:
                 pass
             io.memory = None
             current.io = None
-            store.close()
             self.store = None
+            # The result is complete: tell the caller first, then release the instance. Dropping
+            # a large linear memory (say numpy and pandas loaded) takes milliseconds that no run
+            # needs to wait for; it still happens here, at once, before this thread takes work.
+            self.done.set()
+            store.close()
             io.close()
             if not self.nice:
                 _pool.run_ended()
-            self.done.set()
 
     def cancel(self) -> None:
         self.io.stop("cancelled")

@@ -145,11 +145,11 @@ def _wr_main():
             s.reconfigure(line_buffering=True)
         except Exception:
             pass
-    warm = os.environ.get("WR_WARM", "")
     main_mod = sys.modules["__main__"]
     keep = set(main_mod.__dict__) - {"_wr_main"}
     session_ns = None
     code = 0
+    gc.freeze()  # the interpreter's own objects: never scanned by the collections below
     while True:
         job = read_frame()
         if job is None:
@@ -160,6 +160,8 @@ def _wr_main():
             except Exception:
                 pass
         if job.get("kind") == "warm":
+            gc.collect()
+            gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
             os.write(0, b'{"warm": true}')  # back to the control channel for the real job
             continue
         os.chdir(job.get("cwd", "/scratch"))
