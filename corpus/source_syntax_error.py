@@ -1,0 +1,5 @@
+# category: source
+# attack: source that does not parse
+# expect: failed
+def broken(:
+    return
