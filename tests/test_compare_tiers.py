@@ -14,6 +14,7 @@ from wasm_runner.compare.tiers.base import Tier
 from wasm_runner.compare.tiers.bwrap_tier import BubblewrapTier
 from wasm_runner.compare.tiers.microvm_tier import QemuMicrovmTier
 from wasm_runner.compare.tiers.oci_tier import OciTier
+from wasm_runner.compare.tiers.pyodide_chromium_tier import PyodideChromiumTier
 from wasm_runner.compare.tiers.pyodide_node_tier import PyodideNodeTier
 from wasm_runner.compare.tiers.subprocess_tier import SubprocessTier
 from wasm_runner.compare.tiers.wasmtime_tier import WasmtimeTier
@@ -28,6 +29,7 @@ FACTORIES = {
     "qemu-microvm": QemuMicrovmTier,
     "wasmtime": WasmtimeTier,
     "pyodide-node": PyodideNodeTier,
+    "pyodide-chromium": PyodideChromiumTier,
 }
 PROGRAMS = {p.id: p for p in load_corpus()}
 

@@ -56,7 +56,7 @@ def run_from_args(args: argparse.Namespace, argv_for_record: list[str] | None = 
     if args.list:
         for t in tiers:
             ok, detail = t.available()
-            print(f"{t.name:14} {t.family:10} {'available' if ok else 'not available here'}: {detail}")
+            print(f"{t.name:16} {t.family:10} {'available' if ok else 'not available here'}: {detail}")
         return 0
     if args.prepare:
         failed = 0

@@ -10,6 +10,7 @@ def all_tiers() -> list[Tier]:
     from .bwrap_tier import BubblewrapTier
     from .microvm_tier import QemuMicrovmTier
     from .oci_tier import OciTier
+    from .pyodide_chromium_tier import PyodideChromiumTier
     from .pyodide_node_tier import PyodideNodeTier
     from .subprocess_tier import SubprocessTier
     from .unavailable import DockerTier, FirecrackerTier
@@ -26,6 +27,7 @@ def all_tiers() -> list[Tier]:
         FirecrackerTier(),
         WasmtimeTier("default"),
         PyodideNodeTier(),
+        PyodideChromiumTier(),
     ]
 
 
