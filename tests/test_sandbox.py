@@ -135,6 +135,7 @@ def test_session_keeps_state_and_files(sandbox: Sandbox) -> None:
         assert s.run("x = 20\nopen('notes.txt', 'w').write('kept')").ok
         r = s.run("print(x * 2, open('notes.txt').read())")
         assert r.ok and r.stdout == "40 kept\n"
+        assert r.fuel_used > 0
         path = s.upload("data.csv", b"a\n1\n2\n")
         r = s.run(f"print(sum(int(v) for v in open({path!r}).read().split()[1:]))")
         assert r.stdout == "3\n"

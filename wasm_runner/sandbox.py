@@ -239,6 +239,7 @@ class _Guest:
         self.io.stderr.cap = limits.stderr_bytes
         self.io.deadline = time.monotonic() + WARMUP_SECONDS
         self.io.on_handover = self._handover
+        self.io.on_report = self._record_fuel
         self.outcome = _Outcome()
         self.done = threading.Event()
         self.handed_over = threading.Event()
@@ -247,6 +248,12 @@ class _Guest:
         self._fuel_at_handover = 0
         self._budget: dict[str, Any] = {}
         _start_thread(self._main, "wasm-runner-guest")
+
+    # runs on the guest thread, inside fd_write of the control channel: a session cell's fuel
+    def _record_fuel(self) -> None:
+        store = self.store
+        if store is not None and self.sb.fuel and self._fuel_at_handover:
+            self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
 
     # runs on the guest thread, inside fd_read of the control channel
     def _handover(self, job: dict[str, Any]) -> None:
@@ -809,8 +816,6 @@ class Session:
                 res = self.sb._result(g, cell, t0)
                 io.stop_reason = saved
                 io.exit_code = None
-                if self.sb.fuel and g.store is None:
-                    pass
             self.last_used = time.monotonic()
             if self._ws.out is not None:
                 res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]

@@ -145,6 +145,7 @@ class GuestIO:
         self.pending_frame = b""
         self.reports: list[dict[str, Any]] = []
         self.on_handover: Callable[[Any], None] | None = None  # called on the guest thread
+        self.on_report: Callable[[], None] | None = None  # likewise, when a job reports
         # run state
         self.deadline: float = float("inf")
         self.cancel: threading.Event | None = None
@@ -403,6 +404,8 @@ def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> in
             io.reports.append(json.loads(data.decode()))
         except (ValueError, UnicodeDecodeError):
             return EINVAL
+        if io.on_report is not None:
+            io.on_report()
         io.control = True
         m.u32(nwritten, len(data))
         return SUCCESS
