@@ -419,16 +419,15 @@ def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> in
 
 
 def _write_at(io: GuestIO, f: _Fd, data: bytes, pos: int, positional: bool) -> int:
+    """Write ``data`` at ``pos``, growing the file only within the quota: what does not fit is
+    cut (a short write, as a full disk gives), and nothing fitting is ENOSPC."""
     size = os.fstat(f.host_fd).st_size
-    growth = max(0, pos + len(data) - size)
-    if growth and not io.quota.grow(growth):
-        fits = max(0, io.quota.room() - max(0, pos - size))
-        fits = min(fits, len(data))
-        if fits <= 0 or pos > size:
+    growth = pos + len(data) - size
+    if growth > 0 and not io.quota.grow(growth):
+        keep = min(len(data), size + io.quota.room() - pos)  # up to the furthest byte allowed
+        if keep <= 0 or not io.quota.grow(pos + keep - size):
             raise GuestPathError(ENOSPC, "quota")
-        data = data[: max(0, size - pos) + fits] if pos < size else data[:fits]
-        growth = max(0, pos + len(data) - size)
-        io.quota.used_bytes += growth
+        data = data[:keep]
     if positional:
         return os.pwrite(f.host_fd, data, pos)
     return os.write(f.host_fd, data)
