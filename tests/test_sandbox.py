@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
@@ -219,3 +220,23 @@ def test_ordinary_file_operations(sandbox: Sandbox) -> None:
     r = sandbox.run(code, limits=Limits(disk_mb=2))
     assert r.ok, r.stderr
     assert r.stdout == "['b', 'g.txt'] 5 2.0\nhe\nhe!!\n[] False\nquota reused\n"
+
+
+def test_run_folders_of_dead_processes_are_swept(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    import subprocess
+    import sys
+
+    monkeypatch.setenv("WASM_RUNNER_WORKDIR", str(tmp_path))
+    dead = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
+    stale = tmp_path / f"wasm-runner-{dead.stdout.strip()}-abc"
+    (stale / "run-x" / "scratch").mkdir(parents=True)
+    (stale / "run-x" / "scratch" / "left.txt").write_text("user data")
+    alive = tmp_path / f"wasm-runner-{os.getppid()}-abc"
+    alive.mkdir()
+    sb = Sandbox("small")
+    try:
+        assert not stale.exists() and alive.exists()
+        assert sb.run("print(1)").ok
+    finally:
+        sb.close()
+    assert sorted(p.name for p in tmp_path.iterdir()) == [alive.name]

@@ -138,6 +138,27 @@ def _work_root() -> str | None:
     return None
 
 
+def _sweep_stale(root: str | None) -> None:
+    """Remove run folders left by wasm-runner processes that died without cleaning up (killed)."""
+    base = Path(root or tempfile.gettempdir())
+    try:
+        entries = list(base.glob("wasm-runner-*-*"))
+    except OSError:
+        return
+    for d in entries:
+        pid = d.name.split("-")[2]
+        if not pid.isdigit() or int(pid) == os.getpid():
+            continue
+        try:
+            if d.is_symlink() or os.lstat(d).st_uid != os.getuid():
+                continue
+            os.kill(int(pid), 0)
+        except ProcessLookupError:
+            shutil.rmtree(d, ignore_errors=True)  # its process is gone
+        except OSError:
+            continue
+
+
 def check_source(code: Any, filename: str | None = None) -> str | None:
     """Why ``code`` cannot be run (a plain sentence), or None when it can."""
     if isinstance(code, bytes):
@@ -364,7 +385,8 @@ class Sandbox:
         self.min_memory_mb = _min_memory_mb(self.module)
         self._stdlib = stdlib_dir(self.runtime)
         self._inner = data_dirs(self.runtime)
-        self._base = Path(tempfile.mkdtemp(prefix="wasm-runner-", dir=_work_root()))
+        _sweep_stale(_work_root())
+        self._base = Path(tempfile.mkdtemp(prefix=f"wasm-runner-{os.getpid()}-", dir=_work_root()))
         os.chmod(self._base, 0o700)
         self.pools: dict[str, Any] = {}
         self._boot: Path | None = None
