@@ -594,7 +594,9 @@ class Sandbox:
         p.start()
         return p
 
-    def _result(self, guest: _Guest, limits: Limits, t0: float) -> Result:
+    def _result(self, guest: _Guest, limits: Limits, t0: float, cell_done: bool = False) -> Result:
+        """How the run ended. ``cell_done``: a session cell that reported while its instance
+        lives on, so it ended like an exit with the code it reported."""
         io, oc = guest.io, guest.outcome
         report = io.reports[-1] if io.reports else None
         res = Result(
@@ -609,8 +611,8 @@ class Sandbox:
         )
         if report is not None:
             res.outputs = _outputs(report.get("outputs"))
-        reason = io.stop_reason
-        exit_code = io.exit_code if reason == "exit" else None
+        reason = "exit" if cell_done else io.stop_reason
+        exit_code = None if cell_done else (io.exit_code if reason == "exit" else None)
         if reason == "exit" and exit_code is None and report is not None:
             exit_code = report.get("exit")
         if reason == "internal":
@@ -831,13 +833,7 @@ class Session:
             if g.done.is_set():
                 res = self.sb._result(g, cell, t0)
             else:
-                report = io.reports[-1]
-                io.exit_code = report.get("exit")
-                saved = io.stop_reason
-                io.stop_reason = "exit"
-                res = self.sb._result(g, cell, t0)
-                io.stop_reason = saved
-                io.exit_code = None
+                res = self.sb._result(g, cell, t0, cell_done=True)
             self.last_used = time.monotonic()
             if self._ws.out is not None:
                 res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]

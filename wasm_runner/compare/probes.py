@@ -73,38 +73,29 @@ class ProbeReport:
         return cls(**{k: d[k] for k in cls.__dataclass_fields__ if k in d})
 
 
-class _TcpListener:
-    def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+class _Listener:
+    """A loopback socket that records whatever arrives, on a thread of its own."""
+
+    def __init__(self, kind: int) -> None:
+        self.sock = socket.socket(socket.AF_INET, kind)
         self.sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
         self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(16)
         self.sock.settimeout(0.2)
         self.port = self.sock.getsockname()[1]
         self.seen: list[bytes] = []
         self._stop = threading.Event()
         self._thread = threading.Thread(target=self._loop, daemon=True)
-        self._thread.start()
 
     def _loop(self) -> None:
         while not self._stop.is_set():
             try:
-                conn, _ = self.sock.accept()
+                data = self._receive()
             except (TimeoutError, OSError):
                 continue
-            conn.settimeout(0.5)
-            data = b""
-            try:
-                while len(data) < 4096:
-                    chunk = conn.recv(4096)
-                    if not chunk:
-                        break
-                    data += chunk
-            except OSError:
-                pass
-            finally:
-                conn.close()
             self.seen.append(data)
+
+    def _receive(self) -> bytes:
+        raise NotImplementedError
 
     def close(self) -> None:
         self._stop.set()
@@ -112,29 +103,37 @@ class _TcpListener:
         self.sock.close()
 
 
-class _UdpListener:
+class _TcpListener(_Listener):
     def __init__(self) -> None:
-        self.sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.settimeout(0.2)
-        self.port = self.sock.getsockname()[1]
-        self.seen: list[bytes] = []
-        self._stop = threading.Event()
-        self._thread = threading.Thread(target=self._loop, daemon=True)
+        super().__init__(socket.SOCK_STREAM)
+        self.sock.listen(16)
         self._thread.start()
 
-    def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                data, _ = self.sock.recvfrom(4096)
-            except (TimeoutError, OSError):
-                continue
-            self.seen.append(data)
+    def _receive(self) -> bytes:
+        conn, _ = self.sock.accept()
+        conn.settimeout(0.5)
+        data = b""
+        try:
+            while len(data) < 4096:
+                chunk = conn.recv(4096)
+                if not chunk:
+                    break
+                data += chunk
+        except OSError:
+            pass
+        finally:
+            conn.close()
+        return data
 
-    def close(self) -> None:
-        self._stop.set()
-        self._thread.join(timeout=2)
-        self.sock.close()
+
+class _UdpListener(_Listener):
+    def __init__(self) -> None:
+        super().__init__(socket.SOCK_DGRAM)
+        self._thread.start()
+
+    def _receive(self) -> bytes:
+        data, _ = self.sock.recvfrom(4096)
+        return data
 
 
 class _ListenWatcher:
