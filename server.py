@@ -1,7 +1,7 @@
 """ASGI entry point: ``wasm-runner serve`` (or ``uvicorn server:app``).
 
 ``create_app(config)`` builds the Starlette app: the JSON API under ``/api`` (see
-``wasm_runner.http``), ``/healthz``, ``/metrics`` and the playground pages of ``wasm_runner.pages``.
+``wasm_runner.http``), ``/healthz``, ``/metrics`` and the playground pages of ``wasm_runner.browser.pages``.
 Without a config, settings come from ``$WASM_RUNNER_CONFIG`` and ``WASM_RUNNER_*`` variables.
 """
 
@@ -11,7 +11,7 @@ from starlette.applications import Starlette
 
 from wasm_runner.http.app import build_app
 from wasm_runner.http.config import ServerConfig, load_config
-from wasm_runner.pages import page_routes
+from wasm_runner.browser.pages import page_routes
 
 __all__ = ["app", "create_app"]
 

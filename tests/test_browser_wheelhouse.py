@@ -6,7 +6,7 @@ from __future__ import annotations
 from browser_harness import open_playground, run_in_browser, start_uvicorn, stop_process
 from test_wheelhouse import make_wheel
 
-from wasm_runner.wheelhouse import main
+from wasm_runner.browser.wheelhouse import main
 
 
 def test_browser_imports_a_package_from_the_wheelhouse(tmp_path):

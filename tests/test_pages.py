@@ -12,7 +12,8 @@ import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
-from wasm_runner.pages import get_assets, page_routes, web_dir
+from wasm_runner.browser.locations import web_dir
+from wasm_runner.browser.pages import get_assets, page_routes
 
 
 @pytest.fixture(scope="module")

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 
 from wasm_runner import Limits, Result, Sandbox, SessionEnded, Status, run
-from wasm_runner.limits import MAX_SOURCE_BYTES, MAX_STDIN_BYTES
+from wasm_runner.inputs import MAX_SOURCE_BYTES, MAX_STDIN_BYTES
 
 
 def test_hello(sandbox: Sandbox) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_runner.wheelhouse import (
+from wasm_runner.browser.wheelhouse import (
     OFFICIAL_INDEX_TEMPLATE,
     lock_entry,
     main,

@@ -104,24 +104,16 @@ def _rss_kib() -> int:
 def calibrate(sb: Sandbox) -> float:
     """Fuel per CPU-second of this runtime: a guest loop's fuel over its thread's CPU time,
     both measured by the host (the guest's own clocks are not trusted for this)."""
-    from .sandbox import _Guest
-
     code = "x = 0\nfor i in range(3_000_000): x += i % 7"
     rates = []
     seen: list[float] = []
-    real_main = _Guest._main
-
-    def spy(self: _Guest) -> None:
-        real_main(self)
-        seen.append(self.outcome.cpu_s)
-
-    _Guest._main = spy  # type: ignore[method-assign]
+    sb.on_guest_end = lambda outcome: seen.append(outcome.cpu_s)
     try:
         for _ in range(3):
             r = sb.run(code, limits=LIMITS)
             rates.append(r.fuel_used / seen[-1])
     finally:
-        _Guest._main = real_main  # type: ignore[method-assign]
+        sb.on_guest_end = None
     return statistics.median(rates)
 
 

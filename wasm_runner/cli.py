@@ -12,7 +12,8 @@ import importlib
 import sys
 from collections.abc import Sequence
 
-from .limits import MAX_SOURCE_BYTES, InvalidLimits, Limits
+from .inputs import MAX_SOURCE_BYTES
+from .limits import InvalidLimits, Limits
 from .result import Result, Status
 
 # name -> (module with `main(argv) -> int`, one-line help)
@@ -21,7 +22,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "compare": ("wasm_runner.compare.cli", "run the hostile corpus against every isolation tier"),
     "mcp": ("wasm_runner.mcp.cli", "serve the chat tools over MCP (stdio)"),
     "tools-schema": ("wasm_runner.tool_schema", "print OpenAI-style tool schemas for the HTTP API"),
-    "wheelhouse": ("wasm_runner.wheelhouse", "build the browser tier's local wheelhouse"),
+    "wheelhouse": ("wasm_runner.browser.wheelhouse", "build the browser tier's local wheelhouse"),
     "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
 }
 

@@ -10,8 +10,8 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
-MAX_SOURCE_BYTES = 1 << 20  # 1 MiB of UTF-8 source
-MAX_STDIN_BYTES = 8 << 20  # 8 MiB of stdin given up front
+__all__ = ["InvalidLimits", "Limits", "limit_ranges"]
+
 
 
 class InvalidLimits(ValueError):

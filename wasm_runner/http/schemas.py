@@ -9,13 +9,13 @@ from __future__ import annotations
 import base64
 import binascii
 import json
-import re
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import Request
 
-from ..limits import MAX_SOURCE_BYTES, MAX_STDIN_BYTES, limit_ranges
+from ..inputs import FILE_NAME_PATTERN, MAX_FILE_NAME_CHARS, MAX_SOURCE_BYTES, MAX_STDIN_BYTES
+from ..limits import limit_ranges
 from .errors import ApiError
 
 __all__ = [
@@ -30,7 +30,6 @@ __all__ = [
 ]
 
 _RANGES = limit_ranges()
-_FILE_NAME = re.compile(r"^[A-Za-z0-9_][A-Za-z0-9._-]{0,127}$")
 
 
 def _limit(name: str, integer: bool) -> Any:
@@ -76,9 +75,9 @@ class FileIn(_Strict):
 
     name: str = Field(
         min_length=1,
-        max_length=128,
-        pattern=_FILE_NAME.pattern,
-        description="plain file name: letters, digits, '.', '_', '-'; no directories",
+        max_length=MAX_FILE_NAME_CHARS,
+        pattern=FILE_NAME_PATTERN,
+        description="plain file name: letters, digits, '.', '_', '-', inner spaces; no directories",
     )
     content_base64: str = Field(max_length=12 << 20)
 

@@ -265,8 +265,8 @@ class Service:
     async def shutdown(self) -> None:
         await self.sessions.close_all()
         self.runner.shutdown()
-        from ..sandbox import _default_sandboxes
+        from ..sandbox import default_sandboxes
 
-        for sandbox in list(_default_sandboxes.values()):
+        for sandbox in default_sandboxes():
             for name in [n for n in sandbox.pools if n.startswith("profile:")]:
                 sandbox.pools.pop(name).close()

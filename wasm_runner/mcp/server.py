@@ -22,6 +22,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from ..inputs import MAX_SOURCE_BYTES
 from ..limits import Limits
 from ..result import Result, Status
 from . import descriptions
@@ -88,7 +89,7 @@ class ToolConfig:
         max_sessions_per_owner: int = 4,
         idle_seconds: float = 900.0,
         max_upload_bytes: int = 16 << 20,
-        max_code_bytes: int = 256 << 10,
+        max_code_bytes: int = MAX_SOURCE_BYTES,
     ) -> None:
         self.limits = (limits or DEFAULT_TOOL_LIMITS).validate()
         self.runtime = runtime

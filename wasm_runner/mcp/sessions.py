@@ -9,7 +9,6 @@ owner that opened it (the API key over HTTP; the one local client over stdio).
 from __future__ import annotations
 
 import os
-import re
 import secrets
 import shutil
 import tempfile
@@ -20,6 +19,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from .. import inputs
 from ..limits import Limits
 from ..result import FileOut, Result
 
@@ -32,7 +32,6 @@ __all__ = [
     "check_file_name",
 ]
 
-_NAME_OK = re.compile(r"^[A-Za-z0-9][A-Za-z0-9._ -]{0,254}$")
 
 
 class SessionLike(Protocol):
@@ -62,12 +61,10 @@ class SessionError(ValueError):
 
 def check_file_name(name: str) -> str:
     """``name`` when it is a plain file name (no folder, no ``..``, no hidden file); else raise."""
-    if not isinstance(name, str) or not _NAME_OK.match(name) or name.strip() != name or ".." in name:
-        raise SessionError(
-            f"invalid file name {name!r}: use a plain name such as 'sales.csv' (letters, digits, "
-            "'.', '_', '-', spaces; no folders; at most 255 characters)"
-        )
-    return name
+    try:
+        return inputs.check_file_name(name)
+    except ValueError as e:
+        raise SessionError(str(e)) from None
 
 
 @dataclass

@@ -25,6 +25,8 @@ import zipfile
 from pathlib import Path
 from typing import Any
 
+from .locations import OFFICIAL_INDEX_TEMPLATE, package_index_url, pyodide_version, web_dir, wheelhouse_dir
+
 __all__ = [
     "OFFICIAL_INDEX_TEMPLATE",
     "build_wheelhouse",
@@ -33,7 +35,6 @@ __all__ = [
     "rewrite_lock",
 ]
 
-OFFICIAL_INDEX_TEMPLATE = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 _PURE_WHEEL = re.compile(
     r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-none-any\.whl$"
 )
@@ -200,8 +201,6 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
 
 
 def run_command(args: argparse.Namespace) -> int:
-    from .pages import package_index_url, pyodide_version, web_dir, wheelhouse_dir
-
     requirements = list(args.packages)
     if args.requirements:
         try:

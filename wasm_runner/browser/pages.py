@@ -22,7 +22,6 @@ import gzip
 import hashlib
 import json
 import mimetypes
-import os
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -35,7 +34,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
-from .wheelhouse import OFFICIAL_INDEX_TEMPLATE, rewrite_lock
+from .locations import package_index_url, pyodide_version, web_dir, wheelhouse_dir
+from .wheelhouse import rewrite_lock
 
 try:  # Brotli is optional: gzip is always there
     import brotli  # type: ignore[import-untyped]
@@ -69,40 +69,6 @@ CROSS_ORIGIN_HEADERS = {
 mimetypes.add_type("text/javascript", ".mjs")
 mimetypes.add_type("text/javascript", ".js")
 mimetypes.add_type("application/wasm", ".wasm")
-
-
-def web_dir() -> Path:
-    """The ``web/`` folder holding ``src/``, ``dist/``, ``templates/`` and ``node_modules/``."""
-    configured = os.environ.get("WASM_RUNNER_WEB_DIR")
-    return (
-        Path(configured)
-        if configured
-        else Path(__file__).resolve().parent.parent / "web"
-    )
-
-
-def wheelhouse_dir(root: Path) -> Path:
-    """Where ``wasm-runner wheelhouse`` puts wheels: ``WASM_RUNNER_WHEELHOUSE`` or ``web/wheelhouse``."""
-    configured = os.environ.get("WASM_RUNNER_WHEELHOUSE")
-    return Path(configured) if configured else root / "wheelhouse"
-
-
-def pyodide_version(root: Path) -> str:
-    package = root / "node_modules" / "pyodide" / "package.json"
-    return str(json.loads(package.read_text())["version"])
-
-
-def package_index_url(version: str) -> str:
-    """Where compiled packages come from: the setting, else the official index for ``version``."""
-    configured = os.environ.get("WASM_RUNNER_PYODIDE_INDEX_URL")
-    if configured is not None:
-        configured = configured.strip()
-        return (
-            configured
-            if not configured or configured.endswith("/")
-            else configured + "/"
-        )
-    return OFFICIAL_INDEX_TEMPLATE.format(version=version)
 
 
 @dataclass

@@ -14,15 +14,21 @@ user code before its hand-over, so no run sees anything another run wrote, defin
 
 from __future__ import annotations
 
-import os
 import threading
 import time
-from typing import TYPE_CHECKING
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
 
-from .limits import Limits
+from ..grants import DiskQuota
+from ..limits import Limits
+from . import wrapper
+from .guest import Guest, busy, restore_priority
+from .workspace import extra_grant, place_files
 
 if TYPE_CHECKING:
-    from .sandbox import Sandbox, _Guest
+    from .core import Sandbox
+
+__all__ = ["WARM_TIMEOUT_S", "WarmPool", "bind_slot"]
 
 WARM_TIMEOUT_S = 120.0
 
@@ -36,7 +42,7 @@ class WarmPool:
         self.size = size
         self.preload = tuple(preload)
         self.limits = Limits(memory_mb=memory_mb).validate()
-        self._ready: list[_Guest] = []
+        self._ready: list[Guest] = []
         self._lock = threading.Lock()
         self._wake = threading.Event()
         self._closed = False
@@ -55,7 +61,7 @@ class WarmPool:
         with self._lock:
             return len(self._ready)
 
-    def take(self) -> _Guest | None:
+    def take(self) -> Guest | None:
         """A warm, never-used slot, or None at once when none is ready."""
         with self._lock:
             while self._ready:
@@ -79,19 +85,15 @@ class WarmPool:
         return False
 
     def _refill(self) -> None:
-        from .sandbox import _Guest
-
         while not self._closed:
-            if self.ready >= self.size or _busy():
+            if self.ready >= self.size or busy():
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
-            ws = self.sb._workspace(self.limits, None, None, None, False, placeholders=True)
-            g = _Guest(self.sb, ws, self.limits, self.sb._argv(), nice=True)
+            ws = self.sb.new_workspace(self.limits, None, None, None, False, placeholders=True)
+            g = Guest(self.sb, ws, self.limits, wrapper.argv(self.sb.boot), nice=True)
             g.io.submit({"kind": "warm", "preload": list(self.preload)})
             if g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed:
-                from .sandbox import restore_priority
-
                 restore_priority(g.native_id)  # warm: its run must not wait behind others
                 self.warmed += 1
                 with self._lock:
@@ -116,21 +118,23 @@ class WarmPool:
             g.ws.close()
 
 
-_active = [0]
-_active_lock = threading.Lock()
-
-
-def run_started() -> None:
-    with _active_lock:
-        _active[0] += 1
-
-
-def run_ended() -> None:
-    with _active_lock:
-        _active[0] -= 1
-
-
-def _busy() -> bool:
-    """True while at least as many runs are active as there are cores: refills wait."""
-    with _active_lock:
-        return _active[0] >= (os.cpu_count() or 1)
+def bind_slot(guest: Guest, limits: Limits, data_dir: Any, out_dir: Any,
+              files: dict[str, bytes] | None, collect_out: bool) -> None:
+    """Give a warm slot this run's grants, quota and caps before the program is handed over."""
+    ws, io = guest.ws, guest.io
+    io.reports.clear()
+    if files:
+        place_files(Path(ws.scratch.host_path), files)
+    io.rebind("/data", extra_grant(ws, "/data", data_dir, writable=False))
+    out = extra_grant(ws, "/out", out_dir, writable=True)
+    if out is not None or not collect_out:  # with collect_out alone the slot's own /out serves
+        io.rebind("/out", out)
+        ws.out = out
+    quota = DiskQuota(limits.disk_bytes, int(limits.max_files))
+    for f in io.fds.values():
+        if f.preopen is not None and f.grant is not None and f.grant.writable:
+            quota.count_existing(f.grant)
+    io.quota = quota
+    ws.quota = quota
+    io.stdout.cap, io.stderr.cap = limits.stdout_bytes, limits.stderr_bytes
+    guest.limits = limits

@@ -1,0 +1,22 @@
+"""The sandbox: one fresh wasmtime instance per run (``Sandbox.run``), long-lived sessions
+(``Sandbox.session``), warm pools, and the process-wide default sandboxes (``run``).
+
+Modules, in reading order: ``core`` (Sandbox), ``workspace`` (run folders and grants), ``wrapper``
+(the guest-side wrapper and its jobs), ``guest`` (guest threads, budgets at hand-over),
+``classify`` (how a run ended -> ``Result``), ``session``, ``pool``, ``default``. Input rules
+live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``.
+"""
+
+from .core import OutputCallback, Sandbox
+from .default import default_sandbox, default_sandboxes, run
+from .session import Session, SessionEnded
+
+__all__ = [
+    "OutputCallback",
+    "Sandbox",
+    "Session",
+    "SessionEnded",
+    "default_sandbox",
+    "default_sandboxes",
+    "run",
+]

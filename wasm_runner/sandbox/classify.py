@@ -1,0 +1,99 @@
+"""How a run ended: a guest's host-side state (stop reason, traps, the wrapper's report) turned
+into a ``Result`` with its status, limit, exit code and message."""
+
+from __future__ import annotations
+
+import time
+from typing import Any
+
+from ..limits import Limits
+from ..messages import limit_sentence
+from ..result import Output, Result, Status
+from .guest import Guest
+
+__all__ = ["MAX_OUTPUTS_BYTES", "classify", "outputs"]
+
+MAX_OUTPUTS_BYTES = 16 << 20
+
+
+def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: bool = False) -> Result:
+    """How the run ended. ``cell_done``: a session cell that reported while its instance
+    lives on, so it ended like an exit with the code it reported."""
+    io, oc = guest.io, guest.outcome
+    report = io.reports[-1] if io.reports else None
+    res = Result(
+        status=Status.OK,
+        stdout=io.stdout.text(),
+        stderr=io.stderr.text(),
+        stdout_truncated=io.stdout.truncated,
+        stderr_truncated=io.stderr.truncated,
+        fuel_used=oc.fuel_used,
+        wall_ms=round((time.perf_counter() - t0) * 1000, 3),
+        runtime=runtime,
+    )
+    if report is not None:
+        res.outputs = outputs(report.get("outputs"))
+    reason = "exit" if cell_done else io.stop_reason
+    exit_code = None if cell_done else (io.exit_code if reason == "exit" else None)
+    if reason == "exit" and exit_code is None and report is not None:
+        exit_code = report.get("exit")
+    if reason == "internal":
+        res.status, res.limit = Status.INTERNAL_ERROR, None
+        res.message = f"wasm-runner failed inside a host call ({io.internal_error}); the run was stopped."
+    elif reason == "cancelled":
+        res.status = Status.CANCELLED
+    elif reason == "timeout":
+        res.status, res.limit = Status.TIMEOUT, "wall"
+    elif reason == "output":
+        res.status, res.limit = Status.OUTPUT_LIMIT, "output"
+    elif oc.out_of_fuel:
+        res.status, res.limit = Status.CPU_LIMIT, "cpu"
+    elif exit_code is not None:
+        res.exit_code = exit_code
+        mem_err = bool(report and report.get("memory_error"))
+        if exit_code == 0:
+            res.status = Status.OK
+        elif mem_err:
+            res.status, res.limit = Status.MEMORY_LIMIT, "memory"
+        elif io.quota.refused:
+            res.status, res.limit = Status.DISK_LIMIT, "disk"
+        else:
+            res.status = Status.ERROR
+    elif oc.trap is not None:
+        near_cap = oc.memory_bytes >= limits.memory_bytes * 0.9
+        if near_cap and not oc.stack_overflow:
+            res.status, res.limit = Status.MEMORY_LIMIT, "memory"
+        else:
+            res.status = Status.ERROR
+            res.exit_code = None
+            what = "its stack overflowed (recursion too deep)" if oc.stack_overflow else oc.trap
+            res.message = f"The program crashed the interpreter: {what}."
+    else:
+        res.status = Status.INTERNAL_ERROR
+        res.message = "The guest ended without reporting how."
+    if not res.message and res.status is not Status.OK:
+        if res.status is Status.ERROR and res.exit_code is not None:
+            res.message = f"The program exited with status {res.exit_code}."
+        else:
+            stream = "stderr" if io.stderr.truncated and not io.stdout.truncated else "stdout"
+            res.message = limit_sentence(res.status, limits, stream)
+    return res
+
+
+def outputs(raw: Any) -> list[Output]:
+    """The rich outputs (images, tables, text) of a wrapper report, within ``MAX_OUTPUTS_BYTES``."""
+    out: list[Output] = []
+    total = 0
+    if not isinstance(raw, list):
+        return out
+    for item in raw:
+        if not isinstance(item, dict):
+            continue
+        kind, mime, data = item.get("kind"), item.get("mime"), item.get("data")
+        if kind not in ("image", "table", "text") or not isinstance(mime, str) or not isinstance(data, str):
+            continue
+        total += len(data)
+        if total > MAX_OUTPUTS_BYTES:
+            break
+        out.append(Output(kind, mime, data))
+    return out

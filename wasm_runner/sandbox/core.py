@@ -1,0 +1,231 @@
+"""One run, one fresh wasmtime instance: ``Sandbox.run`` and ``Sandbox.session``.
+
+A ``Sandbox`` holds what is expensive and shareable (engine, compiled module, linker); every run
+gets a new Store and instance on a thread of its own (``guest``), a fresh run folder
+(``workspace``), its own fd table and quota, and is destroyed after. The guest-side wrapper
+(``guest/runner.py``) receives the program on the control channel (``wrapper``); budgets (fuel,
+deadline) are armed at that hand-over, on the guest's thread. ``classify`` turns how the guest
+ended into a ``Result``.
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import tempfile
+import threading
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+import wasmtime as wt
+
+from .. import engine
+from ..grants import collect_files
+from ..inputs import check_source, stdin_bytes
+from ..limits import InvalidLimits, Limits
+from ..result import FileOut, Result
+from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
+from ..wasi import InputSource, define_imports
+from . import wrapper
+from .classify import classify
+from .guest import Guest, Outcome
+from .pool import WarmPool, bind_slot
+from .session import Session
+from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
+
+__all__ = ["OutputCallback", "Sandbox", "min_memory_mb"]
+
+OutputCallback = Callable[[str, bytes], None]
+
+
+def min_memory_mb(module: wt.Module) -> int:
+    """The linear memory an instance of ``module`` starts with, in whole MB."""
+    for e in module.exports:
+        if isinstance(e.type, wt.MemoryType):
+            return -(-(e.type.limits.min * 65536) // (1024 * 1024))
+    return 0
+
+
+class Sandbox:
+    """A reusable runner: engine, compiled module and linker for one runtime. Thread-safe.
+
+    >>> sb = Sandbox()
+    >>> sb.run("print('hi')").stdout
+    'hi\\n'
+    """
+
+    def __init__(
+        self,
+        runtime: str | None = None,
+        *,
+        fuel: bool = True,
+        progress: Callable[[str], None] | None = None,
+        prestart: int = 0,
+    ) -> None:
+        """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``);
+        runs that name no pool take one when ready, so their start-up is off the critical path."""
+        self.runtime: Runtime = get_runtime(runtime)
+        self.fuel = fuel
+        self.engine = engine.get_engine(fuel)
+        self.module = engine.get_module(self.runtime, fuel, progress)
+        linker = wt.Linker(self.engine)
+        define_imports(linker, self.module)
+        self.pre = linker.instantiate_pre(self.module)
+        self.min_memory_mb = min_memory_mb(self.module)
+        # observes every guest's end on its thread, before the run's result is ready (bench uses
+        # it for the guest's CPU time); it must not raise or block
+        self.on_guest_end: Callable[[Outcome], None] | None = None
+        self._stdlib = stdlib_dir(self.runtime)
+        self._inner = data_dirs(self.runtime)
+        sweep_stale(work_root())
+        self._base = Path(tempfile.mkdtemp(prefix=f"wasm-runner-{os.getpid()}-", dir=work_root()))
+        os.chmod(self._base, 0o700)
+        self.pools: dict[str, WarmPool] = {}
+        self.boot: Path | None = None  # the compiled wrapper's folder; None while bootstrapping
+        self.boot = wrapper.compiled_wrapper(self)
+        if prestart:
+            self.add_pool("plain", size=prestart)
+
+    @property
+    def name(self) -> str:
+        return self.runtime.name
+
+    def fuel_for(self, cpu_seconds: float) -> int:
+        return max(1, int(cpu_seconds * self.runtime.fuel_per_cpu_second))
+
+    # ---- set-up ------------------------------------------------------------------------------
+    def new_workspace(
+        self,
+        limits: Limits,
+        data_dir: str | os.PathLike[str] | None,
+        out_dir: str | os.PathLike[str] | None,
+        files: dict[str, bytes] | None,
+        collect_out: bool,
+        placeholders: bool = False,
+    ) -> Workspace:
+        """A fresh run folder with this runtime's read-only folders granted."""
+        fixed: list[tuple[str, str]] = []
+        if self._stdlib is not None:
+            fixed.append(("/usr/local/lib", str(self._stdlib)))
+        if self.boot is not None:
+            fixed.append(("/wasm-runner", str(self.boot)))
+        for guest_path, host in self._inner:
+            fixed.append((guest_path, str(host)))
+        return make_workspace(self._base, fixed, limits, data_dir, out_dir, files, collect_out,
+                              placeholders)
+
+    # ---- one run ------------------------------------------------------------------------------
+    def run(
+        self,
+        code: str,
+        *,
+        stdin: bytes | str | None = None,
+        limits: Limits | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+        files: dict[str, bytes] | None = None,
+        collect_out: bool = False,
+        filename: str | None = None,
+        display: bool = False,
+        on_output: OutputCallback | None = None,
+        input_source: InputSource | None = None,
+        cancel: threading.Event | None = None,
+        pool: str | None = None,
+    ) -> Result:
+        """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
+
+        ``files`` are placed in ``/scratch`` first. With ``collect_out`` and no ``out_dir``, a fresh
+        ``/out`` is granted and what the program leaves there comes back in ``Result.files``.
+        ``display`` captures matplotlib figures and the last expression's value in ``outputs``.
+        ``pool`` names a warm pool (``add_pool``): a pre-warmed, never-used instance is taken from it
+        when one is ready, else the run starts a fresh instance as usual.
+        """
+        t0 = time.perf_counter()
+        rt = self.runtime.name
+        problem = check_source(code, filename)
+        if problem:
+            return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
+        if isinstance(code, bytes):
+            code = code.decode("utf-8")
+        try:
+            limits = (limits or Limits()).validate()
+            data = stdin_bytes(stdin)
+        except InvalidLimits as e:
+            return Result.invalid(f"Invalid limits: {e}.", rt)
+        except ValueError as e:
+            return Result.invalid(f"Invalid input: {e}.", rt)
+        if limits.memory_mb < self.min_memory_mb:
+            return Result.invalid(
+                f"Invalid limits: memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
+                f"the {rt} runtime needs to start.", rt)
+        if pool is None and "plain" in self.pools:
+            pool = "plain"
+        if pool is not None and pool not in self.pools:
+            return Result.invalid(f"Unknown pool {pool!r}; this sandbox has: {', '.join(self.pools) or 'none'}.", rt)
+        guest = self.pools[pool].take() if pool is not None else None
+        try:
+            if guest is not None:
+                ws = guest.ws
+                bind_slot(guest, limits, data_dir, out_dir, files, collect_out)
+            else:
+                ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out)
+        except (ValueError, OSError) as e:
+            if guest is not None:
+                guest.cancel()
+                guest.ws.close()
+            return Result.invalid(f"Cannot prepare the run: {e}.", rt)
+        try:
+            if guest is None:
+                guest = Guest(self, ws, limits, wrapper.argv(self.boot))
+            io = guest.io
+            io.stdin = data
+            io.input_source = input_source
+            io.stdout.on_chunk = on_output
+            io.stderr.on_chunk = on_output
+            io.cancel = cancel
+            io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
+                                  once=True, session=False, display=display))
+            io.end_jobs()
+            guest.wait(limits, cancel)
+            result = classify(guest, limits, t0, rt)
+            if ws.out is not None:
+                result.files = [FileOut(p, c) for p, c in collect_files(ws.out, MAX_FILES_OUT_BYTES)]
+            return result
+        finally:
+            if guest is not None and not guest.done.is_set():
+                guest.cancel()
+                guest.done.wait(5.0)
+            ws.close()
+
+    def add_pool(self, name: str, *, size: int = 2, preload: tuple[str, ...] = (),
+                 memory_mb: int = 1024) -> WarmPool:
+        """Keep ``size`` instances warm (``preload`` imported), refilled in the background."""
+        if name in self.pools:
+            raise ValueError(f"pool {name!r} exists")
+        p = WarmPool(self, name, size=size, preload=preload, memory_mb=memory_mb)
+        self.pools[name] = p
+        p.start()
+        return p
+
+    # ---- sessions ------------------------------------------------------------------------------
+    def session(
+        self,
+        *,
+        limits: Limits | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+        files: dict[str, bytes] | None = None,
+    ) -> Session:
+        """A long-lived instance that keeps variables and files across ``Session.run`` calls."""
+        limits = (limits or Limits()).validate()
+        if limits.memory_mb < self.min_memory_mb:
+            raise InvalidLimits(f"memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
+                                f"the {self.runtime.name} runtime needs to start")
+        return Session(self, limits, data_dir, out_dir, files)
+
+    def close(self) -> None:
+        for p in list(self.pools.values()):
+            p.close()
+        self.pools.clear()
+        shutil.rmtree(self._base, ignore_errors=True)

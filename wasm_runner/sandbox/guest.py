@@ -1,0 +1,285 @@
+"""Guests: one wasmtime instance on a thread of its own, from instantiation to its end.
+
+Threads have a 32 MiB native stack (deep C recursion becomes a clean trap, not a crash) and are
+reused across runs. The wrapper (``guest/runner.py``) asks for its job on the control channel; at
+that hand-over, on the guest's own thread, ``Guest.handover`` arms the run's budgets (memory cap,
+fuel, deadline), so start-up and warm-up never count against the run.
+"""
+
+from __future__ import annotations
+
+import os
+import threading
+import time
+from collections.abc import Callable
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+import wasmtime as wt
+
+from .. import engine
+from ..limits import Limits
+from ..wasi import GuestIO, current
+from .workspace import Workspace
+
+if TYPE_CHECKING:
+    from .core import Sandbox
+
+__all__ = [
+    "GUEST_STACK",
+    "Guest",
+    "GuestThreads",
+    "Outcome",
+    "WARMUP_FUEL",
+    "WARMUP_SECONDS",
+    "busy",
+    "lower_priority",
+    "restore_priority",
+    "run_ended",
+    "run_started",
+    "start_thread",
+]
+
+GUEST_STACK = 32 << 20
+WARMUP_FUEL = 400_000_000_000  # start-up and pre-imports, before any budget is armed
+WARMUP_SECONDS = 120.0
+
+_stack_lock = threading.Lock()
+
+
+class GuestThreads:
+    """Threads with a 32 MiB native stack that run guests, reused across runs.
+
+    A thread carries no guest state from one run to the next: each run has its own Store,
+    instance and GuestIO, and sets the thread-local ``current.io`` itself. Reuse saves the
+    thread's creation and its stack's page faults (about 0.3 ms a run). Threads idle for
+    ``IDLE_S`` exit; there are never fewer threads than runs waiting to start.
+    """
+
+    IDLE_S = 30.0
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._work: list[Callable[[], None]] = []
+        self._cv = threading.Condition(self._lock)
+        self._idle = 0
+
+    def submit(self, fn: Callable[[], None]) -> None:
+        with self._lock:
+            self._work.append(fn)
+            if self._idle >= len(self._work):  # enough idle threads for all waiting work
+                self._cv.notify()
+                return
+        with _stack_lock:
+            old = threading.stack_size(GUEST_STACK)
+            try:
+                threading.Thread(target=self._loop, name="wasm-runner-guest", daemon=True).start()
+            finally:
+                threading.stack_size(old)
+
+    def _loop(self) -> None:
+        while True:
+            with self._lock:
+                while not self._work:
+                    self._idle += 1
+                    woke = self._cv.wait(self.IDLE_S)
+                    self._idle -= 1
+                    if not woke and not self._work:
+                        return
+                fn = self._work.pop(0)
+            try:
+                fn()
+            except BaseException:  # noqa: BLE001 - a guest's failure never kills the worker
+                pass
+
+
+_threads = GuestThreads()
+
+
+def start_thread(target: Callable[[], None]) -> None:
+    """Run ``target`` on a guest thread."""
+    _threads.submit(target)
+
+
+# ---- how many runs are active: warm pools refill only while cores are free ------------------
+_active = [0]
+_active_lock = threading.Lock()
+
+
+def run_started() -> None:
+    with _active_lock:
+        _active[0] += 1
+
+
+def run_ended() -> None:
+    with _active_lock:
+        _active[0] -= 1
+
+
+def busy() -> bool:
+    """True while at least as many runs are active as there are cores: refills wait."""
+    with _active_lock:
+        return _active[0] >= (os.cpu_count() or 1)
+
+
+def lower_priority() -> None:
+    try:
+        os.setpriority(os.PRIO_PROCESS, threading.get_native_id(), 10)
+    except OSError:
+        pass
+
+
+def restore_priority(native_id: int | None = None) -> None:
+    """Back to normal priority (a warm slot's thread, once warm); without CAP_SYS_NICE a slot
+    keeps the lower priority, which only costs its run some scheduling latency."""
+    try:
+        os.setpriority(os.PRIO_PROCESS, native_id or threading.get_native_id(), 0)
+    except OSError:
+        pass
+
+
+@dataclass
+class Outcome:
+    """How the instance ended, as the host saw it (the wrapper's own report is on ``io.reports``)."""
+
+    trap: str | None = None
+    out_of_fuel: bool = False
+    stack_overflow: bool = False
+    fuel_used: int = 0
+    memory_bytes: int = 0
+    cpu_s: float = 0.0  # the guest thread's CPU time from hand-over to the end
+
+
+class Guest:
+    """One instance on its own thread, from instantiation to its end.
+
+    ``nice``: a warm pool's slot, started at lower priority and not counted as an active run
+    until its program is handed over.
+    """
+
+    def __init__(self, sb: Sandbox, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False):
+        self.sb = sb
+        self.nice = nice
+        self.ws = ws
+        self.limits = limits
+        self.io = GuestIO(ws.grants, ws.quota, argv)
+        self.io.stdout.cap = limits.stdout_bytes
+        self.io.stderr.cap = limits.stderr_bytes
+        self.io.deadline = time.monotonic() + WARMUP_SECONDS
+        self.io.on_handover = self.handover
+        self.io.on_report = self.record_fuel
+        self.outcome = Outcome()
+        self.done = threading.Event()
+        self.handed_over = threading.Event()
+        self.store: wt.Store | None = None
+        self.native_id: int | None = None
+        self._fuel_at_handover = 0
+        self._cpu_at_handover = 0.0
+        start_thread(self.main)
+
+    # runs on the guest thread, inside fd_write of the control channel: a session cell's fuel
+    def record_fuel(self) -> None:
+        store = self.store
+        if store is not None and self.sb.fuel and self._fuel_at_handover:
+            self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
+
+    # runs on the guest thread, inside fd_read of the control channel
+    def handover(self, job: dict[str, Any]) -> None:
+        budget = job.get("budget")
+        if budget is None:  # a warm-up job: no user code, keep the warm-up allowance
+            return
+        if self.nice:  # a warm slot's run starts now: count it, at normal priority
+            self.nice = False
+            run_started()
+            restore_priority()
+        store = self.store
+        assert store is not None
+        if "memory" in budget:
+            store.set_limits(memory_size=int(budget["memory"]))
+        if self.sb.fuel:
+            store.set_fuel(int(budget["fuel"]))
+            self._fuel_at_handover = int(budget["fuel"])
+        self.io.deadline = time.monotonic() + float(budget["wall"])
+        self._cpu_at_handover = time.thread_time()
+        self.handed_over.set()
+
+    def main(self) -> None:
+        """The guest thread's body: instantiate, run the entry point, record how it ended."""
+        io = self.io
+        current.io = io
+        self.native_id = threading.get_native_id()
+        if self.nice:
+            lower_priority()
+        else:
+            run_started()
+        store = wt.Store(self.sb.engine)
+        self.store = store
+        try:
+            store.set_limits(memory_size=self.limits.memory_bytes)
+            if self.sb.fuel:
+                store.set_fuel(WARMUP_FUEL)
+            engine.watch(store, io.should_stop)
+            inst = self.sb.pre.instantiate(store)
+            exports = inst.exports(store)
+            mem = exports.get("memory")
+            if isinstance(mem, wt.Memory):
+                io.memory = mem
+            entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
+            assert isinstance(entry, wt.Func)
+            entry(store)
+        except wt.Trap as t:
+            code = t.trap_code
+            self.outcome.out_of_fuel = code == wt.TrapCode.OUT_OF_FUEL
+            self.outcome.stack_overflow = code == wt.TrapCode.STACK_OVERFLOW
+            # the message (a symbolized backtrace of a 100 MB module) costs milliseconds: only
+            # an unexpected trap needs it; an exit or a host-requested stop does not
+            if io.stop_reason is None and not self.outcome.out_of_fuel:
+                self.outcome.trap = t.message.splitlines()[0] if t.message else "trap"
+            else:
+                self.outcome.trap = "trap"
+        except wt.WasmtimeError as e:
+            self.outcome.trap = "error" if io.stop_reason is not None else (str(e).splitlines() or ["error"])[0]
+        except BaseException as e:  # noqa: BLE001 - another thread's exception surfacing here
+            self.outcome.trap = f"{type(e).__name__}"
+        finally:
+            if self.handed_over.is_set():
+                self.outcome.cpu_s = time.thread_time() - self._cpu_at_handover
+            try:
+                if self.sb.fuel and self._fuel_at_handover:
+                    self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
+                if io.memory is not None:
+                    self.outcome.memory_bytes = io.memory.data_len(store)
+            except wt.WasmtimeError:
+                pass
+            io.memory = None
+            current.io = None
+            self.store = None
+            hook = self.sb.on_guest_end
+            if hook is not None:
+                try:
+                    hook(self.outcome)
+                except Exception:  # noqa: BLE001 - an observer never breaks a run
+                    pass
+            # The result is complete: tell the caller first, then release the instance. Dropping
+            # a large linear memory (say numpy and pandas loaded) takes milliseconds that no run
+            # needs to wait for; it still happens here, at once, before this thread takes work.
+            self.done.set()
+            store.close()
+            io.close()
+            if not self.nice:
+                run_ended()
+
+    def cancel(self) -> None:
+        self.io.stop("cancelled")
+        self.io.end_jobs()
+
+    def wait(self, limits: Limits, cancel: threading.Event | None) -> None:
+        """Wait for the guest; the epoch callback enforces the deadline, this is a last resort."""
+        hard_stop = time.monotonic() + WARMUP_SECONDS + limits.wall_seconds + 5.0
+        while not self.done.wait(0.05):
+            if cancel is not None and cancel.is_set():
+                self.io.stop("cancelled")
+            if time.monotonic() > hard_stop:
+                self.io.stop("timeout")
+                self.done.wait(2.0)
+                return

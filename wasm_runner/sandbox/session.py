@@ -1,0 +1,129 @@
+"""Sessions: one long-lived instance whose cells share variables and files."""
+
+from __future__ import annotations
+
+import threading
+import time
+from pathlib import Path
+from typing import TYPE_CHECKING, Any
+
+from ..grants import collect_files
+from ..inputs import check_source, stdin_bytes, upload_path
+from ..limits import InvalidLimits, Limits
+from ..result import FileOut, Result
+from ..wasi import InputSource
+from . import wrapper
+from .classify import classify
+from .guest import WARMUP_SECONDS, Guest
+from .workspace import MAX_FILES_OUT_BYTES, write_upload
+
+if TYPE_CHECKING:
+    from .core import OutputCallback, Sandbox
+
+__all__ = ["Session", "SessionEnded"]
+
+
+class SessionEnded(RuntimeError):
+    """The session's instance is gone (closed, or ended by a limit)."""
+
+
+class Session:
+    """One long-lived instance: each ``run`` is a cell with its own CPU and wall limits.
+
+    A cell that hits its CPU or wall limit, the output cap or crashes the interpreter ends the
+    instance (``alive`` becomes False): its state cannot be trusted after a forced stop. A cell
+    that raises an exception or calls ``sys.exit`` keeps the session alive.
+    """
+
+    def __init__(self, sb: Sandbox, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
+        self.sb = sb
+        self.limits = limits
+        self._ws = sb.new_workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
+        self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot))
+        self._lock = threading.Lock()
+        self._closed = False
+        self.created = time.monotonic()
+        self.last_used = self.created
+
+    @property
+    def alive(self) -> bool:
+        return not self._closed and not self._guest.done.is_set()
+
+    def upload(self, name: str, data: bytes) -> str:
+        """Place a file in the session's ``/scratch``; returns its guest path."""
+        upload_path(name)
+        if not self.alive:
+            raise SessionEnded("the session has ended")
+        if len(data) > self._ws.quota.room():
+            raise ValueError(f"{name!r} ({len(data)} bytes) does not fit in the session's disk quota")
+        with self._lock:
+            rel = write_upload(Path(self._ws.scratch.host_path), name, data, replace=True)
+            self._ws.quota.used_bytes += len(data)
+            self._ws.quota.used_files += 1
+        return f"/scratch/{rel}"
+
+    def run(
+        self,
+        code: str,
+        *,
+        limits: Limits | None = None,
+        stdin: bytes | str | None = None,
+        on_output: OutputCallback | None = None,
+        input_source: InputSource | None = None,
+        cancel: threading.Event | None = None,
+        display: bool = True,
+    ) -> Result:
+        t0 = time.perf_counter()
+        rt = self.sb.runtime.name
+        problem = check_source(code)
+        if problem:
+            return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
+        try:
+            cell = self.limits.tightened(limits) if limits is not None else self.limits
+            data = stdin_bytes(stdin)
+        except InvalidLimits as e:
+            return Result.invalid(f"Invalid limits: {e}.", rt)
+        except ValueError as e:
+            return Result.invalid(f"Invalid input: {e}.", rt)
+        with self._lock:
+            if not self.alive:
+                raise SessionEnded("the session has ended")
+            g = self._guest
+            io = g.io
+            io.reports.clear()
+            io.stdout.reset(cell.stdout_bytes, on_output)
+            io.stderr.reset(cell.stderr_bytes, on_output)
+            io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
+            io.quota.refused = False
+            io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), None,
+                                  once=False, session=True, display=display))
+            # wait for the cell's report (the wrapper flips to the control channel) or the end
+            hard_stop = time.monotonic() + WARMUP_SECONDS + cell.wall_seconds + 5.0
+            while not g.done.wait(0.01):
+                if io.reports and io.control:
+                    break
+                if cancel is not None and cancel.is_set():
+                    io.stop("cancelled")
+                if time.monotonic() > hard_stop:
+                    io.stop("timeout")
+            res = classify(g, cell, t0, rt, cell_done=not g.done.is_set())
+            self.last_used = time.monotonic()
+            if self._ws.out is not None:
+                res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]
+            return res
+
+    def close(self) -> None:
+        """End the instance and remove its folders."""
+        with self._lock:
+            if self._closed:
+                return
+            self._closed = True
+            self._guest.cancel()
+            self._guest.done.wait(5.0)
+            self._ws.close()
+
+    def __enter__(self) -> Session:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()

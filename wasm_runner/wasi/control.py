@@ -1,0 +1,102 @@
+"""The control channel between the host and the guest wrapper (``guest/runner.py``).
+
+Until a job is handed over, the guest's fd 0 serves job frames (``CONTROL_MAGIC``, a length, JSON)
+instead of stdin; the wrapper's reports come back as JSON written to fd 0. Reading a frame happens
+on the guest's thread, which is where ``on_handover`` arms the run's budgets.
+"""
+
+from __future__ import annotations
+
+import json
+import struct
+import threading
+import time
+from collections.abc import Callable
+from typing import Any
+
+from .abi import CONTROL_MAGIC
+
+__all__ = ["ControlChannel"]
+
+
+class ControlChannel:
+    """The job queue (host -> guest) and the reports (guest -> host) of one guest."""
+
+    stop_reason: str | None
+
+    def __init__(self) -> None:
+        self.jobs: list[bytes] = []
+        self.jobs_cv = threading.Condition()
+        self.control = True  # fd 0 serves job frames until a job was handed over
+        self.pending_frame = b""
+        self.reports: list[dict[str, Any]] = []
+        self.on_handover: Callable[[Any], None] | None = None  # called on the guest thread
+        self.on_report: Callable[[], None] | None = None  # likewise, when a job reports
+        self.closed_for_jobs = False
+        self.idle = False
+
+    # ---- host side -------------------------------------------------------------------------
+    def submit(self, job: dict[str, Any]) -> None:
+        data = json.dumps(job).encode()
+        with self.jobs_cv:
+            self.jobs.append(CONTROL_MAGIC + struct.pack("<I", len(data)) + data)
+            self.jobs_cv.notify_all()
+
+    def end_jobs(self) -> None:
+        with self.jobs_cv:
+            self.closed_for_jobs = True
+            self.jobs_cv.notify_all()
+
+    def wait_idle(self, timeout: float) -> bool:
+        """Wait until the guest asks for its next job (it finished the previous one)."""
+        end = time.monotonic() + timeout
+        with self.jobs_cv:
+            while not (self.idle and not self.jobs):
+                left = end - time.monotonic()
+                if left <= 0 or self.stop_reason is not None:
+                    return False
+                self.jobs_cv.wait(min(left, 0.1))
+            return True
+
+    # ---- guest side (called from the host calls, on the guest's thread) ---------------------
+    def next_frame(self) -> bytes | None:
+        with self.jobs_cv:
+            self.idle = True
+            self.jobs_cv.notify_all()
+            while not self.jobs and not self.closed_for_jobs:
+                self.jobs_cv.wait(0.5)
+            self.idle = False
+            if not self.jobs:
+                return None
+            return self.jobs.pop(0)
+
+    def read_control(self, want: int) -> bytes:
+        """Up to ``want`` bytes of the current job frame, blocking for the next job first; an
+        empty answer when no job will come (the run ends)."""
+        if not self.pending_frame:
+            frame = self.next_frame()
+            if frame is None:
+                self.stop("closed")
+                return b""
+            job = json.loads(frame[8:])
+            if self.on_handover is not None:
+                self.on_handover(job)
+            self.pending_frame = frame
+        data, self.pending_frame = self.pending_frame[:want], self.pending_frame[want:]
+        if not self.pending_frame:
+            self.control = False
+        return data
+
+    def take_report(self, data: bytes) -> bool:
+        """Record one report the wrapper wrote; False when it is not JSON."""
+        try:
+            self.reports.append(json.loads(data.decode()))
+        except (ValueError, UnicodeDecodeError):
+            return False
+        if self.on_report is not None:
+            self.on_report()
+        self.control = True
+        return True
+
+    def stop(self, reason: str) -> None:  # pragma: no cover - GuestIO defines it
+        raise NotImplementedError

@@ -1,0 +1,119 @@
+"""The linker side: every import of the guest module, defined by us. WASI preview1 calls go to our
+host calls, each ``guarded`` so a failure becomes an errno (a bug stops the run as ``internal``,
+never the host); sockets, ``host::*`` and anything else are present and refuse.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import Any
+
+import wasmtime as wt
+
+from ..grants import GuestPathError
+from .abi import EFAULT, EIO, ENOTSUP, Fault, wasi_errno
+from .fd_calls import (
+    fd_allocate, fd_close, fd_fdstat_get, fd_fdstat_set_flags, fd_filestat_get,
+    fd_filestat_set_size, fd_filestat_set_times, fd_noop, fd_prestat_dir_name, fd_prestat_get,
+    fd_pread, fd_pwrite, fd_read, fd_readdir, fd_seek, fd_tell, fd_write,
+)
+from .guestio import current
+from .path_calls import (
+    path_create_directory, path_filestat_get, path_filestat_set_times, path_link, path_open,
+    path_readlink, path_remove_directory, path_rename, path_symlink, path_unlink_file,
+)
+from .process import (
+    args_get, args_sizes_get, clock_res_get, clock_time_get, environ_get, environ_sizes_get,
+    poll_oneoff, proc_exit, random_get, sched_yield,
+)
+
+__all__ = ["HOST_CALLS", "define_imports", "guarded"]
+
+_I32, _I64 = wt.ValType.i32(), wt.ValType.i64()
+
+# name -> (function, params, results). "i"=i32, "I"=i64.
+HOST_CALLS: dict[str, tuple[Callable[..., Any], str, str]] = {
+    "args_get": (args_get, "ii", "i"),
+    "args_sizes_get": (args_sizes_get, "ii", "i"),
+    "environ_get": (environ_get, "ii", "i"),
+    "environ_sizes_get": (environ_sizes_get, "ii", "i"),
+    "clock_res_get": (clock_res_get, "ii", "i"),
+    "clock_time_get": (clock_time_get, "iIi", "i"),
+    "random_get": (random_get, "ii", "i"),
+    "sched_yield": (sched_yield, "", "i"),
+    "proc_exit": (proc_exit, "i", ""),
+    "fd_write": (fd_write, "iiii", "i"),
+    "fd_pwrite": (fd_pwrite, "iiiIi", "i"),
+    "fd_read": (fd_read, "iiii", "i"),
+    "fd_pread": (fd_pread, "iiiIi", "i"),
+    "fd_seek": (fd_seek, "iIii", "i"),
+    "fd_tell": (fd_tell, "ii", "i"),
+    "fd_close": (fd_close, "i", "i"),
+    "fd_fdstat_get": (fd_fdstat_get, "ii", "i"),
+    "fd_fdstat_set_flags": (fd_fdstat_set_flags, "ii", "i"),
+    "fd_filestat_get": (fd_filestat_get, "ii", "i"),
+    "fd_filestat_set_size": (fd_filestat_set_size, "iI", "i"),
+    "fd_filestat_set_times": (fd_filestat_set_times, "iIIi", "i"),
+    "fd_allocate": (fd_allocate, "iII", "i"),
+    "fd_advise": (fd_noop, "iIIi", "i"),
+    "fd_sync": (fd_noop, "i", "i"),
+    "fd_datasync": (fd_noop, "i", "i"),
+    "fd_prestat_get": (fd_prestat_get, "ii", "i"),
+    "fd_prestat_dir_name": (fd_prestat_dir_name, "iii", "i"),
+    "fd_readdir": (fd_readdir, "iiiIi", "i"),
+    "path_open": (path_open, "iiiiiIIii", "i"),
+    "path_filestat_get": (path_filestat_get, "iiiii", "i"),
+    "path_filestat_set_times": (path_filestat_set_times, "iiiiIIi", "i"),
+    "path_create_directory": (path_create_directory, "iii", "i"),
+    "path_remove_directory": (path_remove_directory, "iii", "i"),
+    "path_unlink_file": (path_unlink_file, "iii", "i"),
+    "path_rename": (path_rename, "iiiiii", "i"),
+    "path_readlink": (path_readlink, "iiiiii", "i"),
+    "path_symlink": (path_symlink, "iiiii", "i"),
+    "path_link": (path_link, "iiiiiii", "i"),
+    "poll_oneoff": (poll_oneoff, "iiii", "i"),
+}
+
+
+def guarded(name: str, fn: Callable[..., Any], has_result: bool) -> Callable[..., Any]:
+    """Turn every failure into an errno; a bug here stops the run as ``internal``, never the host."""
+
+    def call(*args: Any) -> Any:
+        try:
+            return fn(*args)
+        except GuestPathError as e:
+            return e.wasi_errno if has_result else None
+        except Fault:
+            return EFAULT if has_result else None
+        except OSError as e:
+            return wasi_errno(e) if has_result else None
+        except Exception as e:  # noqa: BLE001 - recorded, never raised into wasm
+            io = getattr(current, "io", None)
+            if io is not None:
+                io.internal_error = f"{name}: {type(e).__name__}: {e}"
+                io.stop("internal")
+            return EIO if has_result else None
+
+    call.__name__ = name
+    return call
+
+
+def define_imports(linker: wt.Linker, module: wt.Module) -> None:
+    """Define every import ``module`` has: ours for WASI, a refusal for sockets and the rest."""
+    types = {"i": _I32, "I": _I64}
+    for imp in module.imports:
+        name = imp.name or ""
+        ty = imp.type
+        if not isinstance(ty, wt.FuncType):
+            raise RuntimeError(f"unsupported import {imp.module}::{name}")
+        if imp.module == "wasi_snapshot_preview1" and name in HOST_CALLS:
+            fn, params, results = HOST_CALLS[name]
+            ft = wt.FuncType([types[c] for c in params], [types[c] for c in results])
+            linker.define_func(imp.module, name, ft, guarded(name, fn, bool(results)), access_caller=True)
+        else:
+            # sockets, host::call and anything else: present, and refusing. -1 for a host door.
+            res = ty.results
+            value = -1 if imp.module == "host" else ENOTSUP
+            linker.define_func(
+                imp.module, name, ty, (lambda *a, _v=value, _r=bool(res): _v if _r else None)
+            )
