@@ -21,6 +21,8 @@ from typing import Any
 from .limits import Limits
 from .sandbox import Sandbox
 
+__all__ = ["calibrate", "main"]
+
 HELLO = "print('hi')"
 DATAFRAME = (
     "import numpy as np, pandas as pd\n"

@@ -11,6 +11,8 @@ import os
 import stat
 from pathlib import Path
 
+__all__ = ["CacheUnsafe", "cache_dir", "private_file_ok"]
+
 
 class CacheUnsafe(RuntimeError):
     """The cache folder is not private to this user."""

@@ -16,6 +16,8 @@ from .inputs import MAX_SOURCE_BYTES
 from .limits import InvalidLimits, Limits
 from .result import Result, Status
 
+__all__ = ["SUBCOMMANDS", "main"]
+
 # name -> (module with `main(argv) -> int`, one-line help)
 SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "serve": ("wasm_runner.http.cli", "serve the playground and the HTTP API (uvicorn)"),

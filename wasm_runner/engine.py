@@ -28,6 +28,8 @@ from wasmtime import _ffi as ffi
 from .cache import cache_dir, private_file_ok
 from .runtimes import Runtime
 
+__all__ = ["TICK_S", "get_engine", "get_module", "module_cache_path", "watch"]
+
 TICK_S = 0.01
 
 _lock = threading.Lock()

@@ -13,6 +13,8 @@ import stat
 import threading
 from dataclasses import dataclass, field
 
+__all__ = ["DiskQuota", "Grant", "GuestPathError", "collect_files", "normalize", "open_dir"]
+
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 

@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+__all__ = ["FileOut", "LIMIT_STATUSES", "Output", "RESULT_JSON_SCHEMA", "Result", "Status"]
+
 
 class Status(str, Enum):
     """How a run ended. Every limit that stops a run has a status of its own."""

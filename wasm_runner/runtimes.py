@@ -20,6 +20,18 @@ from pathlib import Path
 
 from .cache import cache_dir
 
+__all__ = [
+    "DEFAULT_FUEL_PER_SECOND",
+    "Runtime",
+    "RuntimeUnavailable",
+    "SMALL_FUEL_PER_SECOND",
+    "data_dirs",
+    "get_runtime",
+    "runtime_names",
+    "stdlib_dir",
+    "verify_file",
+]
+
 
 class RuntimeUnavailable(RuntimeError):
     """The runtime's package is missing or its files fail their published checksums."""
