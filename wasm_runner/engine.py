@@ -31,6 +31,12 @@ from .runtimes import Runtime
 __all__ = ["TICK_S", "get_engine", "get_module", "module_cache_path", "watch"]
 
 TICK_S = 0.01
+# The native stack wasm code may use (wasmtime's max_wasm_stack; its default is 512 KiB). Guests
+# run on threads with a 32 MiB stack (sandbox.GUEST_STACK), so host calls keep 8 MiB below it.
+# It must outlast CPython's own C-stack window (images.C_STACK_WINDOW, 2 MiB of linear-memory
+# stack): a level of C recursion uses at most ~4x as much native stack as linear-memory stack,
+# so the interpreter raises RecursionError long before wasmtime would trap.
+MAX_WASM_STACK = 24 << 20
 
 _lock = threading.Lock()
 _engines: dict[bool, wt.Engine] = {}
@@ -44,7 +50,15 @@ def _config(fuel: bool) -> wt.Config:
     cfg.epoch_interruption = True
     cfg.wasm_exceptions = True
     cfg.memory_init_cow = True
+    set_async_stack_size(cfg, MAX_WASM_STACK)  # wasmtime refuses a max_wasm_stack above it
+    cfg.max_wasm_stack = MAX_WASM_STACK
     return cfg
+
+
+def set_async_stack_size(cfg: wt.Config, size: int) -> None:
+    """wasmtime's async stack size, through the C API (wasmtime-py does not expose it); the
+    engine refuses a ``max_wasm_stack`` larger than it, even without async support."""
+    ffi.wasmtime_config_async_stack_size_set(cfg.ptr(), size)
 
 
 def _settings(fuel: bool) -> str:
@@ -95,7 +109,7 @@ def get_module(rt: Runtime, fuel: bool = True, progress: Callable[[str], None] |
 
 
 def _compile(engine: wt.Engine, rt: Runtime, path: Path, progress: Callable[[str], None] | None) -> wt.Module:
-    say = progress or _stderr_progress
+    say = progress or stderr_progress
     data = rt.module.read_bytes()
     if hashlib.sha256(data).hexdigest() != rt.module_sha256:
         raise RuntimeError(f"{rt.module} changed after it was verified; not compiling it")
@@ -122,7 +136,7 @@ def _compile(engine: wt.Engine, rt: Runtime, path: Path, progress: Callable[[str
     return mod
 
 
-def _stderr_progress(msg: str) -> None:
+def stderr_progress(msg: str) -> None:
     print(f"wasm-runner: {msg}", file=sys.stderr, flush=True)
 
 

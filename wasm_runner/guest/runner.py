@@ -138,6 +138,22 @@ def _wr_main():
         flush()
         return status, outputs, memory_error
 
+    def reseed():
+        # An image or a warm slot imported these before the run and they seeded themselves
+        # then: give every run its own seeds (from the host's random_get), once, at its start.
+        r = sys.modules.get("random")
+        if r is not None:
+            r.seed()
+        npr = sys.modules.get("numpy.random")
+        if npr is not None:
+            try:
+                npr.seed()
+            except Exception:
+                pass
+        t = sys.modules.get("tempfile")
+        if t is not None:
+            t._name_sequence = None
+
     os.environ.clear()
     os.environ.update({"HOME": "/scratch", "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp"})
     for s in (sys.stdout, sys.stderr):
@@ -149,6 +165,7 @@ def _wr_main():
     keep = set(main_mod.__dict__) - {"_wr_main"}
     session_ns = None
     code = 0
+    seeded = False
     gc.freeze()  # the interpreter's own objects: never scanned by the collections below
     while True:
         job = read_frame()
@@ -164,6 +181,9 @@ def _wr_main():
             gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
             os.write(0, b'{"warm": true}')  # back to the control channel for the real job
             continue
+        if not seeded:
+            seeded = True
+            reseed()
         os.chdir(job.get("cwd", "/scratch"))
         if job.get("session"):
             if session_ns is None:

@@ -17,10 +17,11 @@ import threading
 import time
 from collections.abc import Callable
 from pathlib import Path
+from typing import Any
 
 import wasmtime as wt
 
-from .. import engine
+from .. import engine, images
 from ..grants import collect_files
 from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
@@ -29,12 +30,12 @@ from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
 from ..wasi import InputSource, define_imports
 from . import wrapper
 from .classify import classify
-from .guest import Guest, Outcome
+from .guest import GUEST_STACK, Guest, Outcome
 from .pool import WarmPool, bind_slot
 from .session import Session
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
-__all__ = ["OutputCallback", "Sandbox", "min_memory_mb"]
+__all__ = ["OutputCallback", "Sandbox", "min_memory_mb", "start_memory_bytes"]
 
 OutputCallback = Callable[[str, bytes], None]
 
@@ -44,6 +45,14 @@ def min_memory_mb(module: wt.Module) -> int:
     for e in module.exports:
         if isinstance(e.type, wt.MemoryType):
             return -(-(e.type.limits.min * 65536) // (1024 * 1024))
+    return 0
+
+
+def start_memory_bytes(module: wt.Module) -> int:
+    """The linear memory an instance of ``module`` starts with, in bytes."""
+    for e in module.exports:
+        if isinstance(e.type, wt.MemoryType):
+            return int(e.type.limits.min) * 65536
     return 0
 
 
@@ -62,17 +71,27 @@ class Sandbox:
         fuel: bool = True,
         progress: Callable[[str], None] | None = None,
         prestart: int = 0,
+        image: str | None = None,
     ) -> None:
         """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``);
-        runs that name no pool take one when ready, so their start-up is off the critical path."""
+        runs that name no pool take one when ready, so their start-up is off the critical path.
+
+        ``image`` (default runtime only): the pre-initialized image every instance starts from,
+        ``plain`` (the default: the runtime's snapshot with CPython's C-stack window corrected)
+        or ``datascience`` (numpy, pandas and matplotlib imported too); built and compiled once,
+        cached (images.py). A run's ``memory_mb`` counts what it adds beyond the memory its
+        module (runtime or image) starts with (``memory_cap``)."""
         self.runtime: Runtime = get_runtime(runtime)
         self.fuel = fuel
         self.engine = engine.get_engine(fuel)
-        self.module = engine.get_module(self.runtime, fuel, progress)
-        linker = wt.Linker(self.engine)
-        define_imports(linker, self.module)
-        self.pre = linker.instantiate_pre(self.module)
-        self.min_memory_mb = min_memory_mb(self.module)
+        if self.runtime.kind == "reactor":
+            self.image: str | None = images.check_name(image or images.DEFAULT_IMAGE)
+        elif image is not None:
+            raise ValueError(f"the {self.runtime.name} runtime has no images; only the default runtime has")
+        else:
+            self.image = None
+        self.via_turn = self.image is not None and images.via_turn(self.image)
+        self._progress = progress
         # observes every guest's end on its thread, before the run's result is ready (bench uses
         # it for the guest's CPU time); it must not raise or block
         self.on_guest_end: Callable[[Outcome], None] | None = None
@@ -83,9 +102,57 @@ class Sandbox:
         os.chmod(self._base, 0o700)
         self.pools: dict[str, WarmPool] = {}
         self.boot: Path | None = None  # the compiled wrapper's folder; None while bootstrapping
-        self.boot = wrapper.compiled_wrapper(self)
+        if self.image is None:
+            self._load(self.runtime)
+            self.boot = wrapper.compiled_wrapper(self)
+        elif not self.via_turn:  # plain: a rewrite of the runtime's snapshot (nothing runs)
+            path = images.ensure(self.runtime, self.image, wrapper.BOOT_SOURCE)
+            self._load(images.image_runtime(self.runtime, self.image, path))
+            self.boot = wrapper.compiled_wrapper(self)
+        else:
+            self.boot = self._base / "no-boot"  # the image holds the wrapper; the grant keeps fd numbers
+            self.boot.mkdir(mode=0o700)
+            path = images.image_path(self.runtime, self.image, wrapper.BOOT_SOURCE)
+            if not images.ready(path):
+                images.ensure(self.runtime, self.image, wrapper.BOOT_SOURCE, self._snapshot_run,
+                              progress or engine.stderr_progress)
+            self._load(images.image_runtime(self.runtime, self.image, path))
         if prestart:
             self.add_pool("plain", size=prestart)
+
+    def _load(self, rt: Runtime) -> None:
+        self.module = engine.get_module(rt, self.fuel, self._progress)
+        linker = wt.Linker(self.engine)
+        define_imports(linker, self.module)
+        self.pre = linker.instantiate_pre(self.module)
+        self.start_memory_bytes = start_memory_bytes(self.module)
+        self.min_memory_mb = 1  # memory_mb counts what a run adds beyond the module's start
+
+    def memory_cap(self, limits: Limits) -> int:
+        """The store's linear-memory cap: what the module starts with plus the run's memory_mb."""
+        return self.start_memory_bytes + limits.memory_bytes
+
+    def _snapshot_run(self, base: Runtime, code: bytes) -> tuple[bytes, dict[str, Any]]:
+        """Run an image's set-up in an instance of ``base`` (the plain image), in the run-folder
+        layout every run of the image has (warm-slot grants: /data and /out present)."""
+        def layout() -> Workspace:
+            return self.new_workspace(Limits(), None, None, None, False, placeholders=True)
+
+        self._load(base)
+        return images.run_setup(self, self.pre, code, layout, GUEST_STACK)
+
+    def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
+                    collect_out: bool) -> tuple[Guest, Workspace]:
+        """A fresh instance of a turn-entered image with its run folder in the image's fd layout
+        (the warm-slot one: /data and /out always preopened, hidden unless the run asks)."""
+        ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
+        try:
+            guest = Guest(self, ws, limits, wrapper.argv(self.boot),
+                          prepare=lambda g: bind_slot(g, limits, data_dir, out_dir, files, collect_out))
+        except BaseException:
+            ws.close()
+            raise
+        return guest, ws
 
     @property
     def name(self) -> str:
@@ -168,6 +235,8 @@ class Sandbox:
             if guest is not None:
                 ws = guest.ws
                 bind_slot(guest, limits, data_dir, out_dir, files, collect_out)
+            elif self.via_turn:
+                guest, ws = self.image_guest(limits, data_dir, out_dir, files, collect_out)
             else:
                 ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out)
         except (ValueError, OSError) as e:
@@ -185,7 +254,8 @@ class Sandbox:
             io.stderr.on_chunk = on_output
             io.cancel = cancel
             io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
-                                  once=True, session=False, display=display))
+                                  once=True, session=False, display=display,
+                                  memory_cap=self.memory_cap(limits)))
             io.end_jobs()
             guest.wait(limits, cancel)
             result = classify(guest, limits, t0, rt)

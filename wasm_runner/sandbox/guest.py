@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING, Any
 
 import wasmtime as wt
 
-from .. import engine
+from .. import engine, images
 from ..limits import Limits
 from ..wasi import GuestIO, current
 from .workspace import Workspace
@@ -157,7 +157,8 @@ class Guest:
     until its program is handed over.
     """
 
-    def __init__(self, sb: Sandbox, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False):
+    def __init__(self, sb: Sandbox, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
+                 prepare: Callable[[Guest], None] | None = None):
         self.sb = sb
         self.nice = nice
         self.ws = ws
@@ -175,6 +176,8 @@ class Guest:
         self.native_id: int | None = None
         self._fuel_at_handover = 0
         self._cpu_at_handover = 0.0
+        if prepare is not None:  # before the guest runs: an image run's grants and quota
+            prepare(self)
         start_thread(self.main)
 
     # runs on the guest thread, inside fd_write of the control channel: a session cell's fuel
@@ -215,7 +218,7 @@ class Guest:
         store = wt.Store(self.sb.engine)
         self.store = store
         try:
-            store.set_limits(memory_size=self.limits.memory_bytes)
+            store.set_limits(memory_size=self.sb.memory_cap(self.limits))
             if self.sb.fuel:
                 store.set_fuel(WARMUP_FUEL)
             engine.watch(store, io.should_stop)
@@ -224,9 +227,15 @@ class Guest:
             mem = exports.get("memory")
             if isinstance(mem, wt.Memory):
                 io.memory = mem
-            entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
-            assert isinstance(entry, wt.Func)
-            entry(store)
+            if self.sb.via_turn:  # an image whose interpreter already ran: enter through turn
+                code = images.ENTRY
+                p = exports["host_alloc"](store, len(code)) & 0xFFFFFFFF  # type: ignore[operator]
+                io.memory.write(store, code, p)  # type: ignore[union-attr]
+                exports["turn"](store, p, len(code))  # type: ignore[operator]
+            else:
+                entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
+                assert isinstance(entry, wt.Func)
+                entry(store)
         except wt.Trap as t:
             code = t.trap_code
             self.outcome.out_of_fuel = code == wt.TrapCode.OUT_OF_FUEL

@@ -38,8 +38,11 @@ class Session:
     def __init__(self, sb: Sandbox, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
         self.sb = sb
         self.limits = limits
-        self._ws = sb.new_workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
-        self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot))
+        if sb.via_turn:
+            self._guest, self._ws = sb.image_guest(limits, data_dir, out_dir, files, collect_out=out_dir is None)
+        else:
+            self._ws = sb.new_workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
+            self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot))
         self._lock = threading.Lock()
         self._closed = False
         self.created = time.monotonic()
@@ -96,7 +99,8 @@ class Session:
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
             io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), None,
-                                  once=False, session=True, display=display))
+                                  once=False, session=True, display=display,
+                                  memory_cap=self.sb.memory_cap(cell)))
             # wait for the cell's report (the wrapper flips to the control channel) or the end
             hard_stop = time.monotonic() + WARMUP_SECONDS + cell.wall_seconds + 5.0
             while not g.done.wait(0.01):

@@ -64,8 +64,10 @@ def compiled_wrapper(sb: Sandbox) -> Path:
 
 
 def job(code: str, limits: Limits, fuel: int, filename: str | None, *, once: bool,
-        session: bool, display: bool) -> dict[str, Any]:
-    """One program for the wrapper, with the budgets armed at its hand-over."""
+        session: bool, display: bool, memory_cap: int | None = None) -> dict[str, Any]:
+    """One program for the wrapper, with the budgets armed at its hand-over. ``memory_cap``:
+    the store's linear-memory cap (``Sandbox.memory_cap``; the run's own memory_mb alone when
+    not given)."""
     return {
         "code": code,
         "filename": filename or "<string>",
@@ -73,5 +75,6 @@ def job(code: str, limits: Limits, fuel: int, filename: str | None, *, once: boo
         "once": once,
         "session": session,
         "display": display,
-        "budget": {"fuel": fuel, "wall": limits.wall_seconds, "memory": limits.memory_bytes},
+        "budget": {"fuel": fuel, "wall": limits.wall_seconds,
+                   "memory": limits.memory_bytes if memory_cap is None else memory_cap},
     }
