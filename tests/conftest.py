@@ -1,4 +1,5 @@
-"""Shared fixtures: one real Sandbox per runtime for the whole session (compiled once, cached)."""
+"""Shared fixtures: one real Sandbox per runtime and image for the whole session (compiled once,
+cached: ``wasm-runner warm`` builds and compiles the images before the suite)."""
 
 from __future__ import annotations
 
@@ -9,20 +10,39 @@ import pytest
 from wasm_runner import Sandbox
 
 RUNTIMES = ["default", "small"]
+# (runtime, image): both images of the default runtime, and the small runtime (no images)
+SANDBOXES = [("default", "plain"), ("default", "datascience"), ("small", None)]
+_boxes: dict[tuple[str, str | None], Sandbox] = {}
 
 
-@pytest.fixture(scope="session", params=RUNTIMES)
+def shared_sandbox(runtime: str, image: str | None = None) -> Sandbox:
+    """One Sandbox per (runtime, image) for the whole test session."""
+    key = (runtime, image)
+    if key not in _boxes:
+        _boxes[key] = Sandbox(runtime, image=image)
+    return _boxes[key]
+
+
+def pytest_sessionfinish(session: pytest.Session, exitstatus: int) -> None:
+    for sb in _boxes.values():
+        sb.close()
+    _boxes.clear()
+
+
+@pytest.fixture(scope="session", params=SANDBOXES, ids=lambda p: "-".join(x for x in p if x))
 def sandbox(request: pytest.FixtureRequest) -> Sandbox:
-    sb = Sandbox(request.param)
-    yield sb
-    sb.close()
+    runtime, image = request.param
+    return shared_sandbox(runtime, image)
 
 
 @pytest.fixture(scope="session")
 def default_sandbox() -> Sandbox:
-    sb = Sandbox("default")
-    yield sb
-    sb.close()
+    return shared_sandbox("default", "plain")
+
+
+@pytest.fixture(scope="session")
+def datascience_sandbox() -> Sandbox:
+    return shared_sandbox("default", "datascience")
 
 
 @pytest.fixture

@@ -249,9 +249,11 @@ def finish_image(module: bytes, memory: bytearray) -> bytes:
     return snap.write_image(module, memory)
 
 
-def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any], stack_size: int) -> tuple[bytes, dict[str, Any]]:
+def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any],
+              start: Callable[[Callable[[], None]], None]) -> tuple[bytes, dict[str, Any]]:
     """Run ``code`` through ``turn`` in a fresh instance of ``pre`` (an instance-pre of ``sb``'s
-    engine and imports) on a thread with ``stack_size`` bytes; return its memory and a report.
+    engine and imports) on a guest thread (``start`` runs a function on one); return its memory
+    and a report.
     ``layout`` makes the run folder and grants every image run will have (same fd numbers)."""
     from . import engine as _engine
     from .wasi import GuestIO, current
@@ -297,16 +299,105 @@ def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any], stack_s
             io.close()
             ws.close()
 
-    old = threading.stack_size(stack_size)
-    try:
-        t = threading.Thread(target=body, name="wasm-runner-image", daemon=True)
-    finally:
-        threading.stack_size(old)
-    t.start()
-    t.join()
+    finished = threading.Event()
+
+    def guarded() -> None:
+        try:
+            body()
+        finally:
+            finished.set()
+
+    start(guarded)
+    finished.wait()
     if "error" in out:
         err = out["error"]
         if isinstance(err, ImageBuildFailed):
             raise err
         raise ImageBuildFailed(f"the set-up run failed: {type(err).__name__}: {err}") from err
     return out["memory"], out["report"]
+
+
+# ---- command modules: a larger linear-memory stack ----------------------------------------------
+# The small runtime (a WASI command, CPython 3.12) was linked with a 512 KiB stack at the bottom of
+# its memory (stack-first): recursion through C-level callables overflows it before 100 levels and
+# traps out of bounds. A rewrite gives it a stack of its own above the module's initial memory;
+# the heap keeps its place below (wasi-libc's allocator starts at __heap_base and takes new
+# memory only through memory.grow, which lands above the new stack). CPython 3.12 bounds C
+# recursion by counting (Py_C_RECURSION_LIMIT) and Python recursion by sys.getrecursionlimit(),
+# both reached long before 16 MiB at the measured ~7 KB of stack a level.
+COMMAND_STACK = 16 << 20
+
+
+def command_path(rt: Runtime) -> Path:
+    h = hashlib.sha256(f"format={FORMAT}|{rt.module_sha256}|stack={COMMAND_STACK}|climit={C_RECURSION_LIMIT}|".encode())
+    h.update(hashlib.sha256(Path(snap.__file__).read_bytes()).digest())
+    return cache_dir() / f"image-{rt.name}-stack-{h.hexdigest()[:24]}.wasm"
+
+
+def ensure_command(rt: Runtime) -> Path:
+    """The command module with its stack moved to a ``COMMAND_STACK`` region of its own."""
+    path = command_path(rt)
+    with _build_guard:
+        lock = _build_locks.setdefault(str(path), threading.Lock())
+    with lock:
+        if ready(path):
+            return path
+        module = rt.module.read_bytes()
+        if hashlib.sha256(module).hexdigest() != rt.module_sha256:
+            raise ImageBuildFailed(f"{rt.module} changed after it was verified")
+        data = relocate_stack(patch_c_recursion_limit(module), COMMAND_STACK)
+        _write_private(path, data)
+        _write_private(_sidecar(path), hashlib.sha256(data).hexdigest().encode())
+        return path
+
+
+def relocate_stack(module: bytes, stack_bytes: int) -> bytes:
+    """``module`` (stack-first layout, its stack pointer global 0) with a stack of
+    ``stack_bytes`` above its initial memory; its data and heap stay where they are."""
+    secs = snap.sections(module)
+    gl = snap.globals_of(module, secs)
+    mutable = [i for i, g in enumerate(gl) if g.mutable]
+    if mutable != [0] or gl[0].valtype != 0x7F:
+        raise ImageBuildFailed(f"expected one mutable i32 global (the stack pointer), found {mutable}")
+    sp = gl[0].const_value()
+    segs = snap.data_segments(module, secs)
+    # stack-first; a module pre-initialized by Wizer (this one was, by wasi-vfs) may also hold
+    # the dead top of its stack as data: tolerate that in the stack's last 64 KiB
+    if sp is None or not segs or min(s.offset for s in segs) < sp - (64 << 10):
+        raise ImageBuildFailed("the module's stack is not below its data (stack-first layout expected)")
+    if stack_bytes % snap.PAGE:
+        raise ImageBuildFailed("the stack size must be whole pages")
+    memory = memory_of_module(module)
+    top = len(memory) + stack_bytes
+    memory += bytes(stack_bytes)
+    return snap.write_image(module, memory, {0: top})
+
+
+# CPython 3.12.0 counts C recursion in tstate->c_recursion_remaining, set once per thread state
+# to C_RECURSION_LIMIT: 1500 in release builds, 500 in this build (a Py_DEBUG-style value: about
+# 165 levels of functools.cache recursion, three units a level). init_threadstate stores it right
+# after the Python recursion counters; this is that store in the small runtime's code. The new
+# value keeps the instruction's length (two LEB128 bytes), so the code section is otherwise
+# unchanged. 1500 units use about 2.6 MB of the 16 MiB stack (1.7 KB a unit measured).
+C_RECURSION_LIMIT = 1500
+_C_LIMIT_STORE = bytes.fromhex("3602 10 2000 28020c".replace(" ", ""))  # py_recursion_remaining = ...; tstate->
+_C_LIMIT_OLD = bytes.fromhex("41f403 360218")  # i32.const 500; i32.store offset=24 (c_recursion_remaining)
+
+
+def patch_c_recursion_limit(module: bytes) -> bytes:
+    """``module`` with init_threadstate's C recursion limit raised to ``C_RECURSION_LIMIT``, when
+    the store is found exactly once (else ``module`` as it is)."""
+    secs = snap.sections(module)
+    code = next((x for x in secs if x.id == snap.SEC_CODE), None)
+    if code is None:
+        return module
+    needle = _C_LIMIT_STORE + _C_LIMIT_OLD
+    at = module.find(needle, code.start, code.end)
+    if at < 0 or module.find(needle, at + 1, code.end) >= 0:
+        return module
+    new = b"\x41" + snap.enc_sleb(C_RECURSION_LIMIT)
+    if len(new) != 3:  # the same length as i32.const 500: two LEB128 bytes (values up to 8191)
+        raise ImageBuildFailed("the C recursion limit does not fit the instruction")
+    pos = at + len(_C_LIMIT_STORE)
+    return module[:pos] + new + module[pos + len(new):]
+

@@ -283,6 +283,7 @@ def check_snapshottable(module: bytes) -> None:
         raise ImageError("the module has a start function")
     if SEC_DATACOUNT in ids:
         raise ImageError("the module has a datacount section (segments may be used by memory.init)")
+    imported_globals(module, secs)  # refuses an imported memory
     memory_of(module, secs)
     data_segments(module, secs)
     for g in globals_of(module, secs):

@@ -30,7 +30,7 @@ from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
 from ..wasi import InputSource, define_imports
 from . import wrapper
 from .classify import classify
-from .guest import GUEST_STACK, Guest, Outcome
+from .guest import Guest, Outcome, start_thread
 from .pool import WarmPool, bind_slot
 from .session import Session
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
@@ -102,8 +102,9 @@ class Sandbox:
         os.chmod(self._base, 0o700)
         self.pools: dict[str, WarmPool] = {}
         self.boot: Path | None = None  # the compiled wrapper's folder; None while bootstrapping
-        if self.image is None:
-            self._load(self.runtime)
+        if self.image is None:  # a command runtime: its stack enlarged (images.relocate_stack)
+            path = images.ensure_command(self.runtime)
+            self._load(images.image_runtime(self.runtime, "stack", path))
             self.boot = wrapper.compiled_wrapper(self)
         elif not self.via_turn:  # plain: a rewrite of the runtime's snapshot (nothing runs)
             path = images.ensure(self.runtime, self.image, wrapper.BOOT_SOURCE)
@@ -139,7 +140,7 @@ class Sandbox:
             return self.new_workspace(Limits(), None, None, None, False, placeholders=True)
 
         self._load(base)
-        return images.run_setup(self, self.pre, code, layout, GUEST_STACK)
+        return images.run_setup(self, self.pre, code, layout, start_thread)
 
     def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
                     collect_out: bool) -> tuple[Guest, Workspace]:

@@ -24,7 +24,7 @@ __all__ = ["ARGV0", "BOOT_SOURCE", "argv", "compiled_wrapper", "job"]
 
 ARGV0 = "/usr/local/bin/python.wasm"
 BOOT_SOURCE = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
-_BOOT_LOADER = "import marshal\nexec(marshal.loads(open('/wasm-runner/boot.bin', 'rb').read()))"
+_BOOT_LOADER = "exec(__import__('marshal').loads(open('/wasm-runner/boot.bin', 'rb').read()))"  # no name left in __main__
 
 
 def argv(boot: Path | None) -> list[str]:
