@@ -13,6 +13,7 @@ import sys
 from collections.abc import Sequence
 
 from .inputs import MAX_SOURCE_BYTES
+from .images import image_names
 from .limits import InvalidLimits, Limits
 from .result import Result, Status
 
@@ -56,10 +57,16 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--data", metavar="DIR", help="host folder shown read-only at /data")
     r.add_argument("--out", metavar="DIR", help="host folder shown writable at /out")
     r.add_argument("--runtime", default=None, help="default (CPython 3.15 + numpy, pandas, matplotlib) or small (CPython 3.12)")
+    r.add_argument("--image", default=None, choices=image_names(),
+                   help="the default runtime's pre-initialized image: plain (default) or datascience "
+                        "(numpy, pandas, matplotlib already imported)")
     r.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (no CPU limit; the wall limit still holds)")
     r.add_argument("--json", action="store_true", help="print the result object as one JSON document")
-    w = sub.add_parser("warm", help="verify and compile the runtimes ahead of time")
+    w = sub.add_parser("warm", help="verify and compile the runtimes and build the images ahead of time")
     w.add_argument("--runtime", action="append", help="runtime(s) to warm (default: all)")
+    sn = sub.add_parser("snapshot", help="build (or find cached) the default runtime's pre-initialized images")
+    sn.add_argument("--image", action="append", choices=image_names(), help="image(s) to build (default: all)")
+    sn.add_argument("--no-fuel", action="store_true", help="compile for the engine without fuel metering")
     for name, (_, help_text) in SUBCOMMANDS.items():
         sub.add_parser(name, help=help_text, add_help=False)
     return p
@@ -73,26 +80,67 @@ def main(argv: Sequence[str] | None = None) -> int:
     args = _parser().parse_args(args_list)
     if args.cmd == "warm":
         return _warm(args.runtime)
+    if args.cmd == "snapshot":
+        return _snapshot(args.image, fuel=not args.no_fuel)
     return _run(args)
 
 
 def _warm(names: list[str] | None) -> int:
-    from .runtimes import RuntimeUnavailable, runtime_names
+    from .runtimes import RuntimeUnavailable, get_runtime, runtime_names
     from .sandbox import Sandbox
 
     status = 0
     for name in names or runtime_names():
-        for fuel in (True, False):
+        # every image of a runtime with images, fuel on; without fuel only the default image
+        # (the --no-fuel switch and its test), so a fresh machine compiles each module once
+        kinds: list[tuple[str | None, bool]] = [(None, True), (None, False)]
+        try:
+            if get_runtime(name).kind == "reactor":
+                kinds = [(image, True) for image in image_names()] + [(None, False)]
+        except RuntimeUnavailable as e:
+            print(f"{name}: unavailable: {e}", file=sys.stderr)
+            status = 1
+            continue
+        for image, fuel in kinds:
             try:
-                sb = Sandbox(name, fuel=fuel)
+                sb = Sandbox(name, fuel=fuel, image=image)
                 res = sb.run("print('ok')")
+                label = f"{name}{'/' + sb.image if sb.image else ''}"
                 sb.close()
-                print(f"{name} (fuel {'on' if fuel else 'off'}): {res.status.value}, {res.wall_ms:.1f} ms for print('ok')")
+                print(f"{label} (fuel {'on' if fuel else 'off'}): {res.status.value}, {res.wall_ms:.1f} ms for print('ok')")
                 if not res.ok:
                     status = 1
             except RuntimeUnavailable as e:
                 print(f"{name}: unavailable: {e}", file=sys.stderr)
                 status = 1
+    return status
+
+
+def _snapshot(names: list[str] | None, *, fuel: bool) -> int:
+    """Build the default runtime's images (cached by their inputs) and report each one."""
+    import time
+
+    from .images import image_path
+    from .runtimes import RuntimeUnavailable
+    from .sandbox import Sandbox
+    from .sandbox.wrapper import BOOT_SOURCE
+
+    status = 0
+    for image in names or image_names():
+        t0 = time.monotonic()
+        try:
+            sb = Sandbox("default", fuel=fuel, image=image)
+        except (RuntimeUnavailable, RuntimeError) as e:
+            print(f"{image}: failed: {e}", file=sys.stderr)
+            status = 1
+            continue
+        res = sb.run("print('ok')")
+        sb.close()
+        path = image_path(sb.runtime, image, BOOT_SOURCE)
+        print(f"{image}: {path} ({path.stat().st_size >> 20} MiB module, {sb.start_memory_bytes >> 20} MiB of "
+              f"memory at start), ready in {time.monotonic() - t0:.1f} s; print('ok'): {res.status.value}")
+        if not res.ok:
+            status = 1
     return status
 
 
@@ -123,7 +171,10 @@ def _run(args: argparse.Namespace) -> int:
     except InvalidLimits as e:
         return _finish(Result.invalid(f"Invalid limit: {e}."), args.json)
     stream = None if args.json else _passthrough
-    sb = Sandbox(args.runtime, fuel=not args.no_fuel)
+    try:
+        sb = Sandbox(args.runtime, fuel=not args.no_fuel, image=args.image)
+    except ValueError as e:
+        return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
     try:
         result = sb.run(
             code,  # type: ignore[arg-type]

@@ -16,7 +16,7 @@ from wasm_runner.sandbox import default_sandbox
 
 @pytest.fixture(scope="session")
 def warm_sandbox() -> None:
-    default_sandbox("default")
+    default_sandbox("default", "datascience")  # the profiles' image (http_harness)
 
 
 @pytest.fixture(scope="session")

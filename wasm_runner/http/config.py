@@ -48,6 +48,7 @@ from typing import Any, Literal
 
 from limits import parse as parse_rate
 
+from ..images import image_names
 from ..limits import InvalidLimits, Limits
 
 __all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
@@ -71,6 +72,9 @@ class Profile:
     display: bool = False  # capture plots and the last expression's value
     pool_size: int = 0  # warm instances kept for this profile (0: every run starts fresh)
     preload: tuple[str, ...] = ()  # modules a warm instance has imported before its hand-over
+    # the default runtime's pre-initialized image (plain | datascience); memory_mb counts what a
+    # run adds beyond it (docs/configuration.md)
+    image: str = "datascience"
 
 
 DEFAULT_PROFILES: dict[str, Profile] = {
@@ -177,6 +181,9 @@ class ServerConfig:
                 )
             if profile.runtime not in RUNTIMES:
                 raise ConfigError(f"profile {profile.name!r}: unknown runtime {profile.runtime!r}")
+            if profile.image not in image_names():
+                raise ConfigError(f"profile {profile.name!r}: unknown image {profile.image!r} "
+                                  f"(images: {', '.join(image_names())})")
         for key in self.api_keys:
             _check_rate(key.rate, f"api key {key.name!r}")
             unknown = [p for p in key.profiles if p not in self.profiles]
@@ -207,7 +214,7 @@ def _check_rate(rate: str, where: str) -> None:
         raise ConfigError(f"{where}: rate {rate!r} is not like '120/minute' ({exc})") from None
 
 
-_PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "preload"}
+_PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "preload", "image"}
 _SERVER_KEYS = {
     "auth", "default_profile", "runtimes", "max_running", "max_queue", "queue_timeout_seconds",
     "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
@@ -241,6 +248,7 @@ def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> 
         display=bool(table.get("display", base.display if base else False)),
         pool_size=pool_size,
         preload=tuple(preload),
+        image=str(table.get("image", base.image if base else Profile.image)),
     )
 
 

@@ -89,13 +89,14 @@ class Service:
 
     # -- sandboxes -------------------------------------------------------------------------
     @staticmethod
-    def sandbox(runtime: str) -> Any:
-        """The process-wide sandbox for ``runtime`` (blocking: the first call loads the module)."""
+    def sandbox(runtime: str, image: str | None = None) -> Any:
+        """The process-wide sandbox for ``runtime`` and ``image`` (the image only counts for the
+        default runtime; blocking: the first call loads the module)."""
         from ..runtimes import RuntimeUnavailable
         from ..sandbox import default_sandbox
 
         try:
-            return default_sandbox(runtime)
+            return default_sandbox(runtime, image if runtime == "default" else None)
         except RuntimeUnavailable as exc:
             raise ApiError(
                 503, "runtime_unavailable", f"runtime {runtime!r} is not installed here: {exc}"
@@ -214,7 +215,7 @@ class Service:
         data_dir = job.profile.data_dir
 
         def call(cancel_event: threading.Event) -> Result:
-            sandbox = self.sandbox(job.runtime)
+            sandbox = self.sandbox(job.runtime, job.profile.image)
             return sandbox.run(
                 job.code,
                 stdin=job.stdin,
@@ -247,7 +248,7 @@ class Service:
         for profile in self.config.profiles.values():
             if profile.pool_size > 0:
                 try:
-                    self.pool_for(self.sandbox(profile.runtime), profile)
+                    self.pool_for(self.sandbox(profile.runtime, profile.image), profile)
                 except ApiError:
                     log.warning("profile %s: runtime %s unavailable, no warm pool", profile.name, profile.runtime)
 

@@ -111,7 +111,7 @@ class SessionStore:
         data_dir = profile.data_dir
 
         def open_session() -> Any:  # /out is granted and collected by the session itself
-            return self.service.sandbox(runtime).session(
+            return self.service.sandbox(runtime, profile.image).session(
                 limits=limits, data_dir=str(data_dir) if data_dir else None
             )
 

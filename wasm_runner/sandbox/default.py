@@ -6,13 +6,14 @@ import atexit
 import os
 import threading
 
+from ..images import DEFAULT_IMAGE
 from ..limits import Limits
 from ..result import Result
 from .core import Sandbox
 
 __all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "run"]
 
-_default_sandboxes: dict[str, Sandbox] = {}
+_default_sandboxes: dict[tuple[str, str | None], Sandbox] = {}
 _default_lock = threading.Lock()
 
 
@@ -26,13 +27,16 @@ def close_default_sandboxes() -> None:
         sb.close()
 
 
-def default_sandbox(runtime: str | None = None) -> Sandbox:
-    """The process-wide sandbox of ``runtime``, made on first use."""
+def default_sandbox(runtime: str | None = None, image: str | None = None) -> Sandbox:
+    """The process-wide sandbox of ``runtime`` (and ``image``, default runtime only), made on
+    first use."""
     name = runtime or "default"
+    if name == "default":
+        image = image or DEFAULT_IMAGE
     with _default_lock:
-        sb = _default_sandboxes.get(name)
+        sb = _default_sandboxes.get((name, image))
         if sb is None:
-            sb = _default_sandboxes[name] = Sandbox(name)
+            sb = _default_sandboxes[(name, image)] = Sandbox(name, image=image)
         return sb
 
 

@@ -44,6 +44,7 @@ async def profiles(request: Request) -> Response:
                 name: {
                     "limits": p.limits.to_dict(),
                     "runtime": p.runtime,
+                    "image": p.image if p.runtime == "default" else None,
                     "data_dir": p.data_dir is not None,
                     "files_out": p.files_out,
                 }
