@@ -61,6 +61,12 @@ def via_turn(name: str) -> bool:
     return name != "plain"
 DEFAULT_IMAGE = "plain"
 
+# What a live instance of an image costs in resident memory beyond what its program adds: the
+# image's pages it writes (copy-on-write; pages only read stay shared with every other instance).
+# Measured with `wasm-runner bench` (docs/performance.md): plain 6 MiB idle; datascience 13 MiB
+# idle, 33 MiB after a pandas groupby. The HTTP server's memory budget reserves memory_mb plus this.
+RESIDENT_MB = {"plain": 8, "datascience": 34}
+
 # The C stack CPython may use below the stack's top. 2 MiB holds about 4000 levels of
 # functools.cache recursion (500 bytes of linear-memory stack a level), 950 of sorted(key=...)
 # recursion (2.2 KB a level), well past what the default recursion limit (1000) lets Python

@@ -61,11 +61,12 @@ def test_per_key_concurrency_cap(warm_sandbox: None, tmp_path: Path) -> None:
 
 
 def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> None:
-    config = make_config(tmp_path, memory_budget_mb=1050)
+    # a session holds its memory_mb plus its image's resident pages (datascience: 34 MB)
+    config = make_config(tmp_path, memory_budget_mb=1100)
     with live_server(config) as server, server.client() as api:
-        big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 MB
+        big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 + 34 MB
         assert big.status_code == 201
-        r = api.post("/api/sessions", json={"profile": "student"})  # 64 MB more does not fit
+        r = api.post("/api/sessions", json={"profile": "student"})  # 64 + 34 MB more does not fit
         assert r.status_code == 429 and r.json()["error"]["code"] == "memory_budget"
         api.delete(f"/api/sessions/{big.json()['id']}")
         small = api.post("/api/sessions", json={"profile": "student"})

@@ -175,6 +175,14 @@ class Service:
         return out
 
     # -- running ---------------------------------------------------------------------------
+    @staticmethod
+    def resident_mb(profile: Profile, runtime: str, limits: Limits) -> int:
+        """What a run counts against the memory budget: what it may add (memory_mb) plus the
+        resident cost of its image's pages (images.RESIDENT_MB; the default runtime only)."""
+        from ..images import RESIDENT_MB
+
+        return limits.memory_mb + (RESIDENT_MB.get(profile.image, 0) if runtime == "default" else 0)
+
     def ticket(self, job: Job, memory_mb: int | None = None) -> RunTicket:
         """Admission ticket for ``job``; when it finishes, metrics and the audit log record it."""
 
@@ -197,7 +205,7 @@ class Service:
 
         return RunTicket(
             tenant=job.tenant.name,
-            memory_mb=job.limits.memory_mb if memory_mb is None else memory_mb,
+            memory_mb=self.resident_mb(job.profile, job.runtime, job.limits) if memory_mb is None else memory_mb,
             max_concurrent=job.tenant.max_concurrent,
             on_done=done,
         )

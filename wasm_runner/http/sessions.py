@@ -105,7 +105,8 @@ class SessionStore:
                 headers={"Retry-After": "30"},
             )  # fmt: skip
         try:
-            reservation = self.service.admission.reserve(tenant.name, limits.memory_mb)
+            reservation = self.service.admission.reserve(
+                tenant.name, self.service.resident_mb(profile, runtime, limits))
         except Busy as exc:
             raise busy_error(exc) from None
         data_dir = profile.data_dir
