@@ -8,8 +8,367 @@
 # run atexit handlers, clear the program's globals and collect garbage (so unclosed files are
 # flushed), flush stdout/stderr, report, then end with os._exit(code): a fresh run skips CPython's
 # slow interpreter shutdown. The exit code follows CPython on Linux: sys.exit(2**100) gives 255.
+#
+# Output: sys.stdout and sys.stderr share one pending buffer that keeps the order in which the
+# two were written (a switch of stream starts a new segment). Every write goes out at once while
+# the program prints slowly; once it prints fast (64 writes within 50 ms) the buffer holds its
+# output and writes it to the host in blocks: at 16 KiB, when 50 ms passed since the last block,
+# on an explicit flush(), before the program reads stdin or sleeps, and when the job ends. A
+# print loop so costs a host call per block instead of one per line.
 def _wr_main():
-    import sys, os, json, gc
+    import sys, os, json, gc, io, time
+
+    # ---- output: one pending buffer for stdout and stderr, in the order written ------------
+    _write, _monotonic, _cpu, _sleep, _exit = os.write, time.monotonic, getattr(time, "process_time", time.monotonic), time.sleep, os._exit
+    BLOCK, BURST, WINDOW = 16384, 64, 0.05
+    # pending[0] is the fd (1 or 2) the rest belongs to; the host may read it from the guest's
+    # memory when it stops a run by force (``outbuf`` below), so nothing pending is lost
+    pending = bytearray(b"\x01WRPB")
+    HEAD = len(pending)
+    st = {"direct": True, "n": 0, "t0": 0.0, "c0": 0.0, "tflush": 0.0}
+    text_parts = []  # str written since the last seal, encoded into ``pending`` in one go
+    errors = {1: "surrogateescape", 2: "backslashreplace"}
+
+    def seal():
+        if text_parts:
+            s = "".join(text_parts)
+            text_parts.clear()
+            try:
+                pending.extend(s.encode("utf-8", errors.get(pending[0], "strict")))
+            except UnicodeEncodeError:
+                pending.extend(s.encode("utf-8", "backslashreplace"))
+
+    def out_flush():
+        """Write everything pending to the host, in order."""
+        seal()
+        if len(pending) > HEAD:
+            fd = pending[0]
+            view = memoryview(pending)[HEAD:]
+            try:
+                while view:
+                    try:
+                        k = _write(fd, view)
+                    except OSError:
+                        break
+                    if k <= 0:
+                        break
+                    view = view[k:]
+            finally:
+                view.release()
+            del pending[HEAD:]
+
+    def switch(fd):
+        out_flush()
+        pending[0] = fd
+
+    def window():
+        """Every BURST writes: printing fast (by CPU time) holds output in blocks; a slow
+        pace writes each piece at once again. Blocks go out at least every WINDOW seconds."""
+        now, cpu = _monotonic(), _cpu()
+        fast = cpu - st["c0"] < WINDOW
+        st["t0"], st["c0"], st["n"] = now, cpu, 0
+        if st["direct"]:
+            if fast:
+                st["direct"] = False
+                st["tflush"] = now
+        elif not fast:
+            st["direct"] = True
+            out_flush()
+        elif now - st["tflush"] >= WINDOW:
+            st["tflush"] = now
+            out_flush()
+
+    def after_write(size):
+        n = st["n"] = st["n"] + 1
+        if st["direct"]:
+            out_flush()
+        elif len(pending) + size >= BLOCK:
+            out_flush()
+        if n >= BURST:
+            window()
+
+    def make_text_write(fd):
+        def write(s):
+            if type(s) is not str:
+                if not isinstance(s, str):
+                    raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+            if pending[0] != fd:
+                switch(fd)
+            text_parts.append(s)
+            size = len(s)
+            n = st["n"] = st["n"] + 1
+            if st["direct"]:
+                out_flush()
+                if n >= BURST:
+                    window()
+            elif n >= BURST or len(text_parts) > 512:
+                seal()
+                if len(pending) >= BLOCK:
+                    out_flush()
+                if n >= BURST:
+                    window()
+            return size
+        return write
+
+    def make_bytes_write(fd):
+        def write(b):
+            data = bytes(b)
+            if pending[0] != fd:
+                switch(fd)
+            seal()
+            pending.extend(data)
+            after_write(len(data))
+            return len(data)
+        return write
+
+    class _Sink(io.RawIOBase):
+        """sys.stdout.buffer / sys.stderr.buffer: bytes into the pending buffer."""
+
+        def __init__(self, fd):
+            self._fd = fd
+            self.write = make_bytes_write(fd)
+
+        def writable(self):
+            return True
+
+        def fileno(self):
+            return self._fd
+
+        def isatty(self):
+            return False
+
+        def flush(self):
+            out_flush()
+
+        def close(self):  # what was written still goes out
+            out_flush()
+
+    class _Text(io.TextIOBase):
+        """sys.stdout / sys.stderr: text into the pending buffer (pure Python: a print costs no
+        trip through C and back, and no host call while output is held in blocks)."""
+
+        def __init__(self, fd, name, old):
+            self._fd = fd
+            self.name = name
+            self.buffer = _Sink(fd)
+            self.write = make_text_write(fd)
+            self._encoding = getattr(old, "encoding", "utf-8") or "utf-8"
+            self._errors = getattr(old, "errors", "strict") or "strict"
+
+        encoding = property(lambda self: self._encoding)
+        errors = property(lambda self: self._errors)
+        newlines = None
+        line_buffering = False
+        write_through = False
+        mode = "w"
+
+        def writable(self):
+            return True
+
+        def fileno(self):
+            return self._fd
+
+        def isatty(self):
+            return False
+
+        def flush(self):
+            out_flush()
+
+        def close(self):  # like a closed pipe for the program, but what it wrote goes out
+            out_flush()
+
+        def writelines(self, lines):
+            for line in lines:
+                self.write(line)
+
+        def reconfigure(self, *, encoding=None, errors=None, newline=None, line_buffering=None,
+                        write_through=None):
+            out_flush()
+            if encoding is not None:
+                "".encode(encoding)  # LookupError for an unknown codec, as CPython gives
+                self._encoding = encoding
+            if errors is not None:
+                self._errors = errors
+
+    class _Source(io.RawIOBase):
+        """The binary layer under sys.stdin: pending output goes out before a read waits."""
+
+        def readable(self):
+            return True
+
+        def fileno(self):
+            return 0
+
+        def isatty(self):
+            return False
+
+        def readinto(self, b):
+            out_flush()
+            data = os.read(0, len(b))
+            b[: len(data)] = data
+            return len(data)
+
+    def install_streams():
+        errors[1] = sys.stdout.errors or "surrogateescape"
+        errors[2] = sys.stderr.errors or "backslashreplace"
+        for name, fd in (("stdout", 1), ("stderr", 2)):
+            s = _Text(fd, "<%s>" % name, getattr(sys, name))
+            setattr(sys, name, s)
+            setattr(sys, "__%s__" % name, s)
+        old = sys.stdin
+        sys.stdin = sys.__stdin__ = io.TextIOWrapper(io.BufferedReader(_Source()), encoding=old.encoding,
+                                                     errors=old.errors, newline="\n")
+
+        def sleep(secs):
+            out_flush()
+            return _sleep(secs)
+
+        def _exit_flushed(code):
+            out_flush()
+            _exit(code)
+
+        def write(fd, data):
+            if fd in (1, 2):
+                out_flush()
+            return _write(fd, data)
+
+        for f, orig in ((sleep, _sleep), (_exit_flushed, _exit), (write, _write)):
+            f.__name__, f.__qualname__, f.__doc__ = orig.__name__, orig.__name__, orig.__doc__
+        time.sleep, os._exit, os.write = sleep, _exit_flushed, write
+
+    # ---- figures: plt.show() puts them in the job's outputs ---------------------------------
+    job_outputs = [[]]
+
+    def figures_to(outputs):
+        plt_mod = sys.modules.get("matplotlib.pyplot")
+        if plt_mod is None:
+            return
+        try:
+            import base64
+            for num in plt_mod.get_fignums():
+                fig = plt_mod.figure(num)
+                buf = io.BytesIO()
+                fig.savefig(buf, format="png", bbox_inches="tight")
+                outputs.append({"kind": "image", "mime": "image/png",
+                                "data": base64.b64encode(buf.getvalue()).decode()})
+            plt_mod.close("all")
+        except Exception as e:
+            outputs.append({"kind": "text", "mime": "text/plain", "data": "figure capture failed: %r" % (e,)})
+
+    class _ShowBackend:
+        """``MPLBACKEND=module://wasm_runner_show``: Agg drawing, and a show() that puts the
+        figures in the outputs (no "non-interactive" warning). Made when matplotlib asks."""
+
+        @staticmethod
+        def find_spec(name, path=None, target=None):
+            if name != "wasm_runner_show":
+                return None
+            from importlib.machinery import ModuleSpec
+            return ModuleSpec(name, _ShowBackend)
+
+        @staticmethod
+        def create_module(spec):
+            return None
+
+        @staticmethod
+        def exec_module(mod):
+            from matplotlib.backends.backend_agg import FigureCanvasAgg
+
+            def show(*args, **kwargs):
+                figures_to(job_outputs[0])
+
+            mod.FigureCanvas = FigureCanvasAgg
+            mod.FigureManager = FigureCanvasAgg.manager_class
+            mod.show = show
+
+    sys.meta_path.append(_ShowBackend)
+
+    # ---- tracebacks -----------------------------------------------------------------------
+    DEEP = 3000  # frames; beyond this a traceback is compacted before CPython prints it
+    keep_alive = []  # deep tracebacks of a single run are never freed: os._exit ends it
+
+    def compact(tb):
+        """The lengths (minus 3) of the runs of one repeated line that CPython's printer
+        collapses, in order. A very deep traceback is relinked so that each such run keeps
+        4 frames: printing it then costs what printing a short one does."""
+        n, t = 0, tb
+        while t is not None and n <= DEEP:
+            t = t.tb_next
+            n += 1
+        deep = n > DEEP
+        counts = []
+        t = tb
+        code, line, run = t.tb_frame.f_code, t.tb_lineno, 0
+        fourth = None
+        while t is not None:
+            c, ln = t.tb_frame.f_code, t.tb_lineno
+            if c is code and ln == line:
+                run += 1
+                if run == 4:
+                    fourth = t
+            else:
+                if run > 4 and deep:
+                    keep_alive.append(fourth.tb_next)  # freeing a long chain would recurse
+                    fourth.tb_next = t
+                if run >= 4:
+                    counts.append(run - 3)
+                code, line, run = c, ln, 1
+            t = t.tb_next
+        if run > 4 and deep:
+            keep_alive.append(fourth.tb_next)
+            fourth.tb_next = None
+        if run >= 4:
+            counts.append(run - 3)
+        return deep, counts
+
+    def print_exception(exc, skip):
+        tb = exc.__traceback__
+        for _ in range(skip):
+            if tb is not None:
+                tb = tb.tb_next
+        exc.__traceback__ = tb
+        chain, e = [], exc
+        while e is not None and len(chain) < 20 and e not in chain:
+            chain.append(e)
+            e = e.__cause__ if e.__cause__ is not None else (None if e.__suppress_context__ else e.__context__)
+        fixes, any_deep = [], False
+        for e in reversed(chain):  # printed oldest first
+            if e.__traceback__ is not None:
+                deep, counts = compact(e.__traceback__)
+                fixes.extend(counts)
+                if deep:
+                    any_deep = True
+                    keep_alive.append(e)
+        if not any_deep:
+            sys.__excepthook__(type(exc), exc, tb)  # CPython's own printer
+            return
+        import traceback, re
+        text = "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
+        it = iter(fixes)
+
+        def fix(m):
+            k = next(it, None)
+            if k is None:
+                return m.group(0)
+            return "[Previous line repeated %d more time%s]" % (k, "s" if k > 1 else "")
+
+        sys.stderr.write(re.sub(r"\[Previous line repeated 1 more time\]", fix, text))
+
+    def exit_code_of(exc):
+        code = exc.code
+        if code is None:
+            return 0
+        if isinstance(code, bool):
+            code = int(code)
+        if isinstance(code, int):
+            if not -(1 << 63) <= code < (1 << 63):
+                code = -1  # what CPython does on overflow
+            return code & 0xFF
+        try:
+            sys.stderr.write(str(code) + "\n")
+        except Exception:
+            pass
+        return 1
 
     def read_frame():
         buf = b""
@@ -29,52 +388,13 @@ def _wr_main():
             data += b
         return json.loads(data)
 
-    def exit_code_of(exc):
-        code = exc.code
-        if code is None:
-            return 0
-        if isinstance(code, bool):
-            code = int(code)
-        if isinstance(code, int):
-            if not -(1 << 63) <= code < (1 << 63):
-                code = -1  # what CPython does on overflow
-            return code & 0xFF
-        try:
-            sys.stderr.write(str(code) + "\n")
-        except Exception:
-            pass
-        return 1
-
-    def print_exception(exc, skip):
-        tb = exc.__traceback__
-        for _ in range(skip):
-            if tb is not None:
-                tb = tb.tb_next
-        exc.__traceback__ = tb
-        sys.__excepthook__(type(exc), exc, tb)  # CPython's own printer, no imports
-
     def flush():
         for s in (sys.stdout, sys.stderr):
             try:
                 s.flush()
             except Exception:
                 pass
-
-    def capture_figures(outputs):
-        plt_mod = sys.modules.get("matplotlib.pyplot")
-        if plt_mod is None:
-            return
-        try:
-            import io as _iomod, base64
-            for num in plt_mod.get_fignums():
-                fig = plt_mod.figure(num)
-                buf = _iomod.BytesIO()
-                fig.savefig(buf, format="png", bbox_inches="tight")
-                outputs.append({"kind": "image", "mime": "image/png",
-                                "data": base64.b64encode(buf.getvalue()).decode()})
-            plt_mod.close("all")
-        except Exception as e:
-            outputs.append({"kind": "text", "mime": "text/plain", "data": "figure capture failed: %r" % (e,)})
+        out_flush()
 
     def show_value(value, outputs):
         if value is None:
@@ -93,7 +413,7 @@ def _wr_main():
             outputs.append({"kind": "text", "mime": "text/plain", "data": text})
 
     def run_job(job, ns):
-        outputs = []
+        outputs = job_outputs[0] = []
         code = job["code"]
         filename = job.get("filename") or "<string>"
         status = 0
@@ -134,7 +454,7 @@ def _wr_main():
                 sys.stderr.write("%s\n" % type(e).__name__)
             status = 1
         if job.get("display"):
-            capture_figures(outputs)
+            figures_to(outputs)
         flush()
         return status, outputs, memory_error
 
@@ -155,12 +475,9 @@ def _wr_main():
             t._name_sequence = None
 
     os.environ.clear()
-    os.environ.update({"HOME": "/scratch", "LANG": "C.UTF-8", "MPLBACKEND": "Agg", "MPLCONFIGDIR": "/tmp"})
-    for s in (sys.stdout, sys.stderr):
-        try:
-            s.reconfigure(line_buffering=True)
-        except Exception:
-            pass
+    os.environ.update({"HOME": "/scratch", "LANG": "C.UTF-8", "MPLBACKEND": "module://wasm_runner_show",
+                       "MPLCONFIGDIR": "/tmp"})
+    install_streams()
     main_mod = sys.modules["__main__"]
     keep = set(main_mod.__dict__) - {"_wr_main"}
     session_ns = None
@@ -202,15 +519,25 @@ def _wr_main():
                 atexit._run_exitfuncs()
             except BaseException:
                 pass
+            flush()
+        report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
+        if job.get("once"):
+            # the report goes first: should freeing what the program left (a structure nested
+            # a million deep) exhaust the stack, how the program ended is known already
+            os.write(0, report.encode())
+            for k in list(ns):
+                if k not in keep:
+                    del ns[k]
+            gc.collect()  # unclosed files are flushed
+            flush()
+            break
+        if not job.get("session"):
             for k in list(ns):
                 if k not in keep:
                     del ns[k]
             gc.collect()
             flush()
-        report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
         os.write(0, report.encode())
-        if job.get("once"):
-            break
     flush()
     os._exit(code)
 
