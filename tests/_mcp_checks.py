@@ -141,7 +141,7 @@ async def check_hostile_cells(client: Client, session_id: str) -> str:
     assert result.is_error
     assert result.structured_content["status"] == "cpu_limit"
     first = text_of(result).split("\n")[0]
-    assert first.startswith("The code was stopped because it used its whole CPU time limit of ")
+    assert first.startswith("Stopped: it used more than ")
     # a forced stop ends the session (its state cannot be trusted), and the result says so
     assert "This session has ended" in text_of(result)
     result = await call(client, "run_cell", {"session_id": session_id, "code": "1"})

@@ -28,7 +28,7 @@ def test_cpu_limit_is_one_sentence_with_the_value() -> None:
     tool = result_to_tool_result(result, Limits(cpu_seconds=2))
     assert tool.is_error
     first = tool.content[0].text.split("\n")[0]
-    assert first.startswith("The code was stopped because it used its whole CPU time limit of 2 seconds;")
+    assert first.startswith("Stopped: it used more than 2 seconds of CPU time;")
     assert "partial" in tool.content[0].text
     assert tool.structured_content["status"] == "cpu_limit"
 
@@ -94,4 +94,4 @@ def test_file_uri_quotes_the_path() -> None:
 def test_truncation_is_said() -> None:
     result = Result(Status.OUTPUT_LIMIT, stdout="x" * 10, stdout_truncated=True, limit="output")
     text = result_to_tool_result(result, Limits(stdout_bytes=10)).content[0].text
-    assert "stdout limit of 10 bytes" in text and "[stdout was cut off at the output limit]" in text
+    assert "printed more than 10 bytes" in text and "[stdout was cut off at the output limit]" in text

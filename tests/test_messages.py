@@ -34,10 +34,10 @@ def _real_traceback(cell: str, tmp_path: Path) -> str:
 @pytest.mark.parametrize(
     ("status", "fragment"),
     [
-        (Status.CPU_LIMIT, "CPU time limit of 2.5 seconds"),
-        (Status.TIMEOUT, "wall-clock limit of 7 seconds"),
-        (Status.MEMORY_LIMIT, "memory limit of 128 MB"),
-        (Status.OUTPUT_LIMIT, "stdout limit of 64 KiB"),
+        (Status.CPU_LIMIT, "more than 2.5 seconds of CPU time"),
+        (Status.TIMEOUT, "ran for more than 7 seconds"),
+        (Status.MEMORY_LIMIT, "more than 128 MB of memory"),
+        (Status.OUTPUT_LIMIT, "printed more than 64 KB"),
         (Status.DISK_LIMIT, "disk quota of 8 MB or 10 files"),
     ],
 )
@@ -51,7 +51,7 @@ def test_limit_sentence_names_the_limit_and_its_value(status: Status, fragment: 
 
 def test_limit_sentence_for_stderr_uses_its_own_cap() -> None:
     sentence = limit_sentence("output_limit", Limits(stderr_bytes=1000), stream="stderr")
-    assert "stderr limit of 1000 bytes" in sentence
+    assert "wrote to stderr more than 1000 bytes" in sentence
 
 
 def test_limit_sentence_ok_is_empty_and_every_status_has_one() -> None:
@@ -62,7 +62,19 @@ def test_limit_sentence_ok_is_empty_and_every_status_has_one() -> None:
 
 
 def test_one_second_is_singular() -> None:
-    assert "limit of 1 second;" in limit_sentence(Status.CPU_LIMIT, Limits(cpu_seconds=1))
+    assert "more than 1 second of CPU time;" in limit_sentence(Status.CPU_LIMIT, Limits(cpu_seconds=1))
+
+
+def test_end_lines_for_stack_input_wait_and_exit_status() -> None:
+    limits = Limits(input_wait_seconds=300)
+    assert limit_sentence(Status.TIMEOUT, limits, limit="input_wait") == (
+        "Stopped: it waited more than 5 minutes for input."
+    )
+    assert "ran out of stack" in limit_sentence(Status.ERROR, limits, limit="stack")
+    assert limit_sentence(Status.ERROR, limits, exit_code=3) == (
+        "Your program stopped with an error (exit status 3)."
+    )
+    assert "printed more than 1 MB;" in limit_sentence(Status.OUTPUT_LIMIT, Limits())
 
 
 def test_is_user_file() -> None:

@@ -35,6 +35,7 @@ _RANGES: dict[str, _Range] = {
     "stderr_bytes": _Range(0, 256 << 20, True, "bytes"),
     "disk_mb": _Range(0, 16384, False, "MB"),
     "max_files": _Range(0, 100_000, True, "files"),
+    "input_wait_seconds": _Range(1.0, 86_400.0, False, "s"),
 }
 
 
@@ -45,7 +46,11 @@ class Limits:
     - ``cpu_seconds``: CPU time, enforced by fuel metering (converted with the runtime's
       calibrated fuel per CPU-second).
     - ``wall_seconds``: wall-clock deadline, enforced by epoch interruption; blocking calls
-      (sleep, waiting for stdin) end at the deadline too.
+      (sleep, reading stdin given up front) end at the deadline too. Time spent waiting for
+      interactive input (``input()`` with an input source: the WebSocket, a session's input)
+      does not count: a student thinking about an answer is not running.
+    - ``input_wait_seconds``: how long one wait for interactive input may last before the run
+      is ended as abandoned (status ``timeout``, limit ``input_wait``); a waiting run uses no CPU.
     - ``memory_mb``: cap on the guest's linear memory.
     - ``stdout_bytes`` / ``stderr_bytes``: output caps; reaching one ends the run.
     - ``disk_mb`` / ``max_files``: quota over all writable grants (scratch and ``/out``).
@@ -58,6 +63,7 @@ class Limits:
     stderr_bytes: int = 1 << 20
     disk_mb: float = 64.0
     max_files: int = 256
+    input_wait_seconds: float = 300.0
 
     def validate(self) -> Limits:
         """Return ``self`` when every limit is in range; raise ``InvalidLimits`` otherwise."""

@@ -30,56 +30,80 @@ def _plural(x: float, unit: str) -> str:
 
 
 def _bytes(n: int) -> str:
-    for unit, size in (("MiB", 1 << 20), ("KiB", 1 << 10)):
+    """A size as a person reads it: ``1 MB`` for 1 MiB, ``64 KB``, ``10 bytes``."""
+    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
         if n >= size and n % size == 0:
             return f"{n // size} {unit}"
     return _plural(n, "byte")
 
 
-def limit_sentence(status: Status | str, limits: Limits, stream: str = "stdout") -> str:
-    """One plain sentence saying how a run ended and, for a limit, which one and its value.
+def limit_sentence(
+    status: Status | str,
+    limits: Limits,
+    stream: str = "stdout",
+    *,
+    limit: str | None = None,
+    exit_code: int | None = None,
+) -> str:
+    """The end line of a run in plain language: how it ended and, for a limit, which one and its
+    value, then what to try. The browser tier words its end line the same way.
 
-    ``stream`` names the stream that hit the output limit (``stdout`` or ``stderr``). Returns an
-    empty string for ``ok``.
+    ``stream`` names the stream that hit the output limit (``stdout`` or ``stderr``); ``limit``
+    is the result's ``limit`` (``input_wait`` and ``stack`` have sentences of their own);
+    ``exit_code`` is named for an ``error``. Returns an empty string for ``ok``.
     """
     status = Status(status)
     if status is Status.OK:
         return ""
+    if status is Status.ERROR:
+        if limit == "stack":
+            return (
+                "Your program stopped with an error: Python ran out of stack (the recursion "
+                "went too deep); make the recursion shallower or use a loop."
+            )
+        if exit_code is None:
+            return "Your program stopped with an error."
+        return f"Your program stopped with an error (exit status {exit_code})."
     if status is Status.CPU_LIMIT:
         return (
-            f"The code was stopped because it used its whole CPU time limit of "
-            f"{_plural(limits.cpu_seconds, 'second')}; make it do less work (smaller data, "
-            f"fewer iterations, vectorised numpy/pandas) or check for an endless loop."
+            f"Stopped: it used more than {_plural(limits.cpu_seconds, 'second')} of CPU time; "
+            f"look for an endless loop, or make it do less work (smaller data, fewer "
+            f"iterations, vectorised numpy/pandas)."
         )
     if status is Status.TIMEOUT:
+        if limit == "input_wait":
+            wait = limits.input_wait_seconds
+            span = _plural(wait / 60, "minute") if wait >= 60 and wait % 60 == 0 else _plural(wait, "second")
+            return f"Stopped: it waited more than {span} for input."
         return (
-            f"The code was stopped at its wall-clock limit of "
-            f"{_plural(limits.wall_seconds, 'second')}; it was probably sleeping, waiting for "
-            f"input that never came, or doing too much work."
+            f"Stopped: it ran for more than {_plural(limits.wall_seconds, 'second')} "
+            f"(time spent waiting for your input does not count); it may be stuck in a loop, "
+            f"sleeping, or doing too much work."
         )
     if status is Status.MEMORY_LIMIT:
         return (
-            f"The code was stopped because it needed more than its memory limit of "
-            f"{limits.memory_mb} MB; load less data at once or use smaller data types."
+            f"Stopped: it needed more than {limits.memory_mb} MB of memory; load less data at "
+            f"once or use smaller data types."
         )
     if status is Status.OUTPUT_LIMIT:
         cap = limits.stderr_bytes if stream == "stderr" else limits.stdout_bytes
+        what = "printed" if stream == "stdout" else "wrote to stderr"
         return (
-            f"The code was stopped because it wrote more than the {stream} limit of "
-            f"{_bytes(cap)}; print a summary such as df.head() instead of everything."
+            f"Stopped: it {what} more than {_bytes(cap)}; print a summary (such as df.head()) "
+            f"instead of everything, and check for an endless loop."
         )
     if status is Status.DISK_LIMIT:
         return (
-            f"The code was stopped because its files went over the disk quota of "
-            f"{_num(limits.disk_mb)} MB or {limits.max_files} files; write fewer or smaller files."
+            f"Stopped: its files went over the disk quota of {_num(limits.disk_mb)} MB or "
+            f"{limits.max_files} files; write fewer or smaller files."
         )
     if status is Status.CANCELLED:
-        return "The run was cancelled before it finished."
+        return "Stopped: the run was cancelled before it finished."
     if status is Status.INVALID_INPUT:
-        return "The request was refused before running: its code, input or limits are not valid."
+        return "Not run: its code, input or limits are not valid."
     if status is Status.INTERNAL_ERROR:
         return "The sandbox failed internally; this is not caused by the code, so trying again may help."
-    return "The code raised an exception; the traceback shows the line in your code where it happened."
+    return "Your program stopped with an error."
 
 
 def is_user_file(filename: str) -> bool:

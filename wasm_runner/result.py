@@ -92,7 +92,9 @@ class Result:
 
     ``message`` is one plain sentence when the run did not end ``ok`` (which limit, its value), and
     empty otherwise. ``limit`` names the limit that stopped the run (``cpu``, ``wall``, ``memory``,
-    ``output``, ``disk``) or is ``None``.
+    ``output``, ``disk``, ``input_wait``: an abandoned ``input()``; ``stack``: the interpreter ran
+    out of stack, status ``error``) or is ``None``. ``input_wait_ms`` is the part of ``wall_ms``
+    spent waiting for interactive input, which no limit but ``input_wait_seconds`` counts.
     """
 
     status: Status
@@ -108,6 +110,7 @@ class Result:
     message: str = ""
     limit: str | None = None
     runtime: str = ""
+    input_wait_ms: float = 0.0  # time spent waiting for interactive input (part of wall_ms)
 
     @property
     def ok(self) -> bool:
@@ -128,6 +131,7 @@ class Result:
             "message": self.message,
             "limit": self.limit,
             "runtime": self.runtime,
+            "input_wait_ms": self.input_wait_ms,
         }
 
     def to_json(self, **kwargs: Any) -> str:
@@ -149,6 +153,7 @@ class Result:
             message=d.get("message", ""),
             limit=d.get("limit"),
             runtime=d.get("runtime", ""),
+            input_wait_ms=float(d.get("input_wait_ms", 0.0)),
         )
 
     @classmethod
@@ -212,7 +217,8 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
             },
         },
         "message": {"type": "string"},
-        "limit": {"enum": [None, "cpu", "wall", "memory", "output", "disk"]},
+        "limit": {"enum": [None, "cpu", "wall", "memory", "output", "disk", "stack", "input_wait"]},
         "runtime": {"type": "string"},
+        "input_wait_ms": {"type": "number", "minimum": 0},
     },
 }

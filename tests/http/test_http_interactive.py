@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import time
 from typing import Any
 
 import pytest
@@ -49,12 +50,27 @@ def test_input_waits_for_the_client(server: LiveServer) -> None:
     assert result["stdout"] == "Your name? Age? Hello Ada, 36\n"
 
 
-def test_wall_limit_holds_while_waiting_for_input(server: LiveServer) -> None:
-    with open_ws(server) as ws:
-        ws.send(json.dumps({"type": "run", "code": "input()", "limits": {"wall_seconds": 1}}))
+def test_thinking_time_is_not_run_time_but_an_abandoned_input_ends(server: LiveServer) -> None:
+    code = "name = input('Your name? ')\nprint('Hello', name)"
+    with open_ws(server) as ws:  # the answer comes after three times the wall limit
+        ws.send(json.dumps({"type": "run", "code": code, "limits": {"wall_seconds": 0.5}}))
         until(ws, "input_wanted")
-        _, final = until(ws, "result")  # we never answer
-    assert final["result"]["status"] == "timeout" and final["result"]["limit"] == "wall"
+        time.sleep(1.5)
+        ws.send(json.dumps({"type": "stdin", "data": "Ada\n"}))
+        _, final = until(ws, "result")
+    late = final["result"]
+    assert late["status"] == "ok" and late["stdout"] == "Your name? Hello Ada\n"
+    assert late["input_wait_ms"] > 500 and late["wall_ms"] >= late["input_wait_ms"]
+    with open_ws(server) as ws:  # nobody ever answers: the input-wait bound ends it
+        ws.send(json.dumps({"type": "run", "code": "input()",
+                            "limits": {"wall_seconds": 5, "input_wait_seconds": 1}}))
+        until(ws, "input_wanted")
+        _, final = until(ws, "result")
+    gone = final["result"]
+    assert gone["status"] == "timeout" and gone["limit"] == "input_wait"
+    assert gone["message"] == "Stopped: it waited more than 1 second for input."
+    assert wait_until(lambda: server.health()["running"] == 0, timeout=20)
+    assert server.health()["status"] == "ok"
 
 
 def test_eof_and_cancel(server: LiveServer) -> None:

@@ -10,37 +10,27 @@
 # slow interpreter shutdown. The exit code follows CPython on Linux: sys.exit(2**100) gives 255.
 #
 # Output: sys.stdout and sys.stderr share one pending buffer that keeps the order in which the
-# two were written (a switch of stream starts a new segment). Every write goes out at once while
-# the program prints slowly; once it prints fast (64 writes within 50 ms) the buffer holds its
-# output and writes it to the host in blocks: at 16 KiB, when 50 ms passed since the last block,
+# two were written (a switch of stream writes out what is pending). While the program prints
+# slowly each line goes out at once (line buffering); once it prints fast (128 writes within
+# 50 ms) output goes to the host in blocks: at 16 KiB, when 50 ms passed since the last block,
 # on an explicit flush(), before the program reads stdin or sleeps, and when the job ends. A
-# print loop so costs a host call per block instead of one per line.
+# print loop so costs a host call per block instead of one per line. Should the run be stopped
+# by force, the host reads what is still pending from the guest's memory (``outbuf``).
 def _wr_main():
     import sys, os, json, gc, io, time
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
-    _write, _monotonic, _cpu, _sleep, _exit = os.write, time.monotonic, getattr(time, "process_time", time.monotonic), time.sleep, os._exit
-    BLOCK, BURST, WINDOW = 16384, 64, 0.05
+    _write, _monotonic, _sleep, _exit = os.write, time.monotonic, time.sleep, os._exit
+    BLOCK, BURST, WINDOW = 16384, 128, 0.05  # a clock read is a host call: one per BURST writes
     # pending[0] is the fd (1 or 2) the rest belongs to; the host may read it from the guest's
     # memory when it stops a run by force (``outbuf`` below), so nothing pending is lost
     pending = bytearray(b"\x01WRPB")
     HEAD = len(pending)
-    st = {"direct": True, "n": 0, "t0": 0.0, "c0": 0.0, "tflush": 0.0}
-    text_parts = []  # str written since the last seal, encoded into ``pending`` in one go
+    st = {"direct": True, "n": 0, "t0": 0.0, "tflush": 0.0}
     errors = {1: "surrogateescape", 2: "backslashreplace"}
-
-    def seal():
-        if text_parts:
-            s = "".join(text_parts)
-            text_parts.clear()
-            try:
-                pending.extend(s.encode("utf-8", errors.get(pending[0], "strict")))
-            except UnicodeEncodeError:
-                pending.extend(s.encode("utf-8", "backslashreplace"))
 
     def out_flush():
         """Write everything pending to the host, in order."""
-        seal()
         if len(pending) > HEAD:
             fd = pending[0]
             view = memoryview(pending)[HEAD:]
@@ -62,11 +52,12 @@ def _wr_main():
         pending[0] = fd
 
     def window():
-        """Every BURST writes: printing fast (by CPU time) holds output in blocks; a slow
-        pace writes each piece at once again. Blocks go out at least every WINDOW seconds."""
-        now, cpu = _monotonic(), _cpu()
-        fast = cpu - st["c0"] < WINDOW
-        st["t0"], st["c0"], st["n"] = now, cpu, 0
+        """Every BURST writes: printing fast (BURST writes within WINDOW) holds output in
+        blocks; a slow pace writes each piece at once again. Blocks go out at least every
+        WINDOW seconds while the program writes."""
+        now = _monotonic()
+        fast = now - st["t0"] < WINDOW
+        st["t0"], st["n"] = now, 0
         if st["direct"]:
             if fast:
                 st["direct"] = False
@@ -88,26 +79,25 @@ def _wr_main():
             window()
 
     def make_text_write(fd):
+        err = errors[fd]
+
         def write(s):
             if type(s) is not str:
                 if not isinstance(s, str):
                     raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+            try:
+                data = s.encode()
+            except UnicodeEncodeError:
+                data = s.encode("utf-8", err)  # as sys.stdout would, or its error
             if pending[0] != fd:
                 switch(fd)
-            text_parts.append(s)
-            size = len(s)
+            pending.extend(data)
             n = st["n"] = st["n"] + 1
-            if st["direct"]:
+            if (st["direct"] and "\n" in s) or len(pending) >= BLOCK:  # line-buffered when slow
                 out_flush()
-                if n >= BURST:
-                    window()
-            elif n >= BURST or len(text_parts) > 512:
-                seal()
-                if len(pending) >= BLOCK:
-                    out_flush()
-                if n >= BURST:
-                    window()
-            return size
+            if n >= BURST:
+                window()
+            return len(s)
         return write
 
     def make_bytes_write(fd):
@@ -115,7 +105,6 @@ def _wr_main():
             data = bytes(b)
             if pending[0] != fd:
                 switch(fd)
-            seal()
             pending.extend(data)
             after_write(len(data))
             return len(data)
@@ -396,6 +385,20 @@ def _wr_main():
                 pass
         out_flush()
 
+    said = [False]
+
+    def last_words(name):
+        """The exception's name on stderr, when printing more failed (memory is exhausted)."""
+        said[0] = True
+        try:
+            out_flush()
+        except BaseException:
+            pass
+        try:
+            _write(2, ("%s\n" % name).encode())
+        except BaseException:
+            pass
+
     def show_value(value, outputs):
         if value is None:
             return
@@ -425,7 +428,7 @@ def _wr_main():
             pass
         tail = None
         try:
-            if job.get("display"):
+            if job.get("display") is True:  # "figures": plots only, no echo of the last value
                 import ast
                 tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST)
                 last = None
@@ -450,12 +453,16 @@ def _wr_main():
             memory_error = isinstance(e, MemoryError)
             try:
                 print_exception(e, 1)
-            except BaseException:
-                sys.stderr.write("%s\n" % type(e).__name__)
+            except BaseException as again:  # out of memory while printing: the name at least
+                memory_error = memory_error or isinstance(again, MemoryError)
+                last_words(type(e).__name__)
             status = 1
-        if job.get("display"):
-            figures_to(outputs)
-        flush()
+        try:
+            if job.get("display"):
+                figures_to(outputs)
+            flush()
+        except BaseException:
+            pass
         return status, outputs, memory_error
 
     def reseed():
@@ -478,68 +485,91 @@ def _wr_main():
     os.environ.update({"HOME": "/scratch", "LANG": "C.UTF-8", "MPLBACKEND": "module://wasm_runner_show",
                        "MPLCONFIGDIR": "/tmp"})
     install_streams()
+    try:  # where pending output lives: the host writes it out should the run end by force
+        _write(0, json.dumps({"outbuf": id(pending)}).encode())
+    except OSError:
+        pass
     main_mod = sys.modules["__main__"]
     keep = set(main_mod.__dict__) - {"_wr_main"}
     session_ns = None
     code = 0
     seeded = False
     gc.freeze()  # the interpreter's own objects: never scanned by the collections below
-    while True:
-        job = read_frame()
-        if job is None:
-            break
-        for name in job.get("preload", ()):
+    # made now: when memory runs out, reporting that must not need any
+    out_of_memory = b'{"exit": 1, "outputs": [], "memory_error": true}'
+    try:
+        while True:
+            job = read_frame()
+            if job is None:
+                break
+            for name in job.get("preload", ()):
+                try:
+                    __import__(name)
+                except Exception:
+                    pass
+            if job.get("kind") == "warm":
+                gc.collect()
+                gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
+                os.write(0, b'{"warm": true}')  # back to the control channel for the real job
+                continue
+            if not seeded:
+                seeded = True
+                reseed()
+            os.chdir(job.get("cwd", "/scratch"))
+            if job.get("session"):
+                if session_ns is None:
+                    session_ns = {"__name__": "__main__", "__builtins__": __builtins__}
+                ns = session_ns
+            else:
+                ns = main_mod.__dict__
+                for k in list(ns):
+                    if k not in keep:
+                        del ns[k]
+            sys.argv = [job.get("filename") or "-c"]
             try:
-                __import__(name)
-            except Exception:
-                pass
-        if job.get("kind") == "warm":
-            gc.collect()
-            gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
-            os.write(0, b'{"warm": true}')  # back to the control channel for the real job
-            continue
-        if not seeded:
-            seeded = True
-            reseed()
-        os.chdir(job.get("cwd", "/scratch"))
-        if job.get("session"):
-            if session_ns is None:
-                session_ns = {"__name__": "__main__", "__builtins__": __builtins__}
-            ns = session_ns
-        else:
-            ns = main_mod.__dict__
-            for k in list(ns):
-                if k not in keep:
-                    del ns[k]
-        sys.argv = [job.get("filename") or "-c"]
-        code, outputs, memory_error = run_job(job, ns)
-        if not job.get("session"):
-            try:
-                import atexit
-                atexit._run_exitfuncs()
-            except BaseException:
-                pass
-            flush()
-        report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
-        if job.get("once"):
-            # the report goes first: should freeing what the program left (a structure nested
-            # a million deep) exhaust the stack, how the program ended is known already
+                code, outputs, memory_error = run_job(job, ns)
+            except BaseException as e:  # the wrapper itself failed (memory exhausted): still report
+                code, outputs, memory_error = 1, [], isinstance(e, MemoryError)
+                last_words(type(e).__name__)
+            if not job.get("session"):
+                try:
+                    import atexit
+                    atexit._run_exitfuncs()
+                except BaseException:
+                    pass
+                flush()
+            report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
+            if job.get("once"):
+                # the report goes first: should freeing what the program left (a structure nested
+                # a million deep) exhaust the stack, how the program ended is known already
+                os.write(0, report.encode())
+                for k in list(ns):
+                    if k not in keep:
+                        del ns[k]
+                gc.collect()  # unclosed files are flushed
+                flush()
+                break
+            if not job.get("session"):
+                for k in list(ns):
+                    if k not in keep:
+                        del ns[k]
+                gc.collect()
+                flush()
             os.write(0, report.encode())
-            for k in list(ns):
-                if k not in keep:
-                    del ns[k]
-            gc.collect()  # unclosed files are flushed
-            flush()
-            break
-        if not job.get("session"):
-            for k in list(ns):
-                if k not in keep:
-                    del ns[k]
-            gc.collect()
-            flush()
-        os.write(0, report.encode())
-    flush()
-    os._exit(code)
+        flush()
+        os._exit(code)
 
+    except BaseException as e:  # memory exhausted even for the wrapper: report, end here
+        # no Python-level call here (a call needs memory for its frame); what is still pending
+        # in the output buffer the host reads from memory (``outbuf``)
+        try:
+            if isinstance(e, MemoryError):
+                if not said[0]:
+                    _write(2, b"MemoryError\n")
+                _write(0, out_of_memory)
+            else:
+                _write(0, b'{"exit": 1, "outputs": []}')
+        finally:
+            _exit(1)
 
 _wr_main()

@@ -65,6 +65,7 @@ class LimitsRequest(_Strict):
     stderr_bytes: _limit("stderr_bytes", True)  # type: ignore[valid-type]
     disk_mb: _limit("disk_mb", False)  # type: ignore[valid-type]
     max_files: _limit("max_files", True)  # type: ignore[valid-type]
+    input_wait_seconds: _limit("input_wait_seconds", False)  # type: ignore[valid-type]
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)
@@ -105,9 +106,19 @@ class _RunFields(_Strict):
     )
     limits: LimitsRequest | None = None
     files: list[FileIn] = Field(default_factory=list, max_length=256)
-    display: bool | None = Field(
+    display: bool | Literal["figures"] | None = Field(
         default=None,
-        description="capture plots and the last expression's value in outputs (default: profile's)",
+        description=(
+            "true: capture open plots and the last expression's value in outputs; \"figures\": "
+            "open plots only; false: neither (plt.show() always captures). Default: the profile's"
+        ),
+    )
+    filename: str | None = Field(
+        default=None,
+        max_length=MAX_FILE_NAME_CHARS,
+        pattern=FILE_NAME_PATTERN,
+        description="the name the code runs under, shown in tracebacks (e.g. main.py); "
+        "default <string>",
     )
     files_as: FilesAs = Field(
         default="base64",

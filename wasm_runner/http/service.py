@@ -47,7 +47,8 @@ class Job:
     code: str
     stdin: str | None = None
     files: dict[str, bytes] = field(default_factory=dict)
-    display: bool = False
+    display: bool | str = False  # True, False or "figures" (see RunRequest.display)
+    filename: str | None = None  # the name tracebacks show for the code (None: "<string>")
     session_id: str | None = None
     request_id: str = field(default_factory=lambda: secrets.token_hex(8))
 
@@ -232,6 +233,7 @@ class Service:
                 files=job.files or None,
                 collect_out=job.profile.files_out,
                 display=job.display,
+                filename=job.filename,
                 on_output=on_output,
                 input_source=input_source,
                 cancel=cancel_event,

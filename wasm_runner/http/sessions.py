@@ -174,6 +174,7 @@ class SessionStore:
                         stdin=job.stdin,
                         limits=job.limits,
                         display=job.display,
+                        filename=job.filename,
                         on_output=on_output,
                         input_source=input_source,
                         cancel=cancel,

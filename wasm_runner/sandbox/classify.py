@@ -30,6 +30,7 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         fuel_used=oc.fuel_used,
         wall_ms=round((time.perf_counter() - t0) * 1000, 3),
         runtime=runtime,
+        input_wait_ms=round(io.input_wait_s * 1000, 3),
     )
     if report is not None:
         res.outputs = outputs(report.get("outputs"))
@@ -37,6 +38,10 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
     exit_code = None if cell_done else (io.exit_code if reason == "exit" else None)
     if reason == "exit" and exit_code is None and report is not None:
         exit_code = report.get("exit")
+    if reason is None and report is not None and isinstance(report.get("exit"), int):
+        # the program had ended and reported; freeing what it left then trapped (a structure
+        # nested a million deep exhausts the stack): it ended as it reported
+        reason, exit_code = "exit", report["exit"]
     if reason == "internal":
         res.status, res.limit = Status.INTERNAL_ERROR, None
         res.message = f"wasm-runner failed inside a host call ({io.internal_error}); the run was stopped."
@@ -44,6 +49,8 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         res.status = Status.CANCELLED
     elif reason == "timeout":
         res.status, res.limit = Status.TIMEOUT, "wall"
+    elif reason == "input_wait":
+        res.status, res.limit = Status.TIMEOUT, "input_wait"
     elif reason == "output":
         res.status, res.limit = Status.OUTPUT_LIMIT, "output"
     elif oc.out_of_fuel:
@@ -63,20 +70,20 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         near_cap = oc.memory_bytes >= guest.sb.start_memory_bytes + limits.memory_bytes * 0.9
         if near_cap and not oc.stack_overflow:
             res.status, res.limit = Status.MEMORY_LIMIT, "memory"
+        elif oc.stack_overflow:  # as a RecursionError would end it (stderr says so too)
+            res.status, res.limit, res.exit_code = Status.ERROR, "stack", 1
+            res.message = limit_sentence(Status.ERROR, limits, limit="stack")
         else:
             res.status = Status.ERROR
             res.exit_code = None
-            what = "its stack overflowed (recursion too deep)" if oc.stack_overflow else oc.trap
-            res.message = f"The program crashed the interpreter: {what}."
+            res.message = f"The program crashed the interpreter: {oc.trap}."
     else:
         res.status = Status.INTERNAL_ERROR
         res.message = "The guest ended without reporting how."
     if not res.message and res.status is not Status.OK:
-        if res.status is Status.ERROR and res.exit_code is not None:
-            res.message = f"The program exited with status {res.exit_code}."
-        else:
-            stream = "stderr" if io.stderr.truncated and not io.stdout.truncated else "stdout"
-            res.message = limit_sentence(res.status, limits, stream)
+        stream = "stderr" if io.stderr.truncated and not io.stdout.truncated else "stdout"
+        res.message = limit_sentence(res.status, limits, stream, limit=res.limit,
+                                     exit_code=res.exit_code)
     return res
 
 

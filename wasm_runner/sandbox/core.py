@@ -195,7 +195,7 @@ class Sandbox:
         files: dict[str, bytes] | None = None,
         collect_out: bool = False,
         filename: str | None = None,
-        display: bool = False,
+        display: bool | str = False,
         on_output: OutputCallback | None = None,
         input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
@@ -205,7 +205,8 @@ class Sandbox:
 
         ``files`` are placed in ``/scratch`` first. With ``collect_out`` and no ``out_dir``, a fresh
         ``/out`` is granted and what the program leaves there comes back in ``Result.files``.
-        ``display`` captures matplotlib figures and the last expression's value in ``outputs``.
+        ``display`` captures matplotlib figures and the last expression's value in ``outputs``
+        (``"figures"``: the figures only); ``plt.show()`` always puts the figures shown there.
         ``pool`` names a warm pool (``add_pool``): a pre-warmed, never-used instance is taken from it
         when one is ready, else the run starts a fresh instance as usual.
         """

@@ -8,7 +8,9 @@ fuel, deadline), so start-up and warm-up never count against the run.
 
 from __future__ import annotations
 
+import ctypes
 import os
+import struct
 import threading
 import time
 from collections.abc import Callable
@@ -45,6 +47,9 @@ WARMUP_FUEL = 400_000_000_000  # start-up and pre-imports, before any budget is 
 WARMUP_SECONDS = 120.0
 
 _stack_lock = threading.Lock()
+PENDING_MAGIC = b"WRPB"  # after the stream byte of the wrapper's pending-output buffer
+MAX_RECOVERED_BYTES = 8 << 20
+STACK_LINE = "RecursionError: Python ran out of stack (the recursion went too deep)\n"
 
 
 class GuestThreads:
@@ -203,6 +208,8 @@ class Guest:
             store.set_fuel(int(budget["fuel"]))
             self._fuel_at_handover = int(budget["fuel"])
         self.io.deadline = time.monotonic() + float(budget["wall"])
+        self.io.input_wait_seconds = float(budget.get("input_wait", self.io.input_wait_seconds))
+        self.io.input_wait_s = 0.0
         self._cpu_at_handover = time.thread_time()
         self.handed_over.set()
 
@@ -253,6 +260,14 @@ class Guest:
         finally:
             if self.handed_over.is_set():
                 self.outcome.cpu_s = time.thread_time() - self._cpu_at_handover
+            if io.memory is not None:
+                try:
+                    self.recover_output(store)
+                except Exception:  # noqa: BLE001 - best effort: the run's end must not fail
+                    pass
+            if self.outcome.stack_overflow and io.stop_reason is None and not io.reports:
+                # the interpreter itself ran out of stack: say so where the student looks
+                io.stderr.write(STACK_LINE.encode())
             try:
                 if self.sb.fuel and self._fuel_at_handover:
                     self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
@@ -278,6 +293,37 @@ class Guest:
             if not self.nice:
                 run_ended()
 
+    def recover_output(self, store: wt.Store) -> None:
+        """Write out what the wrapper held in its pending buffer when the run ended by force
+        (a limit, a trap, a cancel): output is buffered in the guest, never lost.
+
+        The wrapper told us (``io.outbuf``) the address of a ``bytearray`` whose content is
+        one byte naming the stream (1 or 2), ``PENDING_MAGIC``, then the pending bytes. Its
+        header is read from the guest's memory and checked before anything is believed.
+        """
+        io = self.io
+        addr = io.outbuf
+        if addr is None or io.memory is None:
+            return
+        size = io.memory.data_len(store)
+        base = ctypes.addressof(io.memory.data_ptr(store).contents)
+        if not 0 <= addr <= size - 32:
+            return
+        head = ctypes.string_at(base + addr, 32)
+        length = struct.unpack_from("<I", head, 8)[0]  # ob_size of a 32-bit PyVarObject
+        if not len(PENDING_MAGIC) + 1 < length <= MAX_RECOVERED_BYTES:
+            return
+        for off in range(12, 32, 4):  # ob_bytes / ob_start: the pointer to the content
+            ptr = struct.unpack_from("<I", head, off)[0]
+            if not 0 < ptr <= size - length:
+                continue
+            data = ctypes.string_at(base + ptr, length)
+            if data[1 : 1 + len(PENDING_MAGIC)] == PENDING_MAGIC and data[0] in (1, 2):
+                stream = io.stdout if data[0] == 1 else io.stderr
+                if not stream.write(data[1 + len(PENDING_MAGIC) :]):
+                    io.stop("output")
+                return
+
     def cancel(self) -> None:
         self.io.stop("cancelled")
         self.io.end_jobs()
@@ -288,7 +334,7 @@ class Guest:
         while not self.done.wait(0.05):
             if cancel is not None and cancel.is_set():
                 self.io.stop("cancelled")
-            if time.monotonic() > hard_stop:
+            if self.io.past(hard_stop):
                 self.io.stop("timeout")
                 self.done.wait(2.0)
                 return

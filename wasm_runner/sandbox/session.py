@@ -74,11 +74,12 @@ class Session:
         on_output: OutputCallback | None = None,
         input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
-        display: bool = True,
+        display: bool | str = True,
+        filename: str | None = None,
     ) -> Result:
         t0 = time.perf_counter()
         rt = self.sb.runtime.name
-        problem = check_source(code)
+        problem = check_source(code, filename)
         if problem:
             return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
         try:
@@ -98,7 +99,7 @@ class Session:
             io.stderr.reset(cell.stderr_bytes, on_output)
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
-            io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), None,
+            io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), filename,
                                   once=False, session=True, display=display,
                                   memory_cap=self.sb.memory_cap(cell)))
             # wait for the cell's report (the wrapper flips to the control channel) or the end
@@ -108,7 +109,7 @@ class Session:
                     break
                 if cancel is not None and cancel.is_set():
                     io.stop("cancelled")
-                if time.monotonic() > hard_stop:
+                if io.past(hard_stop):
                     io.stop("timeout")
             res = classify(g, cell, t0, rt, cell_done=not g.done.is_set())
             self.last_used = time.monotonic()

@@ -64,7 +64,7 @@ def compiled_wrapper(sb: Sandbox) -> Path:
 
 
 def job(code: str, limits: Limits, fuel: int, filename: str | None, *, once: bool,
-        session: bool, display: bool, memory_cap: int | None = None) -> dict[str, Any]:
+        session: bool, display: bool | str, memory_cap: int | None = None) -> dict[str, Any]:
     """One program for the wrapper, with the budgets armed at its hand-over. ``memory_cap``:
     the store's linear-memory cap (``Sandbox.memory_cap``; the run's own memory_mb alone when
     not given)."""
@@ -76,5 +76,6 @@ def job(code: str, limits: Limits, fuel: int, filename: str | None, *, once: boo
         "session": session,
         "display": display,
         "budget": {"fuel": fuel, "wall": limits.wall_seconds,
-                   "memory": limits.memory_bytes if memory_cap is None else memory_cap},
+                   "memory": limits.memory_bytes if memory_cap is None else memory_cap,
+                   "input_wait": limits.input_wait_seconds},
     }

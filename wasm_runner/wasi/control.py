@@ -34,6 +34,7 @@ class ControlChannel:
         self.on_report: Callable[[], None] | None = None  # likewise, when a job reports
         self.closed_for_jobs = False
         self.idle = False
+        self.outbuf: int | None = None  # where the wrapper keeps output not yet written
 
     # ---- host side -------------------------------------------------------------------------
     def submit(self, job: dict[str, Any]) -> None:
@@ -88,11 +89,20 @@ class ControlChannel:
         return data
 
     def take_report(self, data: bytes) -> bool:
-        """Record one report the wrapper wrote; False when it is not JSON."""
+        """Record one report the wrapper wrote; False when it is not JSON.
+
+        ``{"outbuf": address}`` is no report: the wrapper says where its pending output lives
+        (``outbuf``), so that a run stopped by force loses none of it (``Guest.recover_output``).
+        """
         try:
-            self.reports.append(json.loads(data.decode()))
+            report = json.loads(data.decode())
         except (ValueError, UnicodeDecodeError):
             return False
+        if isinstance(report, dict) and set(report) == {"outbuf"}:
+            if isinstance(report["outbuf"], int) and 0 <= report["outbuf"] < 1 << 32:
+                self.outbuf = report["outbuf"]
+            return True
+        self.reports.append(report)
         if self.on_report is not None:
             self.on_report()
         self.control = True

@@ -24,6 +24,9 @@ from .fdtable import Fd, initial_table
 __all__ = ["GuestIO", "InputSource", "StopRun", "Stream", "current", "current_io", "memory"]
 
 
+INPUT_POLL_S = 0.1  # how often a wait for input looks for a cancel (it sleeps in between)
+
+
 class InputSource(Protocol):
     """Interactive stdin: ``read`` returns bytes, ``b""`` at end of input, ``None`` when nothing
     arrived within ``timeout`` seconds (the run keeps waiting, up to its deadline)."""
@@ -92,6 +95,10 @@ class GuestIO(ControlChannel):
         self.stop_reason: str | None = None  # "timeout", "output", "cancelled", "internal", "exit"
         self.exit_code: int | None = None
         self.internal_error: str | None = None
+        # interactive input: time blocked waiting for it is not run time (see read_stdin)
+        self.input_wait_seconds: float = 300.0  # the bound on one wait (limits.input_wait_seconds)
+        self.input_wait_s = 0.0  # total time this job waited for input
+        self.waiting_since: float | None = None  # set while blocked waiting for input
 
     # ---- the run's end -------------------------------------------------------------------
     def stop(self, reason: str) -> None:
@@ -106,6 +113,13 @@ class GuestIO(ControlChannel):
         elif time.monotonic() >= self.deadline:
             self.stop("timeout")
         return self.stop_reason
+
+    def past(self, hard_stop: float) -> bool:
+        """Whether a last-resort stop time has passed, not counting time spent waiting for
+        input (that wait has its own bound, ``input_wait_seconds``)."""
+        if self.waiting_since is not None:
+            return False
+        return time.monotonic() > hard_stop + self.input_wait_s
 
     def rebind(self, guest_path: str, grant: Grant | None) -> None:
         """Point the preopen at ``guest_path`` to another host folder, or hide it (``None``).
@@ -138,16 +152,38 @@ class GuestIO(ControlChannel):
         if self.control:
             return self.read_control(want)
         if self.input_source is not None:
-            while True:
-                if self.should_stop():
-                    return b""
-                left = self.deadline - time.monotonic()
-                got = self.input_source.read(want, max(0.0, min(0.05, left)))
-                if got is not None:
-                    return got
+            return self._wait_for_input(want)
         data = self.stdin[self.stdin_pos : self.stdin_pos + want]
         self.stdin_pos += len(data)
         return data
+
+
+    def _wait_for_input(self, want: int) -> bytes:
+        """Block (holding no CPU) until the input source has data. The wait does not count
+        toward the wall-clock limit: the deadline moves by the time waited. One wait longer
+        than ``input_wait_seconds`` ends the run (``input_wait``): the input was abandoned."""
+        source = self.input_source
+        assert source is not None
+        start = time.monotonic()
+        give_up = start + self.input_wait_seconds
+        self.waiting_since = start
+        try:
+            while True:
+                if self.stop_reason is not None or (self.cancel is not None and self.cancel.is_set()):
+                    self.should_stop()
+                    return b""
+                now = time.monotonic()
+                if now >= give_up:
+                    self.stop("input_wait")
+                    return b""
+                got = source.read(want, min(INPUT_POLL_S, give_up - now))
+                if got is not None:
+                    return got
+        finally:
+            waited = time.monotonic() - start
+            self.waiting_since = None
+            self.input_wait_s += waited
+            self.deadline += waited
 
 
 current = threading.local()

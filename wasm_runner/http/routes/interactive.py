@@ -8,7 +8,7 @@ text frame.
 Client -> server::
 
     {"type": "run", "api_key"?: "...", "code": "...", "stdin"?: "...", "limits"?: {...},
-     "profile"?: "...",
+     "profile"?: "...", "filename"?: "main.py", "display"?: true|false|"figures",
      "files"?: [...], "runtime"?: "...", "files_as"?: "base64"|"url"}     # first message, once
     {"type": "stdin", "data": "Ada\\n"}    # input for the program (a line, or any text)
     {"type": "eof"}                       # end of input: the program's next read gets EOF
@@ -16,7 +16,8 @@ Client -> server::
 
 Server -> client::
 
-    {"type": "start", "request_id": "...", "profile": "...", "runtime": "...", "limits": {...}}
+    {"type": "start", "request_id": "...", "profile": "...", "runtime": "...", "python": "3.15",
+     "limits": {...}}
     {"type": "stdout", "data": "What is your name? "}
     {"type": "stderr", "data": "..."}
     {"type": "input_wanted"}              # the program is blocked reading stdin
@@ -25,8 +26,13 @@ Server -> client::
 
 An ``error`` before ``start`` is fatal (bad first message, auth, rate limit, queue full) and the
 socket closes (code 1008, or 1013 "try again later" when busy). An ``error`` after ``start`` reports
-a bad client message and the run continues. The wall-clock limit keeps running while the program
-waits for input. Closing the socket cancels the run at once.
+a bad client message and the run continues. Time the program spends waiting for input does not
+count toward the wall-clock limit (the student is thinking, not running); one wait longer than the
+``input_wait_seconds`` limit (default 5 minutes) ends the run as abandoned: status ``timeout``,
+limit ``input_wait``. A waiting run uses no CPU. The result's ``input_wait_ms`` says how long the
+run waited in all (it is part of ``wall_ms``). Output messages are coalesced as on the SSE stream
+(see ``stream.py``); everything printed before a read goes out before ``input_wanted``. Closing
+the socket cancels the run at once.
 """
 
 from __future__ import annotations
@@ -45,6 +51,7 @@ from ..guests import OutputBridge, QueuedInput
 from ..schemas import WsStart, decode_json, parse_model
 from ..service import Job, Service, client_address
 from ._common import service_of
+from .stream import Coalescer, python_version
 
 FIRST_MESSAGE_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 1 << 20
@@ -109,6 +116,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
             stdin=None,
             files=service.files_in(start.files),
             display=profile.display if start.display is None else start.display,
+            filename=start.filename,
         )
     except ApiError as exc:
         await _fatal(ws, exc)
@@ -155,13 +163,15 @@ async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsS
                 "request_id": job.request_id,
                 "profile": job.profile.name,
                 "runtime": job.runtime,
+                "python": await python_version(service, job.runtime),
                 "limits": job.limits.to_dict(),
             }
         )
-        await _pump(ws, bridge, wanted, work, reader)
+        events = Coalescer(bridge.queue)
+        await _pump(ws, events, wanted, work, reader)
         if reader.done():
             return
-        for stream, text in bridge.flush():
+        for stream, text in events.drain(bridge.flush()):
             await ws.send_json({"type": stream, "data": text})
         result = service.render(work.result(), start.files_as)
         await ws.send_text(json.dumps({"type": "result", "result": result}, ensure_ascii=True))
@@ -178,14 +188,14 @@ async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsS
 
 async def _pump(
     ws: WebSocket,
-    bridge: OutputBridge,
+    events: Coalescer,
     wanted: asyncio.Event,
     work: asyncio.Future[Any],
     reader: asyncio.Future[None],
 ) -> None:
     """Forward output and input requests until the run ends or the client leaves."""
     while True:
-        getter = asyncio.ensure_future(bridge.queue.get())
+        getter = asyncio.ensure_future(events.get())
         want = asyncio.ensure_future(wanted.wait())
         done, _ = await asyncio.wait(
             {getter, want, work, reader}, return_when=asyncio.FIRST_COMPLETED
@@ -198,8 +208,7 @@ async def _pump(
         if want in done:
             wanted.clear()
             # output printed before the prompt goes out first
-            while not bridge.queue.empty():
-                stream, text = bridge.queue.get_nowait()
+            for stream, text in events.drain():
                 await ws.send_json({"type": stream, "data": text})
             await ws.send_json({"type": "input_wanted"})
         else:

@@ -31,6 +31,7 @@ async def job_from_request(service: Service, request: Request, kind: str) -> tup
         stdin=body.stdin,
         files=service.files_in(body.files),
         display=profile.display if body.display is None else body.display,
+        filename=body.filename,
     )
     return job, body
 

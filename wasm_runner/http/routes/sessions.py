@@ -61,6 +61,7 @@ async def run_in_session(request: Request) -> Response:
         stdin=body.stdin,
         files=service.files_in(body.files),
         display=live.profile.display if body.display is None else body.display,
+        filename=body.filename,
         session_id=live.id,
     )
     work = asyncio.ensure_future(service.sessions.run(live, job))

@@ -18,7 +18,11 @@ Refusals (bad body, auth, rate limit, queue full) come before the stream starts,
     data: {…the result object, exactly as POST /api/run returns it…}
 
 ``stdout``/``stderr`` events carry text in the order the program printed it (chunks, not lines;
-UTF-8 characters are never split). ``: keep-alive`` comment lines arrive every 15 s while the
+UTF-8 characters are never split). Output is coalesced: consecutive chunks of one stream become
+one event, sent at most ``COALESCE_SECONDS`` (20 ms) after its first chunk arrived or once it holds
+``COALESCE_CHARS`` (16 Ki characters); a switch between stdout and stderr always starts a new event,
+so the order across the two streams is the order written. A print loop that hits the 1 MiB cap
+arrives as a few dozen events. ``start`` also names the Python version (``"python": "3.15"``). ``: keep-alive`` comment lines arrive every 15 s while the
 program is silent. ``result`` is always the last event; the result's ``stdout``/``stderr`` hold the
 whole output again. Should the run fail inside the server after the stream started, the last event
 is ``event: error`` with ``{"error": {"code", "message"}}`` instead. Closing the connection cancels
@@ -45,6 +49,114 @@ from ._common import service_of
 from .run import job_from_request
 
 KEEPALIVE_SECONDS = 15.0
+COALESCE_SECONDS = 0.02
+COALESCE_CHARS = 16 << 10
+
+
+class Coalescer:
+    """Output chunks from an ``OutputBridge`` queue merged into fewer, larger events.
+
+    ``get`` waits for the first chunk, then takes more of the same stream until the event holds
+    ``COALESCE_CHARS`` or ``COALESCE_SECONDS`` passed; a chunk of the other stream is held for
+    the next event. Cancelling ``get`` loses nothing: what it gathered stays here, and the next
+    ``get`` or ``drain`` returns it first.
+    """
+
+    def __init__(self, queue: asyncio.Queue[tuple[str, str]]) -> None:
+        self.queue = queue
+        self.held: tuple[str, str] | None = None
+        self.stream: str | None = None
+        self.parts: list[str] = []
+        self.size = 0
+        self.started = 0.0
+        self._task: asyncio.Future[tuple[str, str]] | None = None  # a queue.get() under way
+
+    async def _next(self, timeout: float | None) -> tuple[str, str] | None:
+        """The next queued chunk, or None after ``timeout``. The get under way survives a
+        timeout or a cancel of the caller: its chunk is returned later, never dropped."""
+        if self._task is None:
+            self._task = asyncio.ensure_future(self.queue.get())
+        done, _ = await asyncio.wait({self._task}, timeout=timeout)
+        if not done:
+            return None
+        item, self._task = self._task.result(), None
+        return item
+
+    def _take(self, item: tuple[str, str]) -> bool:
+        """Add ``item`` to the event being gathered; False (item held) on a stream switch."""
+        if self.stream is None:
+            self.stream, self.started = item[0], asyncio.get_running_loop().time()
+        elif item[0] != self.stream:
+            self.held = item
+            return False
+        self.parts.append(item[1])
+        self.size += len(item[1])
+        return True
+
+    def _event(self) -> tuple[str, str]:
+        assert self.stream is not None
+        event = (self.stream, "".join(self.parts))
+        self.stream, self.parts, self.size = None, [], 0
+        return event
+
+    async def get(self) -> tuple[str, str]:
+        loop = asyncio.get_running_loop()
+        if self.stream is None:
+            first = self.held
+            self.held = None
+            if first is None:
+                first = await self._next(None)
+            assert first is not None
+            self._take(first)
+        while self.size < COALESCE_CHARS and self.held is None:
+            item: tuple[str, str] | None = None
+            if self._task is None and not self.queue.empty():
+                item = self.queue.get_nowait()
+            else:
+                left = self.started + COALESCE_SECONDS - loop.time()
+                if left <= 0:
+                    break
+                item = await self._next(left)
+                if item is None:
+                    break
+            if not self._take(item):
+                break
+        return self._event()
+
+    def drain(self, rest: list[tuple[str, str]] = ()) -> list[tuple[str, str]]:  # type: ignore[assignment]
+        """Everything gathered, held or still queued, then ``rest``, as events in order
+        (consecutive chunks of one stream merged)."""
+        items: list[tuple[str, str]] = []
+        if self.stream is not None:
+            items.append(self._event())
+        if self.held is not None:
+            items.append(self.held)
+            self.held = None
+        if self._task is not None:
+            if self._task.done() and not self._task.cancelled():
+                items.append(self._task.result())
+            else:
+                self._task.cancel()  # Queue.get gives its item back when cancelled
+            self._task = None
+        while not self.queue.empty():
+            items.append(self.queue.get_nowait())
+        items.extend(rest)
+        events: list[tuple[str, str]] = []
+        for stream, text in items:
+            if events and events[-1][0] == stream:
+                events[-1] = (stream, events[-1][1] + text)
+            elif text:
+                events.append((stream, text))
+        return events
+
+
+async def python_version(service: Service, runtime: str) -> str | None:
+    """The Python version (``3.15``) of ``runtime``, for the start event; None if unknown."""
+    try:
+        sandbox = await asyncio.get_running_loop().run_in_executor(None, service.sandbox, runtime)
+        return str(sandbox.runtime.python_version)
+    except Exception:  # noqa: BLE001 - the run reports its own failure
+        return None
 
 
 def sse_event(event: str, data: Any) -> bytes:
@@ -94,7 +206,9 @@ class RunEventStream(Response):
                     ],
                 }
             )
-            await self._body(send, sse_event("start", self._start_info()))
+            info = self._start_info()
+            info["python"] = await python_version(self.service, self.job.runtime)
+            await self._body(send, sse_event("start", info))
             await self._pump(send, bridge, work, disconnected)
         finally:
             admitted_wait.cancel()
@@ -120,8 +234,9 @@ class RunEventStream(Response):
         work: asyncio.Future[Any],
         disconnected: asyncio.Future[None],
     ) -> None:
+        events = Coalescer(bridge.queue)
         while True:
-            getter = asyncio.ensure_future(bridge.queue.get())
+            getter = asyncio.ensure_future(events.get())
             done, _ = await asyncio.wait(
                 {getter, work, disconnected},
                 timeout=KEEPALIVE_SECONDS,
@@ -137,7 +252,7 @@ class RunEventStream(Response):
             if work in done:
                 break
             await self._body(send, b": keep-alive\n\n")
-        for stream, text in bridge.flush():
+        for stream, text in events.drain(bridge.flush()):
             await self._body(send, sse_event(stream, {"data": text}))
         try:
             final = sse_event("result", self.service.render(work.result(), self.files_as))
