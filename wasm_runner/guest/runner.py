@@ -26,7 +26,7 @@ def _wr_main():
     # memory when it stops a run by force (``outbuf`` below), so nothing pending is lost
     pending = bytearray(b"\x01WRPB")
     HEAD = len(pending)
-    st = {"direct": True, "n": 0, "t0": 0.0, "tflush": 0.0}
+    direct, writes, t0, tflush = True, 0, 0.0, 0.0  # pace: line by line, or blocks
     errors = {1: "surrogateescape", 2: "backslashreplace"}
 
     def out_flush():
@@ -53,36 +53,38 @@ def _wr_main():
 
     def window():
         """Every BURST writes: printing fast (BURST writes within WINDOW) holds output in
-        blocks; a slow pace writes each piece at once again. Blocks go out at least every
+        blocks; a slow pace writes each line at once again. Blocks go out at least every
         WINDOW seconds while the program writes."""
+        nonlocal direct, writes, t0, tflush
         now = _monotonic()
-        fast = now - st["t0"] < WINDOW
-        st["t0"], st["n"] = now, 0
-        if st["direct"]:
+        fast = now - t0 < WINDOW
+        t0, writes = now, 0
+        if direct:
             if fast:
-                st["direct"] = False
-                st["tflush"] = now
+                direct, tflush = False, now
+            else:
+                out_flush()
         elif not fast:
-            st["direct"] = True
+            direct = True
             out_flush()
-        elif now - st["tflush"] >= WINDOW:
-            st["tflush"] = now
+        elif now - tflush >= WINDOW:
+            tflush = now
             out_flush()
 
     def after_write(size):
-        n = st["n"] = st["n"] + 1
-        if st["direct"]:
-            out_flush()
-        elif len(pending) + size >= BLOCK:
-            out_flush()
-        if n >= BURST:
+        nonlocal writes
+        writes += 1
+        if writes >= BURST:
             window()
+        elif direct or len(pending) >= BLOCK:
+            out_flush()
 
     def make_text_write(fd):
         err = errors[fd]
 
         def write(s):
-            if type(s) is not str:
+            nonlocal writes
+            if s.__class__ is not str:
                 if not isinstance(s, str):
                     raise TypeError("write() argument must be str, not %s" % type(s).__name__)
             try:
@@ -92,11 +94,14 @@ def _wr_main():
             if pending[0] != fd:
                 switch(fd)
             pending.extend(data)
-            n = st["n"] = st["n"] + 1
-            if (st["direct"] and "\n" in s) or len(pending) >= BLOCK:  # line-buffered when slow
-                out_flush()
-            if n >= BURST:
+            writes += 1
+            if writes >= BURST:
                 window()
+            elif direct:
+                if "\n" in s:  # line-buffered while the pace is slow
+                    out_flush()
+            elif len(pending) >= BLOCK:
+                out_flush()
             return len(s)
         return write
 

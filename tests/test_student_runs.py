@@ -1,0 +1,93 @@
+"""Issue 10, server side, through the Python API: output buffered in the guest yet never lost or
+reordered, and waiting for input that is not run time (in a session too)."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+from wasm_runner import Limits, Sandbox, Status
+
+
+class TypesLate:
+    """An input source that answers ``answer`` once ``after`` seconds have passed."""
+
+    def __init__(self, answer: bytes, after: float) -> None:
+        self.answer, self.after, self.start = answer, after, time.monotonic()
+
+    def read(self, max_bytes: int, timeout: float) -> bytes | None:
+        if self.answer and time.monotonic() - self.start >= self.after:
+            data, self.answer = self.answer, b""
+            return data
+        threading.Event().wait(timeout)
+        return None
+
+
+def test_flood_ends_at_the_cap_with_output_in_blocks(default_sandbox: Sandbox) -> None:
+    chunks: list[tuple[str, bytes]] = []
+    r = default_sandbox.run("i = 0\nwhile True:\n    print(i)\n    i += 1\n",
+                            on_output=lambda s, b: chunks.append((s, b)))
+    assert r.status is Status.OUTPUT_LIMIT and r.limit == "output" and r.stdout_truncated
+    assert len(r.stdout.encode()) == 1 << 20 and r.stdout.startswith("0\n1\n2\n")
+    assert b"".join(b for _, b in chunks).decode() == r.stdout
+    assert len(chunks) < 1000  # one host call per line would be 165,000
+
+
+def test_output_pending_in_the_guest_survives_a_forced_stop(default_sandbox: Sandbox) -> None:
+    code = ("import sys\nfor i in range(500):\n    print(i)\nsys.stderr.write('no newline')\n"
+            "while True:\n    pass\n")
+    r = default_sandbox.run(code, limits=Limits(cpu_seconds=1))
+    assert r.status is Status.CPU_LIMIT
+    assert r.stdout == "".join(f"{i}\n" for i in range(500))  # nothing lost, nothing doubled
+    assert r.stderr == "no newline"
+
+
+def test_order_of_stdout_and_stderr_is_the_order_written(default_sandbox: Sandbox) -> None:
+    seen: list[tuple[str, bytes]] = []
+    code = ("import sys, os\nprint('a')\nprint('b', file=sys.stderr)\nprint('c', end='')\n"
+            "sys.stderr.write('d')\nsys.stdout.buffer.write(b'e')\nos.write(2, b'f')\nprint('g')\n")
+    r = default_sandbox.run(code, on_output=lambda s, b: seen.append((s, b)))
+    assert r.ok
+    assert [(s, b) for s, b in seen] == [
+        ("stdout", b"a\n"), ("stderr", b"b\n"), ("stdout", b"c"), ("stderr", b"d"),
+        ("stdout", b"e"), ("stderr", b"f"), ("stdout", b"g\n"),
+    ]
+
+
+def test_prompt_is_out_before_input_waits(default_sandbox: Sandbox) -> None:
+    code = "for i in range(1000):\n    print(i)\nname = input('name? ')\nprint('hi', name)\n"
+    seen: list[bytes] = []
+    source = TypesLate(b"Ada\n", 0.0)
+    real_read = source.read
+
+    def read(max_bytes: int, timeout: float) -> bytes | None:
+        seen.append(b"<read>")
+        return real_read(max_bytes, timeout)
+
+    source.read = read  # type: ignore[method-assign]
+    r = default_sandbox.run(code, input_source=source, on_output=lambda s, b: seen.append(b))
+    assert r.ok and r.stdout.endswith("name? hi Ada\n")
+    before = b"".join(seen[: seen.index(b"<read>")])
+    assert before.endswith(b"999\nname? ")  # everything printed, prompt included, before the wait
+
+
+def test_late_answer_in_a_session_is_not_a_timeout(default_sandbox: Sandbox) -> None:
+    with default_sandbox.session(limits=Limits(wall_seconds=5)) as s:
+        s.run("greeting = 'hello'")
+        r = s.run("name = input('name? ')\nprint(greeting, name)",
+                  limits=Limits(wall_seconds=0.5), input_source=TypesLate(b"Ada\n", 1.5))
+        assert r.status is Status.OK, r.message
+        assert r.stdout == "name? hello Ada\n" and r.input_wait_ms > 500
+        gone = s.run("input()", limits=Limits(wall_seconds=0.5, input_wait_seconds=1),
+                     input_source=TypesLate(b"", 0))
+        assert gone.status is Status.TIMEOUT and gone.limit == "input_wait"
+    assert default_sandbox.run("print(6 * 7)").stdout == "42\n"
+
+
+def test_plt_show_captures_without_warning_and_filename_is_used(default_sandbox: Sandbox) -> None:
+    code = "import matplotlib.pyplot as plt\nplt.plot([1, 2])\nplt.show()\nplt.show()\n1 / 0\n"
+    r = default_sandbox.run(code, filename="main.py", limits=Limits(cpu_seconds=30, wall_seconds=60))
+    assert [o.mime for o in r.outputs] == ["image/png"]  # the second show had no figure left
+    assert "non-interactive" not in r.stderr
+    assert r.stderr.endswith('  File "main.py", line 5, in <module>\n    1 / 0\n    ~~^~~\n'
+                             "ZeroDivisionError: division by zero\n")
