@@ -276,6 +276,11 @@ def _wr_main():
             mod.show = show
 
     sys.meta_path.append(_ShowBackend)
+    if "matplotlib" in sys.modules:  # imported by an image before this wrapper ran: switch it
+        try:
+            sys.modules["matplotlib"].use("module://wasm_runner_show")
+        except Exception:
+            pass
 
     # ---- tracebacks -----------------------------------------------------------------------
     DEEP = 3000  # frames; beyond this a traceback is compacted before CPython prints it
