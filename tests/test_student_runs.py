@@ -91,3 +91,18 @@ def test_plt_show_captures_without_warning_and_filename_is_used(default_sandbox:
     assert "non-interactive" not in r.stderr
     assert r.stderr.endswith('  File "main.py", line 5, in <module>\n    1 / 0\n    ~~^~~\n'
                              "ZeroDivisionError: division by zero\n")
+
+
+def test_recursion_limit_and_tracebacks_ignore_the_wrapper(default_sandbox: Sandbox) -> None:
+    r = default_sandbox.run("def count(n):\n    return count(n + 1)\n\ncount(0)\n", filename="main.py")
+    assert r.stderr.endswith("  [Previous line repeated 996 more times]\n"  # as `python main.py`
+                              "RecursionError: maximum recursion depth exceeded\n")
+    code = ("import sys, time\nprint(sys.getrecursionlimit())\nsys.setrecursionlimit(50)\n"
+            "print(sys.getrecursionlimit())\ntime.sleep(-1)\n")
+    r = default_sandbox.run(code, filename="main.py")
+    assert r.stdout == "1000\n50\n"
+    assert r.stderr == ("Traceback (most recent call last):\n"
+                        '  File "main.py", line 5, in <module>\n'
+                        "    time.sleep(-1)\n"
+                        "    ~~~~~~~~~~^^^^\n"
+                        "ValueError: sleep length must be non-negative\n")

@@ -320,12 +320,39 @@ def _wr_main():
             counts.append(run - 3)
         return deep, counts
 
+    def without_wrapper(tb):
+        """``tb`` without the wrapper's own frames (its stand-ins for time.sleep, os.write,
+        sys.setrecursionlimit ... called by the program): C functions show none either."""
+        mine = print_exception.__code__.co_filename
+        n, t = 0, tb
+        while t is not None and n <= DEEP:
+            t = t.tb_next
+            n += 1
+        if n > DEEP:  # far too deep to copy: the program's recursion, not the wrapper
+            return tb
+        kept = []
+        while tb is not None:
+            if tb.tb_frame.f_code.co_filename != mine:
+                kept.append(tb)
+            tb = tb.tb_next
+        for a, b in zip(kept, kept[1:]):
+            a.tb_next = b
+        if kept:
+            kept[-1].tb_next = None
+        return kept[0] if kept else None
+
     def print_exception(exc, skip):
         tb = exc.__traceback__
         for _ in range(skip):
             if tb is not None:
                 tb = tb.tb_next
-        exc.__traceback__ = tb
+        exc.__traceback__ = tb = without_wrapper(tb)
+        e = exc.__cause__ if exc.__cause__ is not None else exc.__context__
+        for _ in range(20):
+            if e is None:
+                break
+            e.__traceback__ = without_wrapper(e.__traceback__)
+            e = e.__cause__ if e.__cause__ is not None else e.__context__
         chain, e = [], exc
         while e is not None and len(chain) < 20 and e not in chain:
             chain.append(e)
@@ -425,8 +452,30 @@ def _wr_main():
         else:
             outputs.append({"kind": "text", "mime": "text/plain", "data": text})
 
+    # The wrapper's own frames must not use up the program's recursion limit: the program sees
+    # (and sets) the limit as if its module were the outermost frame, as in ``python main.py``.
+    _setrl, _getrl = sys.setrecursionlimit, sys.getrecursionlimit
+    rl_offset = [0]
+
+    def setrecursionlimit(limit):
+        _setrl(limit)  # CPython's own checks and errors first
+        _setrl(limit + rl_offset[0])
+
+    def getrecursionlimit():
+        return _getrl() - rl_offset[0]
+
+    setrecursionlimit.__doc__, getrecursionlimit.__doc__ = _setrl.__doc__, _getrl.__doc__
+    sys.setrecursionlimit, sys.getrecursionlimit = setrecursionlimit, getrecursionlimit
+
     def run_job(job, ns):
         outputs = job_outputs[0] = []
+        f, depth = sys._getframe(), 0
+        while f is not None:  # this frame and those below it; exec adds none
+            depth += 1
+            f = f.f_back
+        user_limit = getrecursionlimit()
+        rl_offset[0] = depth
+        _setrl(user_limit + depth)
         code = job["code"]
         filename = job.get("filename") or "<string>"
         status = 0
