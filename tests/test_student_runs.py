@@ -36,7 +36,7 @@ def test_flood_ends_at_the_cap_with_output_in_blocks(default_sandbox: Sandbox) -
 def test_output_pending_in_the_guest_survives_a_forced_stop(default_sandbox: Sandbox) -> None:
     code = ("import sys\nfor i in range(500):\n    print(i)\nsys.stderr.write('no newline')\n"
             "while True:\n    pass\n")
-    r = default_sandbox.run(code, limits=Limits(cpu_seconds=1))
+    r = default_sandbox.run(code, limits=Limits(cpu_seconds=1, wall_seconds=120))
     assert r.status is Status.CPU_LIMIT
     assert r.stdout == "".join(f"{i}\n" for i in range(500))  # nothing lost, nothing doubled
     assert r.stderr == "no newline"

@@ -112,7 +112,7 @@ def test_traceback_names_the_file_with_source_and_carets_and_no_runner(api: http
 def test_running_out_of_stack_is_a_plain_error_not_a_timeout(api: httpx.Client) -> None:
     # a chain of a million map objects: CPython's C code recurses without a check of its own
     chain = "it = iter([1])\nfor i in range(10**6):\n    it = map(abs, it)\nprint(list(it))\n"
-    crash = api.post("/api/run", json={"code": chain, "filename": "main.py", "profile": "quick"}).json()
+    crash = api.post("/api/run", json={"code": chain, "filename": "main.py", "profile": "analyst"}).json()
     assert crash["status"] == "error" and crash["limit"] == "stack" and crash["exit_code"] == 1
     assert crash["stderr"] == STACK_LINE
     assert "ran out of stack" in crash["message"]

@@ -11,7 +11,7 @@
 #
 # Output: sys.stdout and sys.stderr share one pending buffer that keeps the order in which the
 # two were written (a switch of stream writes out what is pending). While the program prints
-# slowly each line goes out at once (line buffering); once it prints fast (128 writes within
+# slowly each line goes out at once (line buffering); once it prints fast (512 writes within
 # 50 ms) output goes to the host in blocks: at 16 KiB, when 50 ms passed since the last block,
 # on an explicit flush(), before the program reads stdin or sleeps, and when the job ends. A
 # print loop so costs a host call per block instead of one per line. Should the run be stopped
@@ -21,7 +21,7 @@ def _wr_main():
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
     _write, _monotonic, _sleep, _exit = os.write, time.monotonic, time.sleep, os._exit
-    BLOCK, BURST, WINDOW = 16384, 128, 0.05  # a clock read is a host call: one per BURST writes
+    BLOCK, BURST, WINDOW = 16384, 512, 0.05  # a clock read is a host call: one per BURST writes
     # pending[0] is the fd (1 or 2) the rest belongs to; the host may read it from the guest's
     # memory when it stops a run by force (``outbuf`` below), so nothing pending is lost
     pending = bytearray(b"\x01WRPB")
@@ -83,17 +83,16 @@ def _wr_main():
         err = errors[fd]
 
         def write(s):
-            nonlocal writes
-            if s.__class__ is not str:
-                if not isinstance(s, str):
-                    raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+            nonlocal writes, pending
             try:
                 data = s.encode()
+            except AttributeError:
+                raise TypeError("write() argument must be str, not %s" % type(s).__name__) from None
             except UnicodeEncodeError:
                 data = s.encode("utf-8", err)  # as sys.stdout would, or its error
             if pending[0] != fd:
                 switch(fd)
-            pending.extend(data)
+            pending += data  # in place: the buffer the host knows stays the same object
             writes += 1
             if writes >= BURST:
                 window()
