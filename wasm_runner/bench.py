@@ -29,6 +29,11 @@ DATAFRAME = (
     "df = pd.DataFrame({'g': np.arange(100) % 5, 'v': np.arange(100.0)})\n"
     "print(df.groupby('g')['v'].mean().sum())"
 )
+DS_GROUPBY = (
+    "import numpy as np, pandas as pd, matplotlib.pyplot as plt\n"
+    "df = pd.DataFrame({'g': np.arange(100) % 5, 'v': np.arange(100.0)})\n"
+    "print(df.groupby('g')['v'].mean().sum())"
+)
 FIB = "def fib(n): return n if n < 2 else fib(n - 1) + fib(n - 2)\nfib(25)"
 NBODY = """
 import math
@@ -69,8 +74,10 @@ def _time(fn: Callable[[], Any], n: int, warmup: int = 3) -> list[float]:
     return out
 
 
-def _native(code: str) -> subprocess.CompletedProcess[str]:
-    return subprocess.run([sys.executable, "-I", "-S", "-c", code], capture_output=True, text=True, env={}, check=True)
+def _native(code: str, site: bool = False) -> subprocess.CompletedProcess[str]:
+    """Native CPython as a subprocess: ``-I -S``, or ``-I`` with ``site`` (installed packages)."""
+    flags = ["-I"] if site else ["-I", "-S"]
+    return subprocess.run([sys.executable, *flags, "-c", code], capture_output=True, text=True, env={}, check=True)
 
 
 def _inner_ms(out: str) -> float:
@@ -126,6 +133,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     p.add_argument("--json", metavar="FILE", help="also write the figures as JSON")
     p.add_argument("--quick", action="store_true", help="fewer samples, skip the small runtime")
     p.add_argument("--calibrate", action="store_true", help="only measure fuel per CPU-second")
+    p.add_argument("--images", action="store_true", help="only the native baseline, fresh runs and the images")
     args = p.parse_args(list(argv or []))
     n = 10 if args.quick else args.n
     rows: list[tuple[str, float, float, str]] = []
@@ -150,6 +158,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     nofuel = Sandbox("default", fuel=False)
     fresh_off = add("wasm fresh instance, print('hi'), fuel off", _time(lambda: nofuel.run(HELLO), n))
     fig["fresh_hello_p50_ms"], fig["fresh_hello_nofuel_p50_ms"] = fresh[0], fresh_off[0]
+
+    if args.images:
+        images(fig, rows, native[0], n, add)
+        _print(rows, fig, args.json)
+        return 0
 
     plain = sb.add_pool("plain-bench", size=4)
     plain.wait_ready()
@@ -204,6 +217,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         rows.append((f"compute {name}: wasm fuel off", off, off, f"{off / nat:.2f}x (fuel overhead {100 * (on / off - 1):+.1f}%)"))
         fig[f"compute_{name.split()[0]}"] = {"native_ms": nat, "fuel_on_ms": on, "fuel_off_ms": off}
 
+    images(fig, rows, native[0], n, add)
+
     cores = os.cpu_count() or 1
     tput = _throughput(sb, args.seconds, cores)
     ntput = cores * 1000 / native[0]
@@ -212,10 +227,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         small = Sandbox("small")
         add("wasm small runtime (CPython 3.12), fresh, print('hi')", _time(lambda: small.run(HELLO), max(5, n // 4), warmup=2))
 
-    width = max(len(r[0]) for r in rows)
-    print(f"{'what':<{width}}  {'p50 ms':>9}  {'p90 ms':>9}  vs native")
-    for label, p50, p90, ratio in rows:
-        print(f"{label:<{width}}  {p50:9.2f}  {p90:9.2f}  {ratio}")
+    _print(rows, fig, None)
     print(f"throughput, print('hi') fresh instances on {cores} threads: {tput:.0f} runs/s "
           f"(native subprocess estimate at p50: {ntput:.0f} runs/s)")
     print(f"resident memory per idle pooled slot (numpy+pandas imported): {per_slot_mib:.1f} MiB")
@@ -225,6 +237,80 @@ def main(argv: Sequence[str] | None = None) -> int:
         with open(args.json, "w") as f:
             json.dump(fig, f, indent=2)
     return 0
+
+
+def _print(rows: list[tuple[str, float, float, str]], fig: dict[str, Any], json_path: str | None) -> None:
+    width = max(len(r[0]) for r in rows)
+    print(f"{'what':<{width}}  {'p50 ms':>9}  {'p90 ms':>9}  vs native")
+    for label, p50, p90, ratio in rows:
+        print(f"{label:<{width}}  {p50:9.2f}  {p90:9.2f}  {ratio}")
+    if json_path:
+        fig["rows"] = [{"what": r[0], "p50_ms": r[1], "p90_ms": r[2], "ratio": r[3]} for r in rows]
+        with open(json_path, "w") as f:
+            json.dump(fig, f, indent=2)
+
+
+def _live_rss_mib(sb: Sandbox, code: str, count: int = 8) -> float:
+    """Resident memory a live instance adds to this process (sessions kept open after ``code``)."""
+    base = _rss_kib()
+    sessions = []
+    try:
+        for _ in range(count):
+            s = sb.session(limits=Limits(memory_mb=256))
+            r = s.run(code)
+            assert r.ok, r.stderr
+            sessions.append(s)
+        time.sleep(0.2)
+        return (_rss_kib() - base) / count / 1024
+    finally:
+        for s in sessions:
+            s.close()
+
+
+def images(fig: dict[str, Any], rows: list[tuple[str, float, float, str]], native_p50: float, n: int,
+           add: Callable[..., tuple[float, float]]) -> None:
+    """The default runtime's images: fresh data-science runs, size, compile time, memory."""
+    from . import engine
+    from .images import image_names, image_path, image_runtime
+    from .sandbox.wrapper import BOOT_SOURCE
+
+    ds = Sandbox("default", image="datascience")
+    ds_fresh = add("wasm fresh datascience image, numpy+pandas+pyplot import + groupby", _time(lambda: ds.run(DS_GROUPBY, limits=LIMITS), n))
+    ds_hello = add("wasm fresh datascience image, print('hi')", _time(lambda: ds.run(HELLO), n))
+    fig.update(ds_fresh_groupby_p50_ms=ds_fresh[0], ds_fresh_hello_p50_ms=ds_hello[0])
+    native_ds = None
+    try:
+        native_ds = _pcts(_time(lambda: _native(DS_GROUPBY, site=True), max(3, n // 8), warmup=1))
+    except subprocess.CalledProcessError:
+        pass
+    if native_ds:
+        rows.append(("native python -I -c subprocess, numpy+pandas+pyplot import + groupby", *native_ds, f"{native_ds[0] / native_p50:.2f}x"))
+        print(f"datascience image vs native python -c, same program: {ds_fresh[0] / native_ds[0]:.3f}x")
+        fig["ds_vs_native"] = ds_fresh[0] / native_ds[0]
+    info = {}
+    for name in image_names():
+        sb = ds if name == "datascience" else Sandbox("default", image=name)
+        path = image_path(sb.runtime, name, BOOT_SOURCE)
+        rt = image_runtime(sb.runtime, name, path)
+        live = _live_rss_mib(sb, "x = 1")
+        info[name] = {
+            "module_mib": path.stat().st_size / 2**20,
+            "compiled_mib": engine.module_cache_path(rt, True).stat().st_size / 2**20,
+            "start_memory_mib": sb.start_memory_bytes / 2**20,
+            "compile_s": engine.compile_seconds(rt, True),
+            "live_instance_rss_mib": live,
+        }
+    info["datascience"]["live_instance_after_groupby_rss_mib"] = busy = _live_rss_mib(ds, DS_GROUPBY)
+    info["datascience"]["live_instances_in_4_gib"] = int(4096 // busy)
+    fig["images"] = info
+    for name, d in info.items():
+        cs = d["compile_s"]
+        print(f"image {name}: module {d['module_mib']:.0f} MiB (compiled {d['compiled_mib']:.0f} MiB, "
+              f"compile {'%.0f s' % cs if cs is not None else 'time unknown'}), starts with "
+              f"{d['start_memory_mib']:.0f} MiB of linear memory; resident per live instance "
+              f"{d['live_instance_rss_mib']:.1f} MiB idle"
+              + (f", {d['live_instance_after_groupby_rss_mib']:.1f} MiB after a pandas groupby: "
+                 f"{d['live_instances_in_4_gib']} such instances in 4 GiB" if name == "datascience" else ""))
 
 
 def _has_pandas() -> bool:

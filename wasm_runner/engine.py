@@ -127,13 +127,26 @@ def _compile(engine: wt.Engine, rt: Runtime, path: Path, progress: Callable[[str
         mod = wt.Module(engine, data)
     finally:
         done.set()
-    say(f"compiled the {rt.name} runtime in {time.monotonic() - start:.1f} s")
+    took = time.monotonic() - start
+    say(f"compiled the {rt.name} runtime in {took:.1f} s")
     tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
         f.write(mod.serialize())
     os.replace(tmp, path)
+    try:  # how long it took, for `wasm-runner bench`
+        path.with_name(path.name + ".compile-s").write_text(f"{took:.1f}\n")
+    except OSError:
+        pass
     return mod
+
+
+def compile_seconds(rt: Runtime, fuel: bool = True) -> float | None:
+    """How long compiling ``rt`` took when its cached module was made (None when unknown)."""
+    try:
+        return float(module_cache_path(rt, fuel).with_name(module_cache_path(rt, fuel).name + ".compile-s").read_text())
+    except (OSError, ValueError):
+        return None
 
 
 def stderr_progress(msg: str) -> None:
