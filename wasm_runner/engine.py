@@ -35,7 +35,10 @@ TICK_S = 0.01
 # run on threads with a 32 MiB stack (sandbox.GUEST_STACK), so host calls keep 8 MiB below it.
 # It must outlast CPython's own C-stack window (images.C_STACK_WINDOW, 2 MiB of linear-memory
 # stack): a level of C recursion uses at most ~4x as much native stack as linear-memory stack,
-# so the interpreter raises RecursionError long before wasmtime would trap.
+# so the interpreter raises RecursionError long before wasmtime would trap. wasmtime counts this
+# from where wasm is entered, so wasm may only run on threads with a larger stack: guest threads
+# (sandbox.guest.start_thread). On a default 8 MiB thread a runaway recursion would hit the guard
+# page (a crash of the host process) instead of a clean stack-overflow trap.
 MAX_WASM_STACK = 24 << 20
 
 _lock = threading.Lock()

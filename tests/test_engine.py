@@ -1,0 +1,101 @@
+"""The private wasmtime bindings engine.py uses, on small real modules: the epoch-deadline
+callback (wasmtime's C API through ctypes) and the async stack size that lets max_wasm_stack be
+large. A wasmtime upgrade that moves either fails here first."""
+
+from __future__ import annotations
+
+import threading
+import time
+
+import pytest
+import wasmtime as wt
+
+from wasm_runner import engine
+
+SPIN = '(module (func (export "spin") (loop $l (br $l))))'
+# recursion with a 4 KiB frame of locals spilled to the native stack
+DEEP = """
+(module
+  (func $down (export "down") (param $n i32) (result i32)
+    (local $a v128) (local $b v128) (local $c v128) (local $d v128)
+    (if (result i32) (i32.eqz (local.get $n))
+      (then (i32.const 0))
+      (else (i32.add (i32.const 1) (call $down (i32.sub (local.get $n) (i32.const 1))))))))
+"""
+
+
+def _on_big_stack(fn):  # type: ignore[no-untyped-def]
+    out: dict[str, object] = {}
+
+    def body() -> None:
+        try:
+            out["value"] = fn()
+        except BaseException as e:  # noqa: BLE001
+            out["error"] = e
+
+    # a guest thread's stack (sandbox.guest.GUEST_STACK); the size applies when the thread starts
+    old = threading.stack_size(32 << 20)
+    try:
+        t = threading.Thread(target=body)
+        t.start()
+    finally:
+        threading.stack_size(old)
+    t.join()
+    return out
+
+
+@pytest.mark.parametrize("fuel", [True, False])
+def test_the_deadline_callback_stops_a_spinning_guest(fuel: bool) -> None:
+    eng = engine.get_engine(fuel)
+    store = wt.Store(eng)
+    if fuel:
+        store.set_fuel(10**15)
+    stop_at = time.monotonic() + 0.1
+    calls = []
+
+    def check() -> str | None:
+        calls.append(1)
+        return "timeout" if time.monotonic() >= stop_at else None
+
+    engine.watch(store, check)
+    inst = wt.Instance(store, wt.Module(eng, wt.wat2wasm(SPIN)), [])
+    t0 = time.monotonic()
+    out = _on_big_stack(lambda: inst.exports(store)["spin"](store))  # type: ignore[operator]
+    took = time.monotonic() - t0
+    err = out.get("error")
+    assert isinstance(err, (wt.Trap, wt.WasmtimeError)) and "wasm-runner stop: timeout" in str(err)
+    assert len(calls) >= 3 and 0.09 <= took < 2.0  # it kept running at each tick until told to stop
+    store.close()
+
+
+def test_a_failing_check_stops_the_guest_as_internal() -> None:
+    eng = engine.get_engine(False)
+    store = wt.Store(eng)
+
+    def check() -> str | None:
+        raise RuntimeError("bug")
+
+    engine.watch(store, check)
+    inst = wt.Instance(store, wt.Module(eng, wt.wat2wasm(SPIN)), [])
+    out = _on_big_stack(lambda: inst.exports(store)["spin"](store))  # type: ignore[operator]
+    assert "wasm-runner stop: internal" in str(out.get("error"))
+
+
+def test_the_native_wasm_stack_is_the_configured_size() -> None:
+    eng = engine.get_engine(False)
+    store = wt.Store(eng)
+    store.set_epoch_deadline(1 << 40)  # the engine interrupts at epochs; not this test's concern
+    down = wt.Instance(store, wt.Module(eng, wt.wat2wasm(DEEP)), []).exports(store)["down"]
+    # far deeper than wasmtime's default 512 KiB allows, within MAX_WASM_STACK
+    assert _on_big_stack(lambda: down(store, 20_000))["value"] == 20_000  # type: ignore[operator]
+    # and past it: a clean stack-overflow trap, the host thread unharmed
+    err = _on_big_stack(lambda: down(store, 10_000_000)).get("error")  # type: ignore[operator]
+    assert isinstance(err, wt.Trap) and err.trap_code == wt.TrapCode.STACK_OVERFLOW
+    assert engine.MAX_WASM_STACK >= 16 << 20
+
+
+def test_async_stack_size_binding_accepts_a_config() -> None:
+    cfg = wt.Config()
+    engine.set_async_stack_size(cfg, 32 << 20)
+    cfg.max_wasm_stack = 32 << 20
+    wt.Engine(cfg)  # wasmtime refuses (panics) when max_wasm_stack exceeds the async stack size
