@@ -99,3 +99,18 @@ def test_async_stack_size_binding_accepts_a_config() -> None:
     engine.set_async_stack_size(cfg, 32 << 20)
     cfg.max_wasm_stack = 32 << 20
     wt.Engine(cfg)  # wasmtime refuses (panics) when max_wasm_stack exceeds the async stack size
+
+
+def test_the_pooling_allocator_binding(monkeypatch: pytest.MonkeyPatch) -> None:
+    cfg = wt.Config()
+    assert engine.use_pooling(cfg) is True
+    eng = wt.Engine(cfg)
+    store = wt.Store(eng)
+    store.set_epoch_deadline(1 << 40)
+    mod = wt.Module(eng, wt.wat2wasm('(module (memory (export "m") 1) (func (export "f") (i32.store (i32.const 0) (i32.const 7))))'))
+    for _ in range(3):  # slots are reused; each instance starts from the module's memory
+        inst = wt.Instance(store, mod, [])
+        assert inst.exports(store)["m"].read(store, 0, 4) == bytes(4)  # type: ignore[union-attr]
+        inst.exports(store)["f"](store)  # type: ignore[operator]
+    monkeypatch.setenv("WASM_RUNNER_ALLOCATOR", "ondemand")
+    assert engine.use_pooling(wt.Config()) is False

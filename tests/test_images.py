@@ -190,3 +190,17 @@ def test_images_are_only_for_the_default_runtime() -> None:
         Sandbox("small", image="plain")
     with pytest.raises(ValueError, match="unknown image"):
         Sandbox("default", image="nope")
+
+
+def test_a_run_never_sees_the_memory_of_the_run_before(image_sandbox: Sandbox) -> None:
+    # instances reuse the engine's memory slots (pooling allocator, pages kept resident): what one
+    # run wrote, in the image's pages or in memory it grew, is gone for the next
+    lim = Limits(memory_mb=256)
+    first = image_sandbox.run("import json, numpy as np\njson.wr_marker = 'leak'\n"
+                              "x = np.full(60_000_000, 0x5A, np.uint8)\nprint(int(x.sum()) > 0)", limits=lim)
+    assert first.ok and first.stdout == "True\n", first.stderr
+    second = image_sandbox.run("import json, numpy as np\ny = np.empty(60_000_000, np.uint8)\n"
+                               "print(int((y == 0x5A).sum()), hasattr(json, 'wr_marker'))", limits=lim)
+    stale, marker = second.stdout.split()
+    # a leak would show ~60 million; a few hundred 0x5A bytes are the image's own data
+    assert second.ok and int(stale) < 100_000 and marker == "False", (second.stdout, second.stderr)
