@@ -50,12 +50,11 @@ def test_the_deadline_callback_stops_a_spinning_guest(fuel: bool) -> None:
     store = wt.Store(eng)
     if fuel:
         store.set_fuel(10**15)
-    stop_at = time.monotonic() + 0.1
     calls = []
 
-    def check() -> str | None:
+    def check() -> str | None:  # the guest runs on at each tick until the third says stop
         calls.append(1)
-        return "timeout" if time.monotonic() >= stop_at else None
+        return "timeout" if len(calls) >= 3 else None
 
     engine.watch(store, check)
     inst = wt.Instance(store, wt.Module(eng, wt.wat2wasm(SPIN)), [])
@@ -64,7 +63,7 @@ def test_the_deadline_callback_stops_a_spinning_guest(fuel: bool) -> None:
     took = time.monotonic() - t0
     err = out.get("error")
     assert isinstance(err, (wt.Trap, wt.WasmtimeError)) and "wasm-runner stop: timeout" in str(err)
-    assert len(calls) >= 3 and 0.09 <= took < 2.0  # it kept running at each tick until told to stop
+    assert len(calls) == 3 and took < 30.0
     store.close()
 
 
