@@ -45,6 +45,12 @@ def datascience_sandbox() -> Sandbox:
     return shared_sandbox("default", "datascience")
 
 
+@pytest.fixture(scope="session", params=["plain", "datascience"])
+def image_sandbox(request: pytest.FixtureRequest) -> Sandbox:
+    """Each image of the default runtime."""
+    return shared_sandbox("default", request.param)
+
+
 @pytest.fixture
 def fake_secret(monkeypatch: pytest.MonkeyPatch) -> str:
     value = "wr-fake-secret-" + os.urandom(8).hex()

@@ -41,17 +41,6 @@ except RecursionError as e:
 """
 
 
-def _default_images() -> list[str]:
-    return ["plain", "datascience"]
-
-
-@pytest.fixture(scope="module", params=_default_images())
-def image_sandbox(request: pytest.FixtureRequest) -> Sandbox:
-    from conftest import shared_sandbox
-
-    return shared_sandbox("default", request.param)
-
-
 def test_memoized_recursion_prints_300(sandbox: Sandbox) -> None:
     r = sandbox.run(MEMO)
     assert r.ok and r.stdout == "300\n", (r.status, r.stderr[-500:])
