@@ -21,6 +21,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 
 import _mcp_checks as checks
+from wasm_runner.execution import Caller
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 from wasm_runner.http.service import Service
 from wasm_runner.limits import Limits
@@ -87,7 +88,7 @@ def test_round_trip_over_http(served: tuple[str, McpHttp]) -> None:
             await client.call_tool(
                 "upload_file", {"session_id": session_id, "name": "sales.csv", "content": checks.SALES_CSV}
             )
-            root = mcp_http.registry.get(session_id, "http:alice").root
+            root = mcp_http.executor.sessions.get(session_id, Caller("alice")).root
             assert (root / "data" / "sales.csv").read_text() == checks.SALES_CSV
             await checks.check_close(client, session_id)
             assert not root.exists(), "closing deletes the session's folder"
@@ -141,7 +142,7 @@ def test_a_caller_cannot_name_itself(served: tuple[str, McpHttp]) -> None:
         )
         async with Client(streamable_http_client(f"{base}/mcp", http_client=http)) as bob:
             session_id = await checks.open_session(bob)
-            assert mcp_http.registry.get(session_id, "http:bob").owner == "http:bob"
+            assert mcp_http.executor.sessions.get(session_id, Caller("bob")).tenant == "bob"
             await checks.check_close(bob, session_id)
 
     checks.run_async(spoof)

@@ -15,6 +15,8 @@ from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.responses import JSONResponse, Response
 
+from ..execution import Refused
+
 log = logging.getLogger("wasm_runner.http")
 
 _CODES = {
@@ -31,30 +33,11 @@ _CODES = {
 }
 
 
-class ApiError(Exception):
-    """A refusal the client can act on: HTTP status, a stable code, and one plain sentence."""
+class ApiError(Refused):
+    """A refusal the client can act on: HTTP status, a stable code, and one plain sentence.
 
-    def __init__(
-        self,
-        status: int,
-        code: str,
-        message: str,
-        *,
-        details: list[dict[str, Any]] | None = None,
-        headers: dict[str, str] | None = None,
-    ) -> None:
-        super().__init__(message)
-        self.status = status
-        self.code = code
-        self.message = message
-        self.details = details
-        self.headers = headers or {}
-
-    def body(self) -> dict[str, Any]:
-        error: dict[str, Any] = {"code": self.code, "message": self.message}
-        if self.details:
-            error["details"] = self.details
-        return {"error": error}
+    The core's ``wasm_runner.execution.Refused`` (admission, sessions) is answered the same way.
+    """
 
 
 class SafeJSONResponse(JSONResponse):
@@ -68,12 +51,12 @@ class SafeJSONResponse(JSONResponse):
             return json.dumps(content, ensure_ascii=True, default=str).encode("ascii")
 
 
-def error_response(error: ApiError) -> Response:
+def error_response(error: Refused) -> Response:
     return SafeJSONResponse(error.body(), status_code=error.status, headers=error.headers)
 
 
 async def _api_error(request: Request, exc: Exception) -> Response:
-    assert isinstance(exc, ApiError)
+    assert isinstance(exc, Refused)
     return error_response(exc)
 
 
@@ -96,6 +79,6 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 
 
 def install_error_handlers(app: Starlette) -> None:
-    app.add_exception_handler(ApiError, _api_error)
+    app.add_exception_handler(Refused, _api_error)
     app.add_exception_handler(HTTPException, _http_error)
     app.add_exception_handler(Exception, _unexpected)

@@ -1,9 +1,10 @@
-"""Running guests from async code: admission, a worker thread per run, cancel on disconnect, and
-the bridges that carry output and interactive input between the worker thread and the event loop.
+"""Between guests on worker threads and the event loop: the bridges that carry output and
+interactive input, cancel on disconnect, and a 429 for an admission refusal.
 
-The sandbox call blocks, so it runs on a worker thread. When the awaiting task is cancelled (the
-client went away), the run's ``cancel`` event is set and the guest stops at once; its admission
-slot is released, and its metrics and audit record written, when the worker thread returns.
+Guests themselves are admitted and run by the server's ``wasm_runner.execution.Executor``. When
+the awaiting task is cancelled (the client went away), the run's ``cancel`` event is set and the
+guest stops at once; its admission slot is released, and its metrics and audit record written, when
+the worker thread returns.
 """
 
 from __future__ import annotations
@@ -11,23 +12,14 @@ from __future__ import annotations
 import asyncio
 import codecs
 import contextlib
-import logging
 import threading
-import time
 from collections.abc import Callable
-from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
 from typing import Any, TypeVar
 
-from ..result import Result, Status
-from .admission import Admission, Busy
+from .admission import Busy
 from .errors import ApiError
 
-log = logging.getLogger("wasm_runner.http")
-
-__all__ = [
-    "GuestRunner", "RunTicket", "OutputBridge", "QueuedInput", "busy_error", "cancel_on_disconnect",
-]  # fmt: skip
+__all__ = ["OutputBridge", "QueuedInput", "busy_error", "cancel_on_disconnect"]
 
 T = TypeVar("T")
 
@@ -123,112 +115,6 @@ class QueuedInput:
             if self._eof:
                 return b""
             return None
-
-
-@dataclass
-class RunTicket:
-    """What the runner needs to admit a guest; ``on_done`` gets the result however the run ended."""
-
-    tenant: str
-    memory_mb: int
-    max_concurrent: int
-    on_done: Callable[[Result, float], None] = field(default=lambda r, q: None)
-
-
-class GuestRunner:
-    """Admits guests and runs their blocking sandbox calls on worker threads."""
-
-    def __init__(
-        self,
-        admission: Admission,
-        workers: int,
-        on_refused: Callable[[str], None] = lambda code: None,
-    ) -> None:
-        self.admission = admission
-        self.on_refused = on_refused
-        self._active: set[threading.Event] = set()  # cancel events of running guests
-        self._threads_lock = threading.Lock()
-        self._in_threads = 0
-        self.executor = ThreadPoolExecutor(max_workers=workers, thread_name_prefix="wasm-guest")
-
-    async def run(
-        self,
-        ticket: RunTicket,
-        call: Callable[[threading.Event], Result],
-        cancel: threading.Event | None = None,
-        on_admitted: Callable[[], None] | None = None,
-    ) -> Result:
-        """Wait for a slot, run ``call(cancel)`` on a worker thread, return its result.
-
-        Raises ``ApiError(429)`` when there is no room; calls ``on_admitted`` once it has a slot.
-        If the awaiting task is cancelled, the guest is cancelled too; the slot is freed when its
-        thread returns.
-        """
-        cancel = cancel or threading.Event()
-        queued_at = time.monotonic()
-        try:
-            slot = await self.admission.acquire(
-                ticket.tenant, ticket.memory_mb, ticket.max_concurrent
-            )
-        except Busy as exc:
-            self.on_refused(exc.code)
-            raise busy_error(exc) from None
-        waited = time.monotonic() - queued_at
-        if on_admitted is not None:
-            on_admitted()
-        loop = asyncio.get_running_loop()
-        started = time.monotonic()
-
-        def guarded() -> Result:
-            with self._threads_lock:
-                self._in_threads += 1
-            try:
-                return call(cancel)
-            except ApiError:
-                raise
-            except Exception as exc:  # a sandbox bug must not take the server down
-                log.exception("sandbox call failed")
-                return Result(status=Status.INTERNAL_ERROR, message=f"internal error: {exc}")
-            finally:
-                with self._threads_lock:
-                    self._in_threads -= 1
-
-        self._active.add(cancel)
-        future = loop.run_in_executor(self.executor, guarded)
-
-        def finished(fut: asyncio.Future[Result]) -> None:
-            self._active.discard(cancel)
-            slot.release()
-            self.admission.note_duration(time.monotonic() - started)
-            if fut.cancelled() or fut.exception() is not None:
-                return
-            try:
-                ticket.on_done(fut.result(), waited)
-            except Exception:
-                log.exception("recording a finished run failed")
-
-        future.add_done_callback(finished)
-        try:
-            return await asyncio.shield(future)
-        except asyncio.CancelledError:
-            cancel.set()
-            raise
-
-    @property
-    def guests_in_threads(self) -> int:
-        """Sandbox calls executing on worker threads right now (counted by the threads)."""
-        with self._threads_lock:
-            return self._in_threads
-
-    async def call(self, fn: Callable[[], T]) -> T:
-        """Run a short blocking call (session set-up, close) on the worker pool."""
-        return await asyncio.get_running_loop().run_in_executor(self.executor, fn)
-
-    def shutdown(self) -> None:
-        """Cancel every running guest and stop the pool (server shutdown)."""
-        for cancel in list(self._active):
-            cancel.set()
-        self.executor.shutdown(wait=False, cancel_futures=True)
 
 
 async def until_disconnected(receive: Callable[[], Any]) -> None:

@@ -1,68 +1,74 @@
-"""The service behind the routes: one object holding the config, the gatekeeper, admission, the
-guest runner, metrics, the audit log, downloads, sessions and the sandboxes (one per runtime).
+"""The service behind the routes: one object holding the config, the gatekeeper, admission,
+metrics, the audit log, downloads and the server's ``Executor`` (``wasm_runner.execution``: the one
+way every face reaches guests, with its one ``SessionStore``).
 
 Routes call ``caller`` (who is this, within their rate?), ``policy`` (which profile and limits?),
-``run_job`` (admit and run one guest) and ``render`` (the result as JSON for the client).
+``run_job`` (admit and run one guest) and ``render`` (the result as JSON for the client). The MCP
+tools at ``/mcp`` run through the same ``executor`` (``wasm_runner.mcp.http``), so admission, the
+audit log and the metrics see every guest whichever face started it.
 """
 
 from __future__ import annotations
 
 import logging
-import secrets
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
 
+from ..execution import CallerLike, Executor, Job, Ticket
 from ..limits import InvalidLimits, Limits
 from ..result import Result
-from .admission import Admission
+from .admission import Admission, Busy
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from .config import Profile, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
-from .guests import GuestRunner, RunTicket
+from .guests import busy_error
 from .metrics import Metrics
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
 
-__all__ = ["Service", "Job"]
-
-
-@dataclass
-class Job:
-    """One guest run as the service sees it: who, under which policy, what code and inputs."""
-
-    tenant: Tenant
-    client: str
-    kind: str  # run | stream | ws | session
-    profile: Profile
-    limits: Limits
-    runtime: str
-    code: str
-    stdin: str | None = None
-    files: dict[str, bytes] = field(default_factory=dict)
-    display: bool | str = False  # True, False or "figures" (see RunRequest.display)
-    filename: str | None = None  # the name tracebacks show for the code (None: "<string>")
-    session_id: str | None = None
-    request_id: str = field(default_factory=lambda: secrets.token_hex(8))
+__all__ = ["Service", "Job", "AdmissionGate"]
 
 
 def client_address(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client else "unknown"
 
 
+class AdmissionGate:
+    """The server's admission as the executor's ``Gate``: a refusal becomes a 429 and a metric."""
+
+    def __init__(self, admission: Admission, metrics: Metrics) -> None:
+        self.admission = admission
+        self.metrics = metrics
+
+    async def acquire(self, tenant: CallerLike, memory_mb: int) -> Ticket:
+        try:
+            return await self.admission.acquire(tenant.name, memory_mb, tenant.max_concurrent)
+        except Busy as exc:
+            self.metrics.rejections.labels(exc.code).inc()
+            raise busy_error(exc) from None
+
+    def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket:
+        try:
+            return self.admission.reserve(tenant.name, memory_mb)
+        except Busy as exc:
+            self.metrics.rejections.labels(exc.code).inc()
+            raise busy_error(exc) from None
+
+    def note_duration(self, seconds: float) -> None:
+        self.admission.note_duration(seconds)
+
+
 class Service:
-    """Everything the HTTP routes share."""
+    """Everything the HTTP routes (and the MCP tools at ``/mcp``) share."""
 
     def __init__(self, config: ServerConfig) -> None:
-        from .sessions import SessionStore  # sessions use the service; import here to avoid a cycle
-
         self.config = config
         self.gatekeeper = Gatekeeper(config)
         self.admission = Admission(
@@ -72,21 +78,28 @@ class Service:
             config.queue_timeout_seconds,
         )
         self.metrics = Metrics()
-        self.runner = GuestRunner(
-            self.admission,
+        self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
+        self.downloads = DownloadStore(config.download_ttl_seconds, config.download_store_bytes)
+        self._pool_lock = threading.Lock()
+        self.executor = Executor(
+            self.sandbox,
+            gate=AdmissionGate(self.admission, self.metrics),
+            on_done=self.record,
+            pool_for=self.pool_for,
+            memory_for=self.resident_mb,
             workers=config.max_running + 4,
-            on_refused=lambda code: self.metrics.rejections.labels(code).inc(),
+            max_sessions=config.max_sessions,
+            session_idle_seconds=config.session_idle_seconds,
+            session_max_lifetime_seconds=config.session_max_lifetime_seconds,
         )
+        self.runner = self.executor  # short blocking calls: ``await service.runner.call(fn)``
+        self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
         self.metrics.watch(
             queue_depth=lambda: self.admission.waiting,
             running=lambda: self.admission.running,
             memory_mb=lambda: self.admission.memory_mb,
             sessions=lambda: len(self.sessions),
         )
-        self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
-        self.downloads = DownloadStore(config.download_ttl_seconds, config.download_store_bytes)
-        self.sessions = SessionStore(self)
-        self._pool_lock = threading.Lock()
 
     # -- sandboxes -------------------------------------------------------------------------
     @staticmethod
@@ -177,38 +190,30 @@ class Service:
 
     # -- running ---------------------------------------------------------------------------
     @staticmethod
-    def resident_mb(profile: Profile, runtime: str, limits: Limits) -> int:
-        """What a run counts against the memory budget: what it may add (memory_mb) plus the
-        resident cost of its image's pages (images.RESIDENT_MB; the default runtime only)."""
+    def resident_mb(profile: Any, runtime: str, limits: Limits) -> int:
+        """What a run or session counts against the memory budget: what it may add (memory_mb)
+        plus the resident cost of its image's pages (images.RESIDENT_MB; the default runtime only)."""
         from ..images import RESIDENT_MB
 
-        return limits.memory_mb + (RESIDENT_MB.get(profile.image, 0) if runtime == "default" else 0)
+        image = getattr(profile, "image", None)
+        return limits.memory_mb + (RESIDENT_MB.get(image, 0) if runtime == "default" and image else 0)
 
-    def ticket(self, job: Job, memory_mb: int | None = None) -> RunTicket:
-        """Admission ticket for ``job``; when it finishes, metrics and the audit log record it."""
-
-        def done(result: Result, waited: float) -> None:
-            self.metrics.queue_seconds.observe(waited)
-            self.metrics.observe(result, job.profile.name, job.kind)
-            self.audit.record(
-                request_id=job.request_id,
-                tenant=job.tenant.name,
-                client=job.client,
-                kind=job.kind,
-                profile=job.profile.name,
-                limits=job.limits,
-                code=job.code,
-                stdin=job.stdin,
-                files_in=job.files,
-                result=result,
-                session=job.session_id,
-            )
-
-        return RunTicket(
+    def record(self, job: Job, result: Result, waited: float) -> None:
+        """Metrics and the audit log for one finished run (the executor's ``on_done``)."""
+        self.metrics.queue_seconds.observe(waited)
+        self.metrics.observe(result, job.profile.name, job.kind)
+        self.audit.record(
+            request_id=job.request_id,
             tenant=job.tenant.name,
-            memory_mb=self.resident_mb(job.profile, job.runtime, job.limits) if memory_mb is None else memory_mb,
-            max_concurrent=job.tenant.max_concurrent,
-            on_done=done,
+            client=job.client,
+            kind=job.kind,
+            profile=job.profile.name,
+            limits=job.limits,
+            code=job.code if isinstance(job.code, str) else job.code.decode("utf-8", "replace"),
+            stdin=job.stdin if not isinstance(job.stdin, bytes) else job.stdin.decode("utf-8", "replace"),
+            files_in=job.files,
+            result=result,
+            session=job.session_id,
         )
 
     async def run_job(
@@ -221,28 +226,15 @@ class Service:
         on_admitted: Callable[[], None] | None = None,
     ) -> Result:
         """Admit ``job`` and run it in a fresh instance; raises ``ApiError(429)`` when busy."""
-        data_dir = job.profile.data_dir
+        return await self.executor.run(
+            job,
+            on_output=on_output,
+            input_source=input_source,
+            cancel=cancel,
+            on_admitted=on_admitted,
+        )
 
-        def call(cancel_event: threading.Event) -> Result:
-            sandbox = self.sandbox(job.runtime, job.profile.image)
-            return sandbox.run(
-                job.code,
-                stdin=job.stdin,
-                limits=job.limits,
-                data_dir=str(data_dir) if data_dir else None,
-                files=job.files or None,
-                collect_out=job.profile.files_out,
-                display=job.display,
-                filename=job.filename,
-                on_output=on_output,
-                input_source=input_source,
-                cancel=cancel_event,
-                pool=self.pool_for(sandbox, job.profile),
-            )
-
-        return await self.runner.run(self.ticket(job), call, cancel, on_admitted)
-
-    def pool_for(self, sandbox: Any, profile: Profile) -> str | None:
+    def pool_for(self, sandbox: Any, profile: Any) -> str | None:
         """The profile's warm pool on ``sandbox`` (started on first use), or None without one."""
         if profile.pool_size <= 0 or profile.runtime != sandbox.name:
             return None
@@ -275,7 +267,7 @@ class Service:
 
     async def shutdown(self) -> None:
         await self.sessions.close_all()
-        self.runner.shutdown()
+        self.executor.shutdown()
         from ..sandbox import default_sandboxes
 
         for sandbox in default_sandboxes():

@@ -1,7 +1,8 @@
 """The MCP face: tools that let a chat model run Python in the sandbox.
 
 ``build_server`` makes the server (stdio via ``wasm-runner mcp``), ``McpHttp`` mounts it on the
-HTTP app (streamable HTTP behind API keys). The SDK is imported only when these are used.
+HTTP app (streamable HTTP behind API keys). The tools reach guests only through a
+``wasm_runner.execution.Executor``. The SDK is imported only when these are used.
 """
 
 from __future__ import annotations
@@ -10,13 +11,13 @@ from typing import TYPE_CHECKING, Any
 
 if TYPE_CHECKING:
     from .http import McpHttp
-    from .server import LazySandbox, ToolConfig, build_server
+    from .server import ToolConfig, build_server
 
-__all__ = ["build_server", "ToolConfig", "LazySandbox", "McpHttp", "main"]
+__all__ = ["build_server", "ToolConfig", "McpHttp", "main"]
 
 
 def __getattr__(name: str) -> Any:
-    if name in ("build_server", "ToolConfig", "LazySandbox"):
+    if name in ("build_server", "ToolConfig"):
         from . import server
 
         return getattr(server, name)

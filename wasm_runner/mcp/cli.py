@@ -10,7 +10,7 @@ from collections.abc import Sequence
 import anyio
 
 from ..limits import InvalidLimits, Limits
-from .server import DEFAULT_TOOL_LIMITS, LazySandbox, ToolConfig, build_server
+from .server import DEFAULT_TOOL_LIMITS, ToolConfig, build_server, warm_in_background
 
 __all__ = ["main", "add_arguments", "run_from_args"]
 
@@ -45,9 +45,8 @@ def run_from_args(args: argparse.Namespace) -> int:
         print(f"wasm-runner mcp: {exc}", file=sys.stderr)
         return 2
     logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout carries the protocol
-    sandbox = LazySandbox(args.runtime)
     if not args.no_warm:
-        sandbox.warm_in_background()
+        warm_in_background(args.runtime)
     config = ToolConfig(
         limits=limits,
         runtime=args.runtime,
@@ -55,13 +54,20 @@ def run_from_args(args: argparse.Namespace) -> int:
         max_sessions_per_owner=args.max_sessions,
         idle_seconds=args.idle_seconds,
     )
-    server, registry = build_server(config, sandbox=sandbox)
+    server, executor = build_server(config)  # a local executor: no server, the same session caps
+
+    async def serve() -> None:
+        try:
+            await server.run_stdio_async()
+        finally:
+            with anyio.CancelScope(shield=True):
+                await executor.sessions.close_all()  # no session folder outlives the server
+            executor.shutdown()
+
     try:
-        anyio.run(server.run_stdio_async)
+        anyio.run(serve)
     except KeyboardInterrupt:
         pass
-    finally:
-        registry.close_all()
     return 0
 
 

@@ -1,15 +1,19 @@
 """The MCP tools over streamable HTTP, behind the HTTP app's API keys.
 
-``McpHttp`` holds an MCP server, its streamable-HTTP session manager and a key check. The HTTP
-app mounts ``routes()`` (``/mcp`` by default) and enters ``lifespan()`` in its own lifespan::
+``McpHttp.for_service(service)`` holds an MCP server whose tools run through the service's
+``Executor`` (the same admission, audit log, metrics and session store as ``/api/run`` and
+``/api/sessions``), its streamable-HTTP session manager and the service's key check. The HTTP app
+mounts ``routes()`` (``/mcp`` by default) and enters ``lifespan()`` in its own lifespan::
 
-    mcp_http = McpHttp(authenticate=lambda conn: service.caller(conn).name)
+    mcp_http = McpHttp.for_service(service)
     app = Starlette(routes=[*api_routes, *mcp_http.routes()], lifespan=...)
     # in the app's lifespan:  async with mcp_http.lifespan(): yield
 
-``authenticate(conn)`` gets the request's ``HTTPConnection`` and returns the caller's name, or a
-``Response`` to send instead (401, 429, ...). Sessions the tools open are private to the caller
-that opened them, and all are closed (their folders deleted) when the lifespan ends.
+Every request is authenticated (and rate-limited) like an API call. The caller is handed to the
+SDK as the request's authenticated user, so an MCP transport session (``mcp-session-id``) is
+bound to the key that opened it: another key gets 404 for it, cannot list tools on it and cannot
+end it. Tool sessions are private to their key and count against its ``max_concurrent`` and the
+memory budget together with its HTTP sessions.
 """
 
 from __future__ import annotations
@@ -18,6 +22,9 @@ import contextlib
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
+from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
+from mcp.server.auth.provider import AccessToken
+from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
 from mcp.server.transport_security import TransportSecuritySettings
 from starlette.requests import HTTPConnection
@@ -25,12 +32,15 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from .server import CALLER_HEADER, ToolConfig, build_server
-from .sessions import SandboxLike
+from ..execution import Caller, CallerLike, Executor, PolicyLike
+from .server import ToolConfig, build_server, headers_of
 
-__all__ = ["McpHttp", "Authenticate"]
+__all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
 
-Authenticate = Callable[[HTTPConnection], "str | Response"]
+Authenticate = Callable[[HTTPConnection], "CallerLike | Response"]
+CALLER_HEADER = "x-wasm-runner-caller"  # set by McpHttp after its key check, never by a client
+CLIENT_HEADER = "x-wasm-runner-client"
+_INTERNAL = (CALLER_HEADER.encode(), CLIENT_HEADER.encode())
 
 
 class McpHttp:
@@ -38,22 +48,29 @@ class McpHttp:
 
     def __init__(
         self,
-        authenticate: Authenticate | None,
-        config: ToolConfig | None = None,
+        executor: Executor,
         *,
-        sandbox: Callable[[], SandboxLike] | None = None,
+        authenticate: Authenticate | None = None,
+        config: ToolConfig | None = None,
+        policy: PolicyLike | None = None,
         path: str = "/mcp",
         json_response: bool = False,
         transport_security: TransportSecuritySettings | None = None,
     ) -> None:
-        """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``).
+        """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``):
+        every request is the one caller ``anonymous``.
 
         DNS-rebinding protection is off by default because every request needs an API key that a
         browser page cannot attach on its own; pass ``transport_security`` to turn it on.
         """
-        self.server, self.registry = build_server(config, sandbox=sandbox)
+        self.config = config or ToolConfig()
+        self._callers: dict[str, CallerLike] = {}
+        self.server, self.executor = build_server(
+            self.config, executor=executor, policy=policy, resolve=self._resolve
+        )
         self.path = path
         self._authenticate = authenticate
+        self._anonymous = Caller("anonymous", max_concurrent=self.config.max_sessions_per_owner)
         self.session_manager = StreamableHTTPSessionManager(
             app=self.server._lowlevel_server,  # the SDK's documented way to mount elsewhere
             json_response=json_response,
@@ -61,12 +78,19 @@ class McpHttp:
             or TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
 
+    def _resolve(self, ctx: Context | None) -> tuple[CallerLike, str]:
+        """The caller ``__call__`` authenticated for this tool call, and its address."""
+        headers = headers_of(ctx) or {}
+        name = headers.get(CALLER_HEADER)
+        caller = self._callers.get(name) if name else None
+        if caller is None:  # unreachable through __call__; never fall back to a shared identity
+            raise PermissionError("the MCP request carries no authenticated caller")
+        return caller, headers.get(CLIENT_HEADER, "unknown")
+
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             return
-        # A caller never names itself: drop any such header, then set it from the key check.
-        raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() != CALLER_HEADER.encode()]
-        caller = "anonymous"
+        caller: CallerLike = self._anonymous
         if self._authenticate is not None:
             try:
                 verdict = self._authenticate(HTTPConnection(scope))
@@ -76,23 +100,33 @@ class McpHttp:
                 await verdict(scope, receive, send)
                 return
             caller = verdict
-        raw.append((CALLER_HEADER.encode(), caller.encode("utf-8", "replace")))
-        await self.session_manager.handle_request(dict(scope, headers=raw), receive, send)
+        self._callers[caller.name] = caller  # the latest caps of this key
+        client = scope.get("client")
+        address = client[0] if client else "unknown"
+        # A caller never names itself: drop any such header, then set it from the key check.
+        raw = [(k, v) for k, v in scope.get("headers", []) if k.lower() not in _INTERNAL]
+        raw.append((CALLER_HEADER.encode(), caller.name.encode("utf-8", "replace")))
+        raw.append((CLIENT_HEADER.encode(), address.encode("utf-8", "replace")))
+        # The SDK binds a transport session to the user that opened it and answers 404 to others.
+        token = AccessToken(token="", client_id=f"wasm-runner:{caller.name}", scopes=[])
+        await self.session_manager.handle_request(
+            dict(scope, headers=raw, user=AuthenticatedUser(token)), receive, send
+        )
 
     @classmethod
     def for_service(cls, service: Any, profile: str | None = None, *, path: str = "/mcp") -> McpHttp:
         """The MCP endpoint of the HTTP app's ``wasm_runner.http.service.Service``.
 
         Callers authenticate (and are rate-limited) like every API call; the tools run under the
-        limits and runtime of ``profile`` (default: the server's default profile) and share the
-        service's process-wide sandbox.
+        limits and runtime of ``profile`` (default: the server's default profile) through the
+        service's executor.
         """
         from ..http.errors import ApiError
 
         config = service.config
         chosen = config.profile(profile)
 
-        def authenticate(conn: HTTPConnection) -> str | Response:
+        def authenticate(conn: HTTPConnection) -> CallerLike | Response:
             try:
                 tenant = service.caller(conn)
             except ApiError as exc:
@@ -102,7 +136,7 @@ class McpHttp:
                     {"error": {"code": "forbidden", "message": f"this API key may not use profile {chosen.name!r}"}},
                     status_code=403,
                 )
-            return tenant.name
+            return tenant  # type: ignore[no-any-return]
 
         tools = ToolConfig(
             limits=chosen.limits,
@@ -111,12 +145,7 @@ class McpHttp:
             idle_seconds=config.session_idle_seconds,
             max_upload_bytes=config.max_file_in_bytes,
         )
-        return cls(
-            authenticate if config.auth else None,
-            tools,
-            sandbox=lambda: service.sandbox(chosen.runtime),
-            path=path,
-        )
+        return cls(service.executor, authenticate=authenticate, config=tools, policy=chosen, path=path)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""
@@ -124,12 +153,12 @@ class McpHttp:
 
     @contextlib.asynccontextmanager
     async def lifespan(self) -> AsyncIterator[None]:
-        """Run the MCP session manager; on exit close every tool session and delete its files."""
+        """Run the MCP session manager; on exit close every session and delete its files."""
         try:
             async with self.session_manager.run():
                 yield
         finally:
-            self.registry.close_all()
+            await self.executor.sessions.close_all()
 
 
 def _unauthorized() -> Response:

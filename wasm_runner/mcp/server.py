@@ -4,6 +4,10 @@
 ``run_python``, ``open_session``, ``run_cell``, ``upload_file``, ``close_session``, and a resource
 template for the files a session's code wrote. The same server runs over stdio
 (``wasm-runner mcp``) and streamable HTTP (``wasm_runner.mcp.http``).
+
+The tools reach guests only through a ``wasm_runner.execution.Executor``: over HTTP it is the
+server's (admission, audit log, metrics, the one session store shared with ``/api/sessions``);
+over stdio a local one (no server: no admission, the same session caps).
 """
 
 from __future__ import annotations
@@ -12,64 +16,46 @@ import base64
 import binascii
 import logging
 import threading
-from collections.abc import Callable
-from typing import Annotated, Literal, TypeVar
+from collections.abc import Callable, Mapping
+from typing import Annotated, Literal
 from urllib.parse import unquote
 
-import anyio
-import anyio.to_thread
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
+from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
 from ..inputs import MAX_SOURCE_BYTES
 from ..limits import Limits
-from ..result import Result, Status
+from ..result import Status
 from . import descriptions
 from .content import result_to_tool_result
-from .sessions import SandboxLike, SessionError, SessionRegistry
+from .sessions import SessionError, check_file_name, find, write_upload
 
-__all__ = ["build_server", "LazySandbox", "ToolConfig", "DEFAULT_TOOL_LIMITS", "owner_of"]
+__all__ = [
+    "build_server", "local_executor", "warm_in_background", "ToolConfig", "DEFAULT_TOOL_LIMITS",
+    "Resolve", "headers_of",
+]  # fmt: skip
 
 log = logging.getLogger(__name__)
-T = TypeVar("T")
 
-STDIO_OWNER = "local"
-CALLER_HEADER = "x-wasm-runner-caller"  # set by McpHttp after its key check, never by a client
+Resolve = Callable[["Context | None"], "tuple[CallerLike, str]"]  # ctx -> (caller, client address)
 
 
-class LazySandbox:
-    """The shared ``wasm_runner.Sandbox``, made on first use (compiling a runtime takes a while)."""
+def warm_in_background(runtime: str) -> threading.Thread:
+    """Start loading the runtime now so the first tool call does not wait for the compile."""
 
-    def __init__(self, runtime: str = "default", factory: Callable[[str], SandboxLike] | None = None):
-        self.runtime = runtime
-        self._factory = factory
-        self._sandbox: SandboxLike | None = None
-        self._lock = threading.Lock()
+    def warm() -> None:
+        from ..sandbox import default_sandbox
 
-    def __call__(self) -> SandboxLike:
-        with self._lock:
-            if self._sandbox is None:
-                if self._factory is not None:
-                    self._sandbox = self._factory(self.runtime)
-                else:
-                    from ..sandbox import Sandbox  # the core; imported late so the face loads fast
+        try:
+            default_sandbox(runtime)
+        except Exception:  # reported again, to the caller, on first use
+            log.exception("could not prepare the sandbox")
 
-                    self._sandbox = Sandbox(runtime=self.runtime)
-            return self._sandbox
-
-    def warm_in_background(self) -> threading.Thread:
-        """Start making the sandbox now so the first tool call does not wait for the compile."""
-
-        def warm() -> None:
-            try:
-                self()
-            except Exception:  # reported again, to the caller, on first use
-                log.exception("could not prepare the sandbox")
-
-        thread = threading.Thread(target=warm, name="wasm-runner-warm", daemon=True)
-        thread.start()
-        return thread
+    thread = threading.Thread(target=warm, name="wasm-runner-warm", daemon=True)
+    thread.start()
+    return thread
 
 
 # Per call. Importing pandas alone costs about 4.5 s of metered CPU, so chat cells need more room
@@ -78,7 +64,8 @@ DEFAULT_TOOL_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=60.0)
 
 
 class ToolConfig:
-    """Limits and caps the tools run under."""
+    """Limits and caps the tools run under (over HTTP the server's profile and caps replace the
+    limits, runtime and session caps)."""
 
     def __init__(
         self,
@@ -88,6 +75,7 @@ class ToolConfig:
         max_sessions: int = 16,
         max_sessions_per_owner: int = 4,
         idle_seconds: float = 900.0,
+        max_lifetime_seconds: float = 24 * 3600.0,
         max_upload_bytes: int = 16 << 20,
         max_code_bytes: int = MAX_SOURCE_BYTES,
     ) -> None:
@@ -96,59 +84,66 @@ class ToolConfig:
         self.max_sessions = max_sessions
         self.max_sessions_per_owner = max_sessions_per_owner
         self.idle_seconds = idle_seconds
+        self.max_lifetime_seconds = max_lifetime_seconds
         self.max_upload_bytes = max_upload_bytes
         self.max_code_bytes = max_code_bytes
 
 
-def owner_of(ctx: Context | None) -> str:
-    """Who is calling: the caller ``McpHttp`` authenticated, or the local stdio client."""
-    headers = None
-    if ctx is not None:
-        try:
-            headers = ctx.headers
-        except ValueError:
-            headers = None
-    if not headers:
-        return STDIO_OWNER
-    caller = headers.get(CALLER_HEADER)
-    return f"http:{caller}" if caller else "http:anonymous"
+def local_executor(config: ToolConfig) -> Executor:
+    """The executor of a local (stdio) tool server: no admission, the config's session caps."""
+    return Executor(
+        workers=config.max_sessions + 4,
+        max_sessions=config.max_sessions,
+        session_idle_seconds=config.idle_seconds,
+        session_max_lifetime_seconds=config.max_lifetime_seconds,
+    )
+
+
+def headers_of(ctx: Context | None) -> Mapping[str, str] | None:
+    """The HTTP request's headers, or None over stdio."""
+    if ctx is None:
+        return None
+    try:
+        return ctx.headers  # type: ignore[no-any-return]
+    except ValueError:
+        return None
 
 
 def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], is_error=True)
 
 
-async def _in_thread(fn: Callable[[], T], cancel: threading.Event) -> T:
-    """Run blocking sandbox work in a worker thread; a cancelled request stops the guest."""
-    try:
-        return await anyio.to_thread.run_sync(fn, abandon_on_cancel=True)
-    except anyio.get_cancelled_exc_class():
-        cancel.set()
-        raise
+def _refusal(exc: Refused, what: str) -> CallToolResult:
+    """A refusal (server busy, a cap) as a sentence a model can act on."""
+    text = f"{what} was refused: {exc.message}."
+    retry = exc.headers.get("Retry-After")
+    if exc.status == 429 and retry:
+        text += f" Try again in about {retry} s."
+    return _error(text)
 
 
 def build_server(
     config: ToolConfig | None = None,
     *,
-    sandbox: Callable[[], SandboxLike] | None = None,
-    registry: SessionRegistry | None = None,
-) -> tuple[MCPServer, SessionRegistry]:
-    """The MCP server and the session registry its tools use.
+    executor: Executor | None = None,
+    policy: PolicyLike | None = None,
+    resolve: Resolve | None = None,
+) -> tuple[MCPServer, Executor]:
+    """The MCP server and the executor its tools run through.
 
-    ``sandbox`` returns the shared sandbox (default: a ``LazySandbox`` for ``config.runtime``).
-    Close ``registry.close_all()`` when the server stops, so no session folder outlives it.
+    ``executor`` (default: ``local_executor(config)``) runs every guest and keeps the sessions;
+    ``policy`` gives the limits and runtime (default: the config's); ``resolve(ctx)`` says who is
+    calling (default: the one local client). Call ``await executor.sessions.close_all()`` when the
+    server stops, so no session folder outlives it.
     """
     config = config or ToolConfig()
-    sandbox = sandbox or LazySandbox(config.runtime)
-    limits = config.limits
-    registry = registry or SessionRegistry(
-        sandbox,
-        limits,
-        max_sessions=config.max_sessions,
-        max_sessions_per_owner=config.max_sessions_per_owner,
-        idle_seconds=config.idle_seconds,
-        max_upload_bytes=config.max_upload_bytes,
+    executor = executor or local_executor(config)
+    policy = policy or Policy(
+        "mcp", limits=config.limits, runtime=config.runtime, files_out=True, display=True
     )
+    limits, runtime, store = policy.limits, policy.runtime, executor.sessions
+    local = Caller("local", max_concurrent=config.max_sessions_per_owner)
+    who: Resolve = resolve or (lambda ctx: (local, "stdio"))
     server = MCPServer(
         name="wasm-runner",
         log_level="WARNING",
@@ -156,7 +151,7 @@ def build_server(
             "Runs Python code safely in a WebAssembly sandbox with no network. Use run_python for a "
             "one-off computation; for data the user gives you, open_session, upload_file (it lands "
             "in /data), run_cell as often as needed, then close_session. "
-            + descriptions.environment_text(config.runtime)
+            + descriptions.environment_text(runtime)
         ),
     )
 
@@ -170,42 +165,48 @@ def build_server(
     async def run_python(
         code: Annotated[str, Field(description="The Python source to run, as a whole program.")],
         stdin: Annotated[str, Field(description="Text given to the program on standard input.")] = "",
+        ctx: Context | None = None,
     ) -> CallToolResult:
         problem = check_code(code)
         if problem:
             return _error(problem)
-        cancel = threading.Event()
-
-        def work() -> Result:
-            return sandbox().run(
-                code, stdin=stdin or None, limits=limits, cancel=cancel, display=True, collect_out=True
-            )
-
+        caller, client = who(ctx)
+        job = Job(
+            tenant=caller, client=client, kind="mcp", profile=policy, limits=limits,
+            runtime=runtime, code=code, stdin=stdin or None, display=True,
+        )  # fmt: skip
         try:
-            result = await _in_thread(work, cancel)
+            result = await executor.run(job)
+        except Refused as exc:
+            return _refusal(exc, "The run")
         except Exception as exc:  # the sandbox could not start at all
             log.exception("run_python failed")
             return _error(f"The sandbox could not run the code: {exc}")
         return result_to_tool_result(result, limits)
 
     async def open_session(ctx: Context | None = None) -> CallToolResult:
-        owner = owner_of(ctx)
-        cancel = threading.Event()
+        caller, _ = who(ctx)
+        await store.sweep()
         try:
-            session = await _in_thread(lambda: registry.open(owner), cancel)
-        except SessionError as exc:
-            return _error(str(exc))
+            live = await store.create(caller, policy, limits, runtime, private_folders=True)
+        except Refused as exc:
+            if exc.code == "too_many_sessions":
+                return _error(
+                    f"{exc.message[0].upper()}{exc.message[1:]}: close one with close_session, "
+                    "or use run_python for a one-off run"
+                )
+            return _refusal(exc, "Opening a session")
         except Exception as exc:
             log.exception("open_session failed")
             return _error(f"The sandbox could not start a session: {exc}")
         return CallToolResult(
             content=[
                 TextContent(
-                    text=f"Session {session.id} is open. Upload files with upload_file (they appear "
+                    text=f"Session {live.id} is open. Upload files with upload_file (they appear "
                     f"in /data), run code with run_cell, and close it with close_session."
                 )
             ],
-            structured_content={"session_id": session.id},
+            structured_content={"session_id": live.id},
         )
 
     async def run_cell(
@@ -216,32 +217,30 @@ def build_server(
         problem = check_code(code)
         if problem:
             return _error(problem)
+        caller, client = who(ctx)
+        await store.sweep()
         try:
-            session = registry.get(session_id, owner_of(ctx))
+            live = find(store, session_id, caller)
         except SessionError as exc:
             return _error(str(exc))
-
-        def work() -> Result | None:
-            with session.lock:
-                session.cancel.clear()
-                if not session.sandbox_session.alive:
-                    return None
-                return session.sandbox_session.run(code, limits=limits, cancel=session.cancel)
-
+        job = Job(
+            tenant=caller, client=client, kind="mcp_session", profile=live.profile,
+            limits=live.limits, runtime=live.runtime, code=code, display=True, session_id=live.id,
+        )  # fmt: skip
         try:
-            result = await _in_thread(work, session.cancel)
-            if result is None:
-                registry.close(session.id, session.owner)
+            result = await store.run(live, job)
+        except Refused as exc:
+            if exc.code == "unknown_session":
                 return _error(
-                    f"Session {session.id} has ended (a limit stopped an earlier cell, or it was "
+                    f"Session {live.id} has ended (a limit stopped an earlier cell, or it was "
                     "closed); its variables and files are gone. Call open_session to start a new one."
                 )
+            return _refusal(exc, "The cell")
         except Exception as exc:
             log.exception("run_cell failed")
             return _error(f"The session could not run the cell: {exc}")
         note = ""
-        if not session.sandbox_session.alive:
-            registry.close(session.id, session.owner)
+        if live.closed or not live.session.alive:
             note = (
                 "This session has ended (its variables and files are gone); call open_session "
                 "to start a new one and upload the data again."
@@ -249,7 +248,7 @@ def build_server(
         elif result.status is Status.TIMEOUT or result.status is Status.CPU_LIMIT:
             note = "The session is still open; variables set before this cell are kept."
         return result_to_tool_result(
-            result, limits, session_id=session.id, files=session.new_files(result), note=note
+            result, live.limits, session_id=live.id, files=live.new_files(result), note=note
         )
 
     async def upload_file(
@@ -265,8 +264,9 @@ def build_server(
         ] = "data",
         ctx: Context | None = None,
     ) -> CallToolResult:
+        caller, _ = who(ctx)
         try:
-            session = registry.get(session_id, owner_of(ctx))
+            live = find(store, session_id, caller)
             if encoding == "base64":
                 try:
                     data = base64.b64decode(content, validate=True)
@@ -274,11 +274,24 @@ def build_server(
                     return _error("content is not valid base64; send text with encoding 'utf-8'")
             else:
                 data = content.encode("utf-8", "surrogatepass")
-            path = await _in_thread(
-                lambda: registry.upload(session, name, data, destination), threading.Event()
-            )
+            if destination == "scratch":
+                check_file_name(name)
+                if len(data) > config.max_upload_bytes:
+                    raise SessionError(
+                        f"{name} is {len(data)} bytes; uploads are limited to "
+                        f"{config.max_upload_bytes} bytes per file"
+                    )
+                path = await store.upload(live, name, data)
+            elif destination == "data":
+                path = await executor.call(
+                    lambda: write_upload(live, name, data, config.max_upload_bytes)
+                )
+            else:
+                raise SessionError(f"destination must be 'data' or 'scratch', got {destination!r}")
         except SessionError as exc:
             return _error(str(exc))
+        except Refused as exc:
+            return _refusal(exc, "The upload")
         return CallToolResult(
             content=[TextContent(text=f"Uploaded {len(data)} bytes to {path}; read it from there in run_cell.")],
             structured_content={"path": path, "size": len(data)},
@@ -288,15 +301,17 @@ def build_server(
         session_id: Annotated[str, Field(description="The id open_session returned.")],
         ctx: Context | None = None,
     ) -> CallToolResult:
-        owner = owner_of(ctx)
-        closed = await _in_thread(lambda: registry.close(session_id, owner), threading.Event())
-        if not closed and registry.ended(session_id, owner):
-            return CallToolResult(
-                content=[TextContent(text=f"Session {session_id} had already ended; nothing is left of it.")],
-                structured_content={"session_id": session_id, "closed": True},
-            )
-        if not closed:
+        caller, _ = who(ctx)
+        try:
+            live = store.get(session_id, caller)
+        except Refused:
+            if store.ended(session_id, caller):
+                return CallToolResult(
+                    content=[TextContent(text=f"Session {session_id} had already ended; nothing is left of it.")],
+                    structured_content={"session_id": session_id, "closed": True},
+                )
             return _error(f"no open session {session_id!r}; check the id open_session returned")
+        await store.close(live.id)
         return CallToolResult(
             content=[TextContent(text=f"Session {session_id} is closed and its files are deleted.")],
             structured_content={"session_id": session_id, "closed": True},
@@ -304,9 +319,10 @@ def build_server(
 
     def read_session_file(session_id: str, path: str, ctx: Context) -> str | bytes:
         """A file a session's code wrote to /out, as of the last cell (text when it is UTF-8)."""
-        session = registry.get(session_id, owner_of(ctx))
+        caller, _ = who(ctx)
+        live = find(store, session_id, caller)
         guest_path = "/" + unquote(path).lstrip("/")
-        f = session.files.get(guest_path)
+        f = live.seen.get(guest_path)
         if f is None:
             raise SessionError(f"session {session_id} has no file {guest_path}")
         try:
@@ -317,19 +333,19 @@ def build_server(
     running = ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False)
     server.add_tool(
         run_python,
-        description=descriptions.run_python_description(limits, config.runtime),
+        description=descriptions.run_python_description(limits, runtime),
         annotations=running,
         structured_output=False,
     )
     server.add_tool(
         open_session,
-        description=descriptions.open_session_description(limits, config.runtime, config.idle_seconds),
+        description=descriptions.open_session_description(limits, runtime, store.idle_seconds),
         annotations=running,
         structured_output=False,
     )
     server.add_tool(
         run_cell,
-        description=descriptions.run_cell_description(limits, config.runtime),
+        description=descriptions.run_cell_description(limits, runtime),
         annotations=running,
         structured_output=False,
     )
@@ -350,4 +366,4 @@ def build_server(
         name="session_file",
         description="A file the session's code wrote to /out (content as of the last cell).",
     )(read_session_file)
-    return server, registry
+    return server, executor

@@ -2,7 +2,7 @@
 ``POST /api/sessions/{id}/run``.
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
-whether the session is still there for the next call (see ``wasm_runner.http.sessions``).
+whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
 """
 
 from __future__ import annotations
