@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 from wasm_runner import RESULT_JSON_SCHEMA
@@ -56,3 +58,100 @@ def test_out_dir_and_small_runtime(tmp_path: Path) -> None:
     assert doc["status"] == "ok" and doc["runtime"] == "small"
     assert (out / "r.txt").read_text() == "ok"
     assert [f["path"] for f in doc["files"]] == ["/out/r.txt"]
+
+
+GREET = "name = input('Name: ')\nprint(f'Hello, {name}!')\n"
+
+
+def test_piped_stdin_reaches_the_program(tmp_path: Path) -> None:
+    """`echo Ada | wasm-runner run greet.py`, like `python greet.py`."""
+    prog = tmp_path / "greet.py"
+    prog.write_text(GREET)
+    p = cli("run", str(prog), stdin="Ada\n")
+    assert (p.returncode, p.stdout, p.stderr) == (0, "Name: Hello, Ada!\n", "")
+    p = cli("run", str(prog), "--stdin", "-", stdin="Bob\n")
+    assert (p.returncode, p.stdout) == (0, "Name: Hello, Bob!\n")
+    p = cli("run", str(prog), stdin="")  # nothing piped: EOF, as in Python
+    assert p.returncode == 1 and "EOFError" in p.stderr
+
+
+def test_piped_stdin_streams_past_the_one_shot_cap(tmp_path: Path) -> None:
+    """Piped input is read as the program asks for it, so it is not bounded by MAX_STDIN_BYTES."""
+    from wasm_runner.limits import MAX_STDIN_BYTES
+
+    size = MAX_STDIN_BYTES + (1 << 20)
+    code = "import sys\nn = 0\nwhile chunk := sys.stdin.buffer.read(65536):\n    n += len(chunk)\nprint(n)"
+    done = subprocess.run(
+        [*CLI, "run", "-c", code], input=b"x" * size, capture_output=True, timeout=300, check=False
+    )
+    assert done.returncode == 0 and done.stdout == f"{size}\n".encode()
+
+
+def test_stdin_cannot_be_both_program_and_input() -> None:
+    p = cli("run", "-", "--stdin", "-", stdin="print(1)\n")
+    assert p.returncode == 2 and "cannot both come from stdin" in p.stderr and "Traceback" not in p.stderr
+
+
+def _spawn_in_terminal(*args: str) -> tuple[subprocess.Popen[bytes], int]:
+    """`wasm-runner ARGS` with a pseudo-terminal as its stdin, stdout and stderr."""
+    import pty
+
+    master, slave = pty.openpty()
+    proc = subprocess.Popen([*CLI, *args], stdin=slave, stdout=slave, stderr=slave, close_fds=True)
+    os.close(slave)
+    return proc, master
+
+
+def _read_until(master: int, wanted: bytes, seen: bytearray, limit: float = 240.0) -> bool:
+    """Read the terminal into ``seen`` until ``wanted`` appears or the program's side closes."""
+    import select
+
+    end = time.monotonic() + limit  # liveness bound only, never a speed assertion
+    while wanted not in seen and time.monotonic() < end:
+        ready, _, _ = select.select([master], [], [], 0.5)
+        if ready:
+            try:
+                chunk = os.read(master, 4096)
+            except OSError:  # EIO: every writer of the terminal has exited
+                break
+            if not chunk:
+                break
+            seen += chunk
+    return wanted in seen
+
+
+def test_input_in_a_terminal_prompts_and_waits_for_the_line(tmp_path: Path) -> None:
+    prog = tmp_path / "greet.py"
+    prog.write_text(GREET + "print(input('Again: ').upper())\n")
+    proc, master = _spawn_in_terminal("run", str(prog))
+    seen = bytearray()
+    try:
+        assert _read_until(master, b"Name: ", seen), bytes(seen)
+        assert proc.poll() is None, "the program waits for the user's line"
+        os.write(master, b"Ada\n")
+        assert _read_until(master, b"Again: ", seen), bytes(seen)
+        assert b"Hello, Ada!" in seen
+        os.write(master, b"twice\n")
+        assert _read_until(master, b"TWICE", seen), bytes(seen)
+        assert proc.wait(timeout=120) == 0
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+
+
+def test_the_wall_limit_holds_while_waiting_for_input(tmp_path: Path) -> None:
+    prog = tmp_path / "greet.py"
+    prog.write_text(GREET)
+    proc, master = _spawn_in_terminal("run", str(prog), "--timeout", "1.5")
+    seen = bytearray()
+    try:
+        assert _read_until(master, b"Name: ", seen), bytes(seen)
+        assert proc.wait(timeout=120) == 124  # nobody types: the run ends at its wall limit
+        _read_until(master, b"\n", seen, limit=5)
+        text = bytes(seen).decode()
+        assert "wasm-runner: timeout:" in text and "1.5 seconds" in text and "Traceback" not in text
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)

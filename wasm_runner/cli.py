@@ -1,14 +1,19 @@
 """The ``wasm-runner`` command.
 
-``run`` behaves like ``python FILE``: output passes through, the exit status is the guest's, and a
-limit that stopped the run is explained on stderr in one line (``--json`` prints the result object
-instead). Other subcommands live with their concern and are dispatched by name (``SUBCOMMANDS``).
+``run`` behaves like ``python FILE``: output passes through as it is written, the program reads
+the command's own stdin as it asks for it (piped data, a file, or the user's typing in a terminal,
+with the wall limit still holding), the exit status is the guest's, and a limit that stopped the
+run is explained on stderr in one line (``--json`` prints the result object instead). The run goes
+through the same ``wasm_runner.execution.Executor`` as every other face. Other subcommands live
+with their concern and are dispatched by name (``SUBCOMMANDS``).
 """
 
 from __future__ import annotations
 
 import argparse
 import importlib
+import os
+import select
 import sys
 from collections.abc import Sequence
 
@@ -47,7 +52,8 @@ def _parser() -> argparse.ArgumentParser:
     src.add_argument("file", nargs="?", help="the Python file to run ('-' reads it from stdin)")
     src.add_argument("-c", dest="code", help="program passed in as a string")
     d = Limits()
-    r.add_argument("--stdin", metavar="FILE", help="file whose content is the program's stdin")
+    r.add_argument("--stdin", metavar="FILE", help="file whose content is the program's stdin ('-': this "
+                   "command's stdin, the default unless the program itself is read from stdin)")
     r.add_argument("--cpu", type=float, default=d.cpu_seconds, metavar="SECONDS", help=f"CPU limit (default {d.cpu_seconds})")
     r.add_argument("--timeout", type=float, default=d.wall_seconds, metavar="SECONDS", help=f"wall-clock limit (default {d.wall_seconds})")
     r.add_argument("--memory", type=int, default=d.memory_mb, metavar="MB", help=f"memory cap (default {d.memory_mb})")
@@ -153,12 +159,55 @@ def _read_source(args: argparse.Namespace) -> tuple[str | bytes, str]:
         return f.read(MAX_SOURCE_BYTES + 1), args.file.rsplit("/", 1)[-1]
 
 
+class FdInput:
+    """The program's stdin read from a host file descriptor as the program asks for it (the
+    sandbox's ``InputSource``): a pipe or file streams through, a terminal answers ``input()``
+    with the user's line. ``read`` gives up after ``timeout`` so the run's wall limit holds."""
+
+    def __init__(self, fd: int) -> None:
+        self.fd = fd
+        self.eof = False
+
+    def read(self, max_bytes: int, timeout: float) -> bytes | None:
+        if self.eof:
+            return b""
+        ready, _, _ = select.select([self.fd], [], [], timeout)
+        if not ready:
+            return None
+        try:
+            data = os.read(self.fd, max(1, max_bytes))
+        except OSError:  # a terminal that went away
+            data = b""
+        if not data:
+            self.eof = True
+        return data
+
+
+def _stdin_is_open() -> bool:
+    try:
+        os.fstat(0)
+    except OSError:
+        return False
+    return True
+
+
 def _run(args: argparse.Namespace) -> int:
+    from .execution import Caller, Executor, Job, Policy
     from .sandbox import Sandbox
 
+    if args.file == "-" and args.stdin == "-":
+        print("wasm-runner: the program and its input cannot both come from stdin; give the "
+              "input with --stdin FILE", file=sys.stderr)  # fmt: skip
+        return 2
+    source = None
     try:
         code, filename = _read_source(args)
-        stdin = open(args.stdin, "rb").read() if args.stdin else None
+        stdin = None
+        if args.stdin and args.stdin != "-":
+            with open(args.stdin, "rb") as f:
+                stdin = f.read()
+        elif args.file != "-" and _stdin_is_open():
+            source = FdInput(0)  # like python FILE: the program reads our stdin as it goes
     except OSError as e:
         print(f"wasm-runner: cannot read {e.filename}: {e.strerror}", file=sys.stderr)
         return 2
@@ -175,13 +224,20 @@ def _run(args: argparse.Namespace) -> int:
         sb = Sandbox(args.runtime, fuel=not args.no_fuel, image=args.image)
     except ValueError as e:
         return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
+    executor = Executor(lambda runtime, image: sb, workers=1)
+    job = Job(
+        tenant=Caller("local"), client="cli", kind="cli",
+        profile=Policy("cli", limits=limits, runtime=sb.name, data_dir=args.data),
+        limits=limits, runtime=sb.name, code=code, stdin=stdin, filename=filename,
+        out_dir=args.out,
+    )  # fmt: skip
     try:
-        result = sb.run(
-            code,  # type: ignore[arg-type]
-            stdin=stdin, limits=limits, data_dir=args.data, out_dir=args.out,
-            filename=filename, on_output=stream,
-        )
+        result = executor.run_sync(job, on_output=stream, input_source=source)
+    except KeyboardInterrupt:  # the guest was stopped on the way out (Sandbox.run's finally)
+        print("wasm-runner: interrupted", file=sys.stderr)
+        return 130
     finally:
+        executor.shutdown()
         sb.close()
     return _finish(result, args.json)
 
