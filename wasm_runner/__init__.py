@@ -7,6 +7,7 @@
 The public API is this module's ``__all__``; every other module is internal.
 """
 
+from .execution import Caller, Executor, Job, Policy, Refused
 from .limits import InvalidLimits, Limits
 from .result import RESULT_JSON_SCHEMA, FileOut, Output, Result, Status
 from .runtimes import RuntimeUnavailable, runtime_names
@@ -16,12 +17,17 @@ from .wasi import InputSource
 __version__ = "0.1.0"
 
 __all__ = [
+    "Caller",
+    "Executor",
     "FileOut",
     "InputSource",
     "InvalidLimits",
+    "Job",
     "Limits",
     "Output",
+    "Policy",
     "RESULT_JSON_SCHEMA",
+    "Refused",
     "Result",
     "RuntimeUnavailable",
     "Sandbox",

@@ -134,26 +134,34 @@ class Policy:
     preload: tuple[str, ...] = ()
 
 
+LOCAL_CALLER = Caller()
+LOCAL_POLICY = Policy()
+
+
 @dataclass
 class Job:
-    """One guest run as every face describes it: who, under which policy, what code and inputs.
+    """One guest run as every face describes it: what code and inputs, under which limits, for
+    whom and under which policy.
 
     ``kind`` names the face for metrics and the audit log (``run``, ``stream``, ``ws``,
-    ``session``, ``mcp``, ``mcp_session``, ``cli``...). ``out_dir`` is a host folder granted at
-    ``/out`` (the CLI's ``--out``); without it, ``profile.files_out`` grants a fresh ``/out`` whose
-    files come back in the result.
+    ``session``, ``mcp``, ``mcp_session``, ``cli``, ``python``). ``out_dir`` is a host folder
+    granted at ``/out`` (the CLI's ``--out``); without it, ``profile.files_out`` grants a fresh
+    ``/out`` whose files come back in the result. ``profile.data_dir`` is shown at ``/data``.
+
+    >>> Executor().run_sync(Job("print(6 * 7)")).stdout
+    '42\\n'
     """
 
-    tenant: CallerLike
-    client: str
-    kind: str
-    profile: PolicyLike
-    limits: Limits
-    runtime: str
     code: str | bytes
+    limits: Limits = field(default_factory=Limits)
+    runtime: str = "default"
     stdin: str | bytes | None = None
     files: dict[str, bytes] = field(default_factory=dict)
     display: bool = False
+    tenant: CallerLike = LOCAL_CALLER
+    client: str = "local"
+    kind: str = "python"
+    profile: PolicyLike = LOCAL_POLICY
     session_id: str | None = None
     request_id: str = field(default_factory=lambda: secrets.token_hex(8))
     filename: str | None = None
@@ -485,6 +493,8 @@ class SessionStore:
         reservation = gate.reserve(tenant, limits.memory_mb) if gate is not None else None
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         root: Path | None = None
+        data_dir: Path | None
+        out_dir: Path | None
         try:
             if private_folders:
                 root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))

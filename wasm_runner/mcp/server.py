@@ -104,7 +104,7 @@ def headers_of(ctx: Context | None) -> Mapping[str, str] | None:
     if ctx is None:
         return None
     try:
-        return ctx.headers  # type: ignore[no-any-return]
+        return ctx.headers
     except ValueError:
         return None
 
