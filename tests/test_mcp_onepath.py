@@ -266,3 +266,38 @@ def test_a_transport_session_is_bound_to_the_key_that_opened_it(tmp_path: Path) 
         assert httpx.get(f"{base}/healthz").status_code == 200
         audit = tmp_path / "audit.jsonl"
         assert not audit.exists() or "bob" not in audit.read_text()
+
+
+def test_a_busy_server_refuses_an_mcp_run_with_a_clear_sentence(tmp_path: Path) -> None:
+    """No queue places: a second concurrent run_python is refused like a second /api/run (429),
+    the model is told why and when to retry, and the first run still completes."""
+    config = _config(tmp_path, max_running=1, max_queue=0)
+    with _serve(config) as base:
+
+        async def two_at_once() -> list[tuple[bool, str]]:
+            out: list[tuple[bool, str]] = []
+            async with _client(base, ALICE) as client:
+                await client.call_tool("run_python", {"code": "print('warm')"})
+
+                async def one(after_first: bool) -> None:
+                    if after_first:  # wait until the first run holds the only slot
+                        async with httpx.AsyncClient(base_url=base, timeout=30) as http:
+                            while _metric((await http.get("/metrics")).text, "wasm_runner_running_guests") < 1:
+                                await anyio.sleep(0.02)
+                    result = await client.call_tool("run_python", {"code": CPU_SECOND})
+                    out.append((bool(result.is_error), checks.text_of(result)))
+
+                async with anyio.create_task_group() as group:
+                    group.start_soon(one, False)
+                    group.start_soon(one, True)
+            return out
+
+        outcomes = checks.run_async(two_at_once)
+        metrics = httpx.get(f"{base}/metrics").text
+        assert httpx.get(f"{base}/healthz").status_code == 200
+    assert [e for e, _ in outcomes] == [True, False]  # the second is refused at once
+    refused = outcomes[0][1]
+    assert refused.startswith("The run was refused: the server is busy and its queue is full.")
+    assert "Try again in about" in refused
+    assert "span" in next(text for error, text in outcomes if not error)
+    assert _metric(metrics, "wasm_runner_rejections_total", reason="queue_full") == 1

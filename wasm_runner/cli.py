@@ -92,6 +92,7 @@ def main(argv: Sequence[str] | None = None) -> int:
 
 
 def _warm(names: list[str] | None) -> int:
+    from .execution import Executor, Job
     from .runtimes import RuntimeUnavailable, get_runtime, runtime_names
     from .sandbox import Sandbox
 
@@ -110,7 +111,9 @@ def _warm(names: list[str] | None) -> int:
         for image, fuel in kinds:
             try:
                 sb = Sandbox(name, fuel=fuel, image=image)
-                res = sb.run("print('ok')")
+                executor = Executor(lambda runtime, image, sb=sb: sb, workers=1)
+                res = executor.run_sync(Job("print('ok')", runtime=name, kind="cli"))
+                executor.shutdown()
                 label = f"{name}{'/' + sb.image if sb.image else ''}"
                 sb.close()
                 print(f"{label} (fuel {'on' if fuel else 'off'}): {res.status.value}, {res.wall_ms:.1f} ms for print('ok')")

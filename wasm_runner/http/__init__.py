@@ -5,8 +5,10 @@ One module per concept:
 - ``config``: settings and policy profiles (TOML + ``WASM_RUNNER_*`` environment).
 - ``auth``: API keys and per-key rate limits; ``admission``: global cap, memory budget, queue.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
-- ``guests``: running guests on worker threads, output/input bridges, cancel on disconnect.
-- ``service``: what the routes share; ``sessions``: long-lived instances with expiry.
+- ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
+  ``wasm_runner.execution.Executor``: admission as its gate, metrics and audit as its record of
+  every run, and its one session store (HTTP and MCP sessions alike).
+- ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, meta.
 - ``metrics`` (Prometheus), ``audit`` (JSON lines), ``downloads`` (short-lived file links),
   ``middleware`` (security headers), ``errors`` (4xx JSON), ``app`` (assembly), ``cli`` (``serve``).
