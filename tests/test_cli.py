@@ -77,7 +77,7 @@ def test_piped_stdin_reaches_the_program(tmp_path: Path) -> None:
 
 def test_piped_stdin_streams_past_the_one_shot_cap(tmp_path: Path) -> None:
     """Piped input is read as the program asks for it, so it is not bounded by MAX_STDIN_BYTES."""
-    from wasm_runner.limits import MAX_STDIN_BYTES
+    from wasm_runner.inputs import MAX_STDIN_BYTES
 
     size = MAX_STDIN_BYTES + (1 << 20)
     code = "import sys\nn = 0\nwhile chunk := sys.stdin.buffer.read(65536):\n    n += len(chunk)\nprint(n)"
