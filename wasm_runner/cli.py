@@ -15,7 +15,8 @@ import importlib
 import os
 import select
 import sys
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
+from typing import Any
 
 from .inputs import MAX_SOURCE_BYTES
 from .images import image_names
@@ -91,6 +92,11 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args)
 
 
+def _only(sandbox: Any) -> Callable[[str, str | None], Any]:
+    """``sandbox_for`` of an executor that runs everything in this one sandbox."""
+    return lambda runtime, image: sandbox
+
+
 def _warm(names: list[str] | None) -> int:
     from .execution import Executor, Job
     from .runtimes import RuntimeUnavailable, get_runtime, runtime_names
@@ -111,7 +117,7 @@ def _warm(names: list[str] | None) -> int:
         for image, fuel in kinds:
             try:
                 sb = Sandbox(name, fuel=fuel, image=image)
-                executor = Executor(lambda runtime, image, sb=sb: sb, workers=1)
+                executor = Executor(_only(sb), workers=1)
                 res = executor.run_sync(Job("print('ok')", runtime=name, kind="cli"))
                 executor.shutdown()
                 label = f"{name}{'/' + sb.image if sb.image else ''}"
@@ -227,7 +233,7 @@ def _run(args: argparse.Namespace) -> int:
         sb = Sandbox(args.runtime, fuel=not args.no_fuel, image=args.image)
     except ValueError as e:
         return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
-    executor = Executor(lambda runtime, image: sb, workers=1)
+    executor = Executor(_only(sb), workers=1)
     job = Job(
         tenant=Caller("local"), client="cli", kind="cli",
         profile=Policy("cli", limits=limits, runtime=sb.name, data_dir=args.data),

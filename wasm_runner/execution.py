@@ -111,6 +111,9 @@ class PolicyLike(Protocol):
     @property
     def preload(self) -> tuple[str, ...]: ...
 
+    @property
+    def image(self) -> str | None: ...
+
 
 @dataclass(frozen=True)
 class Caller:
@@ -132,6 +135,7 @@ class Policy:
     display: bool = False
     pool_size: int = 0
     preload: tuple[str, ...] = ()
+    image: str | None = None  # the default runtime's image (None: its default image)
 
 
 LOCAL_CALLER = Caller()
@@ -157,7 +161,7 @@ class Job:
     runtime: str = "default"
     stdin: str | bytes | None = None
     files: dict[str, bytes] = field(default_factory=dict)
-    display: bool = False
+    display: bool | str = False  # True, False or "figures"
     tenant: CallerLike = LOCAL_CALLER
     client: str = "local"
     kind: str = "python"
@@ -188,29 +192,38 @@ class Gate(Protocol):
 
 OnDone = Callable[[Job, Result, float], None]  # the job, how it ended, seconds it waited for a slot
 PoolFor = Callable[[Any, PolicyLike], "str | None"]  # (sandbox, policy) -> warm pool name
+SandboxFor = Callable[[str, "str | None"], Any]  # (runtime, image) -> sandbox
+MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits) -> MB to hold
 
 
-def _default_sandbox_for(runtime: str) -> Any:
+def _default_sandbox_for(runtime: str, image: str | None) -> Any:
     from .sandbox import default_sandbox  # the core sandbox; imported late so faces load fast
 
-    return default_sandbox(runtime)
+    return default_sandbox(runtime, image if runtime == "default" else None)
+
+
+def _memory_limit(policy: PolicyLike, runtime: str, limits: Limits) -> int:
+    return limits.memory_mb
 
 
 class Executor:
     """Runs jobs and keeps sessions for one server (or one local face).
 
-    ``sandbox_for(runtime)`` returns the sandbox of a runtime (default: the process-wide ones);
-    ``gate`` admits runs (None: no admission); ``on_done(job, result, waited)`` records every
-    finished run (metrics, audit); ``pool_for(sandbox, policy)`` names a warm pool or None.
+    ``sandbox_for(runtime, image)`` returns the sandbox of a runtime and image (default: the
+    process-wide ones); ``gate`` admits runs (None: no admission); ``on_done(job, result, waited)``
+    records every finished run (metrics, audit); ``pool_for(sandbox, policy)`` names a warm pool or
+    None; ``memory_for(policy, runtime, limits)`` is what a run or session holds of the gate's
+    memory budget (default: its memory limit).
     """
 
     def __init__(
         self,
-        sandbox_for: Callable[[str], Any] | None = None,
+        sandbox_for: SandboxFor | None = None,
         *,
         gate: Gate | None = None,
         on_done: OnDone | None = None,
         pool_for: PoolFor | None = None,
+        memory_for: MemoryFor | None = None,
         workers: int = 8,
         max_sessions: int = 16,
         session_idle_seconds: float = 900.0,
@@ -220,6 +233,7 @@ class Executor:
         self.gate = gate
         self.on_done = on_done
         self.pool_for = pool_for
+        self.memory_for = memory_for or _memory_limit
         self._active: set[threading.Event] = set()  # cancel events of running guests
         self._threads_lock = threading.Lock()
         self._in_threads = 0
@@ -239,7 +253,7 @@ class Executor:
         on_output: OutputCallback | None,
         input_source: Any,
     ) -> Result:
-        sandbox = self.sandbox_for(job.runtime)
+        sandbox = self.sandbox_for(job.runtime, job.profile.image)
         data_dir = job.profile.data_dir
         return sandbox.run(  # type: ignore[no-any-return]
             job.code,
@@ -271,7 +285,7 @@ class Executor:
         return await self.admit_and_run(
             job,
             lambda c: self._sandbox_call(job, c, on_output, input_source),
-            memory_mb=job.limits.memory_mb,
+            memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
             cancel=cancel,
             on_admitted=on_admitted,
         )
@@ -490,7 +504,8 @@ class SessionStore:
                 headers={"Retry-After": "30"},
             )  # fmt: skip
         gate = self.executor.gate
-        reservation = gate.reserve(tenant, limits.memory_mb) if gate is not None else None
+        held = self.executor.memory_for(profile, runtime, limits)
+        reservation = gate.reserve(tenant, held) if gate is not None else None
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         root: Path | None = None
         data_dir: Path | None
@@ -505,7 +520,7 @@ class SessionStore:
                 data_dir, out_dir = profile.data_dir, None
 
             def open_session() -> Any:
-                return self.executor.sandbox_for(runtime).session(
+                return self.executor.sandbox_for(runtime, profile.image).session(
                     limits=limits,
                     data_dir=str(data_dir) if data_dir else None,
                     out_dir=str(out_dir) if out_dir else None,
@@ -585,6 +600,7 @@ class SessionStore:
                         stdin=job.stdin,
                         limits=job.limits,
                         display=job.display,
+                        filename=job.filename,
                         on_output=on_output,
                         input_source=input_source,
                         cancel=cancel,
