@@ -140,17 +140,31 @@ def test_input_in_a_terminal_prompts_and_waits_for_the_line(tmp_path: Path) -> N
         os.close(master)
 
 
-def test_the_wall_limit_holds_while_waiting_for_input(tmp_path: Path) -> None:
-    prog = tmp_path / "greet.py"
-    prog.write_text(GREET)
-    proc, master = _spawn_in_terminal("run", str(prog), "--timeout", "1.5")
+def test_limits_hold_around_terminal_input(tmp_path: Path) -> None:
+    """Thinking time is not run time (as for every face): after the line arrives the wall limit
+    still stops an endless loop; an input() nobody answers ends at --input-wait."""
+    prog = tmp_path / "loop.py"
+    prog.write_text("input('Go? ')\nwhile True:\n    pass\n")
+    proc, master = _spawn_in_terminal("run", str(prog), "--timeout", "1.5", "--cpu", "60")
     seen = bytearray()
     try:
-        assert _read_until(master, b"Name: ", seen), bytes(seen)
-        assert proc.wait(timeout=120) == 124  # nobody types: the run ends at its wall limit
-        _read_until(master, b"\n", seen, limit=5)
+        assert _read_until(master, b"Go? ", seen), bytes(seen)
+        os.write(master, b"yes\n")
+        assert proc.wait(timeout=120) == 124
+        _read_until(master, b"does not count", seen, limit=5)
         text = bytes(seen).decode()
         assert "wasm-runner: timeout:" in text and "1.5 seconds" in text and "Traceback" not in text
+    finally:
+        proc.kill()
+        proc.wait()
+        os.close(master)
+    proc, master = _spawn_in_terminal("run", str(prog), "--input-wait", "1.5")
+    seen = bytearray()
+    try:
+        assert _read_until(master, b"Go? ", seen), bytes(seen)
+        assert proc.wait(timeout=120) == 124  # nobody types: the wait is abandoned
+        _read_until(master, b"for input.", seen, limit=5)
+        assert "waited more than 1.5 seconds for input" in bytes(seen).decode()
     finally:
         proc.kill()
         proc.wait()

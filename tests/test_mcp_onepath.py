@@ -26,6 +26,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 import _mcp_checks as checks
 from wasm_runner.http.app import build_app
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
+from wasm_runner.http.service import Service
 from wasm_runner.limits import Limits
 
 pytestmark = pytest.mark.timeout(900)
@@ -163,8 +164,10 @@ def test_mcp_runs_are_queued_audited_and_counted(tmp_path: Path) -> None:
 
 def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) -> None:
     """One session store: MCP and HTTP sessions count together against max_concurrent and the
-    memory budget (4 sessions of 128 MB fill a 512 MB budget)."""
-    config = _config(tmp_path, memory_budget_mb=512)
+    memory budget (4 sessions fill a budget of 4 sessions' memory)."""
+    chat = _config(tmp_path).profiles["chat"]
+    hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
+    config = _config(tmp_path, memory_budget_mb=4 * hold)
     with _serve(config) as base:
         carol_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {CAROL}"}, timeout=120)
         dave_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {DAVE}"}, timeout=120)
@@ -182,12 +185,12 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
                 # it is one store: carol sees her MCP session over HTTP, dave does not
                 assert carol_http.get(f"/api/sessions/{carol_mcp}").json()["alive"] is True
                 assert dave_http.get(f"/api/sessions/{carol_mcp}").status_code == 404
-                # dave: one HTTP session and one MCP session fill the budget (4 x 128 MB)
+                # dave: one HTTP session and one MCP session fill the budget
                 assert dave_http.post("/api/sessions", json={}).status_code == 201
                 await checks.open_session(dave)
                 metrics = httpx.get(f"{base}/metrics").text
                 assert _metric(metrics, "wasm_runner_active_sessions") == 4
-                assert _metric(metrics, "wasm_runner_memory_reserved_mb") == 512
+                assert _metric(metrics, "wasm_runner_memory_reserved_mb") == 4 * hold
                 refused = await dave.call_tool("open_session", {})
                 assert refused.is_error and "memory budget" in checks.text_of(refused)
                 full = dave_http.post("/api/sessions", json={})

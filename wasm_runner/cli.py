@@ -1,8 +1,9 @@
 """The ``wasm-runner`` command.
 
 ``run`` behaves like ``python FILE``: output passes through as it is written, the program reads
-the command's own stdin as it asks for it (piped data, a file, or the user's typing in a terminal,
-with the wall limit still holding), the exit status is the guest's, and a limit that stopped the
+the command's own stdin as it asks for it (piped data, a file, or the user's typing in a terminal:
+time spent waiting for a line does not count toward the wall limit, ``--input-wait`` bounds one
+wait), the exit status is the guest's, and a limit that stopped the
 run is explained on stderr in one line (``--json`` prints the result object instead). The run goes
 through the same ``wasm_runner.execution.Executor`` as every other face. Other subcommands live
 with their concern and are dispatched by name (``SUBCOMMANDS``).
@@ -57,6 +58,9 @@ def _parser() -> argparse.ArgumentParser:
                    "command's stdin, the default unless the program itself is read from stdin)")
     r.add_argument("--cpu", type=float, default=d.cpu_seconds, metavar="SECONDS", help=f"CPU limit (default {d.cpu_seconds})")
     r.add_argument("--timeout", type=float, default=d.wall_seconds, metavar="SECONDS", help=f"wall-clock limit (default {d.wall_seconds})")
+    r.add_argument("--input-wait", type=float, default=d.input_wait_seconds, metavar="SECONDS",
+                   help=f"how long one input() may wait for a line before the run ends as abandoned; "
+                   f"waiting does not count toward --timeout (default {d.input_wait_seconds:g})")
     r.add_argument("--memory", type=int, default=d.memory_mb, metavar="MB", help=f"memory cap (default {d.memory_mb})")
     r.add_argument("--output-limit", type=int, default=d.stdout_bytes, metavar="BYTES", help=f"cap on stdout and on stderr (default {d.stdout_bytes})")
     r.add_argument("--disk-limit", type=float, default=d.disk_mb, metavar="MB", help=f"scratch + /out quota (default {d.disk_mb})")
@@ -223,6 +227,7 @@ def _run(args: argparse.Namespace) -> int:
     try:
         limits = Limits(
             cpu_seconds=args.cpu, wall_seconds=args.timeout, memory_mb=args.memory,
+            input_wait_seconds=args.input_wait,
             stdout_bytes=args.output_limit, stderr_bytes=args.output_limit,
             disk_mb=args.disk_limit, max_files=args.max_files,
         ).validate()
