@@ -5,6 +5,7 @@ on a real uvicorn on 127.0.0.1, the official SDK's client, the real sandbox."""
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import re
 import socket
@@ -15,6 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
+import _mcp_checks as checks
 import anyio
 import httpx
 import pytest
@@ -23,7 +25,6 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-import _mcp_checks as checks
 from wasm_runner.http.app import build_app
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 from wasm_runner.http.service import Service
@@ -146,7 +147,7 @@ def test_mcp_runs_are_queued_audited_and_counted(tmp_path: Path) -> None:
         (float(a), float(b)) for text in texts for a, b in re.findall(r"span (\S+) (\S+)", text)
     )
     assert len(spans) == 4
-    for (_, end), (start, _) in zip(spans, spans[1:]):
+    for (_, end), (start, _) in itertools.pairwise(spans):
         assert start >= end, f"runs overlapped: {spans}"
     assert max(running for running, _ in gauges) <= 1
     assert max(queued for _, queued in gauges) >= 1, "the scrapes never saw a queued run"

@@ -19,8 +19,8 @@ import sys
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from .inputs import MAX_SOURCE_BYTES
 from .images import image_names
+from .inputs import MAX_SOURCE_BYTES
 from .limits import InvalidLimits, Limits
 from .result import Result, Status
 
