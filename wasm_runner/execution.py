@@ -197,9 +197,8 @@ MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits
 
 
 def _default_sandbox_for(runtime: str, image: str | None) -> Any:
-    from .sandbox import (
-        default_sandbox,  # the core sandbox; imported late so faces load fast
-    )
+    # the core sandbox; imported late so faces load fast
+    from .sandbox import default_sandbox
 
     return default_sandbox(runtime, image if runtime == "default" else None)
 
