@@ -29,8 +29,8 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
 
-from browser_harness import CHROMIUM, CHROMIUM_ARGS, start_uvicorn, stop_process
-from playwright.sync_api import sync_playwright
+from browser_harness import CHROMIUM, CHROMIUM_ARGS, start_uvicorn, stop_process  # noqa: E402 - after the sys.path line above
+from playwright.sync_api import sync_playwright  # noqa: E402
 
 FIRST_RESULT = """async (tier) => {
   while (!window.playground) await new Promise((r) => setTimeout(r, 5));

@@ -3,6 +3,10 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 bash scripts/setup.sh
+# Static checks first (seconds): layer contracts (the core imports no face), lint, types.
+.venv/bin/lint-imports
+.venv/bin/ruff check
+.venv/bin/mypy
 # Compile and cache the wasm runtimes once, up front, so no test pays for it.
 .venv/bin/wasm-runner warm
 # Browser tier: Pyodide under Node (the worker logic).
