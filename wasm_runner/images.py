@@ -47,6 +47,35 @@ from . import snapshot as snap
 from .cache import cache_dir, private_file_ok
 from .runtimes import Runtime
 
+__all__ = [
+    "COMMAND_STACK",
+    "C_RECURSION_LIMIT",
+    "C_STACK_WINDOW",
+    "DEFAULT_IMAGE",
+    "ENTRY",
+    "FORMAT",
+    "IMAGES",
+    "ImageBuildFailed",
+    "RESIDENT_MB",
+    "check_name",
+    "command_path",
+    "ensure",
+    "ensure_command",
+    "finish_image",
+    "image_key",
+    "image_names",
+    "image_path",
+    "image_runtime",
+    "memory_of_module",
+    "patch_c_recursion_limit",
+    "ready",
+    "relocate_stack",
+    "run_setup",
+    "setup_code",
+    "via_turn",
+    "wrapper_definitions",
+]
+
 FORMAT = 1  # bump when the way an image is made changes
 
 # name -> what its set-up imports (after the wrapper is defined); ``plain`` runs nothing

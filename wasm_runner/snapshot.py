@@ -29,6 +29,45 @@ import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
 
+__all__ = [
+    "C_STACK_MARGIN",
+    "DataSegment",
+    "Global",
+    "ImageError",
+    "MemoryLimits",
+    "PAGE",
+    "SEC_CODE",
+    "SEC_CUSTOM",
+    "SEC_DATA",
+    "SEC_DATACOUNT",
+    "SEC_ELEM",
+    "SEC_EXPORT",
+    "SEC_FUNC",
+    "SEC_GLOBAL",
+    "SEC_IMPORT",
+    "SEC_MEMORY",
+    "SEC_START",
+    "SEC_TABLE",
+    "SEC_TYPE",
+    "Section",
+    "WASM_MAGIC",
+    "c_stack_fields",
+    "check_snapshottable",
+    "data_segments",
+    "enc_sleb",
+    "enc_uleb",
+    "exports_of",
+    "globals_of",
+    "imported_globals",
+    "memory_of",
+    "nonzero_ranges",
+    "sections",
+    "set_c_stack_window",
+    "sleb",
+    "uleb",
+    "write_image",
+]
+
 WASM_MAGIC = b"\x00asm\x01\x00\x00\x00"
 PAGE = 65536
 
@@ -292,7 +331,7 @@ def check_snapshottable(module: bytes) -> None:
 
 
 # ---- the memory image --------------------------------------------------------------------------
-def nonzero_ranges(memory: bytes | memoryview, granule: int = 4096, max_gap: int = 0) -> Iterator[tuple[int, int]]:
+def nonzero_ranges(memory: bytes | bytearray | memoryview, granule: int = 4096, max_gap: int = 0) -> Iterator[tuple[int, int]]:
     """(start, end) of the memory's non-zero parts: whole zero ``granule``-sized blocks are
     skipped, each run of non-zero blocks is trimmed of its leading and trailing zero bytes.
     Runs separated by fewer than ``max_gap`` zero blocks are merged."""
@@ -337,7 +376,7 @@ def _section_bytes(sid: int, payload: bytes) -> bytes:
 
 def write_image(
     module: bytes,
-    memory: bytes | memoryview,
+    memory: bytes | bytearray | memoryview,
     global_values: dict[int, int] | None = None,
     *,
     drop_exports: tuple[str, ...] = (),
@@ -435,7 +474,7 @@ def exports_of(module: bytes) -> dict[str, tuple[int, int]]:
 C_STACK_MARGIN = 8192  # _PyOS_STACK_MARGIN_BYTES on wasm32 (2048 pointers)
 
 
-def c_stack_fields(memory: bytes | memoryview, stack_top: int) -> list[int]:
+def c_stack_fields(memory: bytes | bytearray | memoryview, stack_top: int) -> list[int]:
     """Addresses of every ``c_stack_top`` whose next words look like CPython's soft and hard
     limits for a stack that starts at ``stack_top``."""
     mv = bytes(memory)

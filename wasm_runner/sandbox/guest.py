@@ -235,10 +235,10 @@ class Guest:
             if isinstance(mem, wt.Memory):
                 io.memory = mem
             if self.sb.via_turn:  # an image whose interpreter already ran: enter through turn
-                code = images.ENTRY
-                p = exports["host_alloc"](store, len(code)) & 0xFFFFFFFF  # type: ignore[operator]
-                io.memory.write(store, code, p)  # type: ignore[union-attr]
-                exports["turn"](store, p, len(code))  # type: ignore[operator]
+                enter = images.ENTRY
+                p = exports["host_alloc"](store, len(enter)) & 0xFFFFFFFF  # type: ignore[operator]
+                io.memory.write(store, enter, p)  # type: ignore[union-attr]
+                exports["turn"](store, p, len(enter))  # type: ignore[operator]
             else:
                 entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
                 assert isinstance(entry, wt.Func)
