@@ -306,7 +306,7 @@ def images(fig: dict[str, Any], rows: list[tuple[str, float, float, str]], nativ
     for name, d in info.items():
         cs = d["compile_s"]
         print(f"image {name}: module {d['module_mib']:.0f} MiB (compiled {d['compiled_mib']:.0f} MiB, "
-              f"compile {'%.0f s' % cs if cs is not None else 'time unknown'}), starts with "
+              f"compile {f'{cs:.0f} s' if cs is not None else 'time unknown'}), starts with "
               f"{d['start_memory_mib']:.0f} MiB of linear memory; resident per live instance "
               f"{d['live_instance_rss_mib']:.1f} MiB idle"
               + (f", {d['live_instance_after_groupby_rss_mib']:.1f} MiB after a pandas groupby: "

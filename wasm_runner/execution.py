@@ -103,6 +103,9 @@ class PolicyLike(Protocol):
     def files_out(self) -> bool: ...
 
     @property
+    def display(self) -> bool: ...
+
+    @property
     def runtime(self) -> str: ...
 
     @property

@@ -222,7 +222,8 @@ def _digest(files: dict[str, _Asset]) -> str:
 
 def _compress(content: bytes, encoding: str) -> bytes:
     if encoding == "br":
-        return brotli.compress(content, quality=9)
+        packed: bytes = brotli.compress(content, quality=9)
+        return packed
     return gzip.compress(content, compresslevel=6, mtime=0)
 
 
@@ -350,7 +351,8 @@ def _needs_assets(handler: Any) -> Any:
                 "(npm ci and npm run build in web/).",
                 status_code=503,
             )
-        return await handler(request)
+        response: Response = await handler(request)
+        return response
 
     return guarded
 
