@@ -240,3 +240,22 @@ def test_run_folders_of_dead_processes_are_swept(tmp_path: Path, monkeypatch: py
     finally:
         sb.close()
     assert sorted(p.name for p in tmp_path.iterdir()) == [alive.name]
+
+
+def test_on_guest_end_sees_each_guest_and_cannot_break_a_run(default_sandbox: Sandbox) -> None:
+    """The hook bench uses for the guest thread's CPU time (instead of patching the guest)."""
+    seen: list[tuple[float, int]] = []
+    default_sandbox.on_guest_end = lambda oc: seen.append((oc.cpu_s, oc.fuel_used))
+    try:
+        r = default_sandbox.run("x = 0\nfor i in range(200_000): x += i")
+        assert r.ok and len(seen) == 1
+        assert seen[0][0] > 0 and seen[0][1] == r.fuel_used > 0
+
+        def broken(oc: object) -> None:
+            raise RuntimeError("observer bug")
+
+        default_sandbox.on_guest_end = broken
+        r = default_sandbox.run("print('still fine')")
+        assert r.ok and r.stdout == "still fine\n"
+    finally:
+        default_sandbox.on_guest_end = None
