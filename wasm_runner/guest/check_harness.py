@@ -38,7 +38,8 @@ def _wr_check():
     _type, _len, _repr, _str, _isinstance = type, len, repr, str, isinstance
     _BaseException, _AssertionError, _SystemExit = BaseException, AssertionError, SystemExit
     _KeyboardInterrupt, _RecursionError, _MemoryError = KeyboardInterrupt, RecursionError, MemoryError
-    os_open, os_write, os_close, os_exit = os.open, os.write, os.close, os._exit
+    posix = __import__("posix")  # the C functions: the wrapper's os.write/os._exit are Python
+    os_open, os_write, os_close, os_exit = posix.open, posix.write, posix.close, posix._exit
     o_flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
     ModuleType = _type(sys)
     modules = sys.modules

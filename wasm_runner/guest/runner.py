@@ -275,6 +275,15 @@ def _wr_main():
             mod.show = show
 
     sys.meta_path.append(_ShowBackend)
+
+    def find_turtle(name, path=None, target=None):
+        """``import turtle``: wasm-runner's window-less turtle (the stdlib's needs tkinter)."""
+        if name != "turtle":
+            return None
+        from importlib.util import spec_from_file_location
+        return spec_from_file_location("turtle", "/wasm-runner/turtle.py")
+
+    sys.meta_path.insert(0, type("_TurtleFinder", (), {"find_spec": staticmethod(find_turtle)}))
     if "matplotlib" in sys.modules:  # imported by an image before this wrapper ran: switch it
         try:
             sys.modules["matplotlib"].use("module://wasm_runner_show")
@@ -518,6 +527,10 @@ def _wr_main():
         try:
             if job.get("display"):
                 figures_to(outputs)
+            take_svg = getattr(sys.modules.get("turtle"), "_wr_take_svg", None)
+            svg = take_svg() if take_svg is not None else None
+            if svg:  # a turtle drawing is the program's output: shown whatever `display` says
+                outputs.append({"kind": "image", "mime": "image/svg+xml", "data": svg})
             flush()
         except BaseException:
             pass

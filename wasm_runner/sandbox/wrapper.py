@@ -24,6 +24,8 @@ __all__ = ["ARGV0", "BOOT_SOURCE", "argv", "compiled_wrapper", "job"]
 
 ARGV0 = "/usr/local/bin/python.wasm"
 BOOT_SOURCE = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
+# the window-less turtle (guest/lib/turtle.py) ships in the wrapper's folder: /wasm-runner/turtle.py
+TURTLE_SOURCE = (_pkg_files("wasm_runner") / "guest" / "lib" / "turtle.py").read_text()
 _BOOT_LOADER = "exec(__import__('marshal').loads(open('/wasm-runner/boot.bin', 'rb').read()))"  # no name left in __main__
 
 
@@ -40,7 +42,7 @@ def compiled_wrapper(sb: Sandbox) -> Path:
     Compiling the wrapper inside the guest costs ~10 ms of CPU on every run; the guest
     compiles it once (per runtime and wrapper version) and later runs load the code object.
     """
-    digest = hashlib.sha256(BOOT_SOURCE.encode()).hexdigest()[:16]
+    digest = hashlib.sha256((BOOT_SOURCE + TURTLE_SOURCE).encode()).hexdigest()[:16]
     d = cache_dir() / f"boot-{sb.runtime.module_sha256[:16]}-{digest}"
     target = d / "boot.bin"
     if private_file_ok(target):
@@ -55,6 +57,9 @@ def compiled_wrapper(sb: Sandbox) -> Path:
     if not res.ok:
         raise RuntimeError(f"could not compile the guest wrapper: {res.status}: {res.stderr[-500:]}")
     d.mkdir(mode=0o700, exist_ok=True)
+    tmp = d / f".turtle.{os.getpid()}.tmp"
+    tmp.write_text(TURTLE_SOURCE)
+    os.replace(tmp, d / "turtle.py")  # before boot.bin: a folder with boot.bin is complete
     tmp = d / f".boot.{os.getpid()}.tmp"
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
