@@ -98,19 +98,25 @@ def _wr_check():
         "sys.monitoring.set_events", "sys.monitoring.set_local_events", "sys.remote_exec",
         "cpython._PySys_ClearAuditHooks", "ctypes.dlopen", "ctypes.addressof",
     ))
-    denied_reads = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame", "__defaults__",
-                              "__kwdefaults__"))
+    frame_reads = frozenset(("tb_frame", "gi_frame", "cr_frame", "ag_frame"))
+    own_attrs = frozenset(("__code__", "__defaults__", "__kwdefaults__", "__globals__"))
+    protected = []  # the harness's functions that reach the tests (set below)
 
-    def guard(event, args, locked=locked, denied_events=denied_events, denied_reads=denied_reads,
-              RuntimeError=RuntimeError):
+    def guard(event, args, locked=locked, denied_events=denied_events, frame_reads=frame_reads,
+              own_attrs=own_attrs, protected=protected, RuntimeError=RuntimeError):
         if not locked[0]:
             return
         if event in denied_events:
             raise RuntimeError("%s is not available while an exercise is checked" % event)
-        if event == "object.__getattr__" and args[1] in denied_reads:
-            raise RuntimeError("reading %s is not available while an exercise is checked" % args[1])
-        if event == "object.__setattr__" and args[1] in ("__code__", "__defaults__", "__kwdefaults__"):
-            raise RuntimeError("replacing %s is not available while an exercise is checked" % args[1])
+        if event == "object.__getattr__" or event == "object.__setattr__":
+            name = args[1]
+            if name in frame_reads and event == "object.__getattr__":
+                raise RuntimeError("reading %s is not available while an exercise is checked" % name)
+            if name in own_attrs:
+                target = args[0]
+                for f in protected:
+                    if f is target:
+                        raise RuntimeError("the checker's own functions are off limits")
 
     sys.addaudithook(guard)
 
@@ -211,6 +217,7 @@ def _wr_check():
     short = isolate(short)
     wr_compare = isolate(wr_compare, strict_eq=strict_eq, short=short)
     wr_truth = isolate(wr_truth)
+    protected.extend((strict_eq, short, wr_compare, wr_truth))
 
     OPNAMES = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
                ast.GtE: ">=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
