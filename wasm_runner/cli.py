@@ -34,6 +34,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "tools-schema": ("wasm_runner.tool_schema", "print OpenAI-style tool schemas for the HTTP API"),
     "wheelhouse": ("wasm_runner.browser.wheelhouse", "build the browser tier's local wheelhouse"),
     "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
+    "exercise": ("wasm_runner.exercises.cli", "validate an exercise (reference passes, starter fails), check code, export"),
 }
 
 _EXIT_FOR_STATUS = {

@@ -100,6 +100,7 @@ def make_config(tmp_path: Path, **overrides: object) -> ServerConfig:
         "max_queue": 8,
         "audit_log": tmp_path / "audit.jsonl",
         "cors_origins": ("https://course.example",),
+        "exercises_dir": Path(__file__).resolve().parents[1] / "exercises",
     }
     settings.update(overrides)
     return ServerConfig(**settings)  # type: ignore[arg-type]

@@ -140,13 +140,13 @@ def _wr_check():
                     return False, None
                 continue
             if tx not in PLAIN or ty not in PLAIN:
-                return False, "expected a %s, got a %s" % (ty.__name__, tx.__name__)
+                return False, "type: got %s, expected %s" % (tx.__name__, ty.__name__)
             if tx in NUMBERS and ty in NUMBERS:
                 if not (x == y):
                     return False, None
                 continue
             if tx is not ty and not (tx in SETS and ty in SETS):
-                return False, "expected a %s, got a %s" % (ty.__name__, tx.__name__)
+                return False, "type: got %s, expected %s" % (tx.__name__, ty.__name__)
             if tx is list or tx is tuple:
                 if len(x) != len(y):
                     return False, None

@@ -43,6 +43,7 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="an origin that may call the API from a browser (repeatable)")  # fmt: skip
     p.add_argument("--audit-log", metavar="PATH", help="append a JSON line per run to PATH")
+    p.add_argument("--exercises", metavar="DIR", help="serve the exercises in DIR at /api/exercises")
     p.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
@@ -62,6 +63,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "max_running": args.max_running,
         "cors_origins": args.cors_origin,
         "audit_log": args.audit_log,
+        "exercises_dir": args.exercises,
     }
     try:
         config = load_config(args.config, **overrides)

@@ -32,7 +32,8 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 ``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,
 ``WASM_RUNNER_AUDIT_CODE``,
 ``WASM_RUNNER_MAX_RUNNING``, ``WASM_RUNNER_MAX_QUEUE``, ``WASM_RUNNER_MEMORY_BUDGET_MB``,
-``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
+``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_EXERCISES_DIR`` (``[server] exercises_dir``: the
+exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
 directory).
 """
 
@@ -140,6 +141,8 @@ class ServerConfig:
     # audit
     audit_log: Path | None = None
     audit_code: Literal["hash", "full"] = "hash"
+    # exercises (wasm_runner.exercises): the folder served at /api/exercises, or None
+    exercises_dir: Path | None = None
 
     def __post_init__(self) -> None:
         self.check()
@@ -220,7 +223,7 @@ _SERVER_KEYS = {
     "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
     "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
     "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
-    "audit_log", "audit_code",
+    "audit_log", "audit_code", "exercises_dir",
 }  # fmt: skip
 
 
@@ -290,6 +293,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
         out["cors_origins"] = [
             o.strip() for o in env["WASM_RUNNER_CORS_ORIGINS"].split(",") if o.strip()
         ]
+    if env.get("WASM_RUNNER_EXERCISES_DIR"):
+        out["exercises_dir"] = env["WASM_RUNNER_EXERCISES_DIR"]
     for name in ("audit_log", "audit_code", "default_profile"):
         if env.get(f"WASM_RUNNER_{name.upper()}"):
             out[name] = env[f"WASM_RUNNER_{name.upper()}"]
@@ -360,6 +365,8 @@ def load_config(
             server[tuple_field] = tuple(server[tuple_field])
     if server.get("audit_log"):
         server["audit_log"] = Path(server["audit_log"])
+    if server.get("exercises_dir"):
+        server["exercises_dir"] = Path(server["exercises_dir"])
     try:
         return ServerConfig(api_keys=tuple(keys), profiles=profiles, **server)
     except TypeError as exc:

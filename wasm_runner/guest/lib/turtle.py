@@ -91,7 +91,7 @@ class _World:
         return True
 
     def drawn(self):
-        return bool(self.items) or any(t._visible and t._moved for t in self.turtles)
+        return bool(self.items or self.turtles) or self.bg != "white"
 
 
 _world = _World()

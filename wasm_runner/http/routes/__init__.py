@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import files, interactive, meta, run, sessions, stream
+from . import exercises, files, interactive, meta, run, sessions, stream
 
 
 def api_routes() -> list[BaseRoute]:
@@ -15,4 +15,5 @@ def api_routes() -> list[BaseRoute]:
         *interactive.routes(),
         *sessions.routes(),
         *files.routes(),
+        *exercises.routes(),
     ]

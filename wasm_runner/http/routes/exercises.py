@@ -1,0 +1,121 @@
+"""Exercises on the server (``[server] exercises_dir``, ``--exercises DIR``).
+
+- ``GET  /api/exercises``               the exercises: id and title
+- ``GET  /api/exercises/{id}``          title, instructions, starter code, number of checks: what
+                                        a student may see (never a check, never the solution)
+- ``POST /api/exercises/{id}/check``    ``{"code": ..., "profile": ...}`` → per-check results; each
+                                        check is one run through admission and the audit log;
+                                        hidden checks come back as "hidden check N" and pass/fail
+- ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
+                                        that says ``browser = true`` (its hidden checks then reach
+                                        the student's machine; 404 otherwise)
+"""
+
+from __future__ import annotations
+
+import asyncio
+import dataclasses
+import threading
+from typing import Any
+
+from pydantic import Field
+from starlette.requests import Request
+from starlette.responses import Response
+from starlette.routing import BaseRoute, Route
+
+from ...exercises import Exercise, ExerciseError, find_record, judge, load_folder, plan, redact, summarize
+from ...inputs import MAX_SOURCE_BYTES
+from ..errors import ApiError, SafeJSONResponse
+from ..guests import cancel_on_disconnect
+from ..schemas import _Strict, read_model
+from ..service import Job, Service, client_address
+from ._common import service_of
+
+_lock = threading.Lock()
+
+
+class CheckRequest(_Strict):
+    code: str = Field(max_length=MAX_SOURCE_BYTES, description="the student's Python source")
+    profile: str | None = Field(default=None, description="policy profile (default: the server's)")
+
+
+def _exercises(service: Service) -> dict[str, Exercise]:
+    """The configured exercises, loaded once per service (a broken folder: 503, said plainly)."""
+    with _lock:
+        cached = getattr(service, "_exercises", None)
+        if cached is None:
+            folder = service.config.exercises_dir
+            if folder is None:
+                raise ApiError(404, "no_exercises", "this server has no exercises configured")
+            try:
+                cached = load_folder(folder)
+            except ExerciseError as exc:
+                raise ApiError(503, "exercises_unavailable", f"the exercises cannot be loaded: {exc}") from None
+            service._exercises = cached  # type: ignore[attr-defined]
+        return cached
+
+
+def _exercise(request: Request) -> tuple[Service, Exercise]:
+    service = service_of(request)
+    ex_id = request.path_params["exercise_id"]
+    found = _exercises(service).get(ex_id)
+    if found is None:
+        raise ApiError(404, "unknown_exercise", f"no exercise {ex_id!r} here")
+    return service, found
+
+
+async def list_exercises(request: Request) -> Response:
+    service = service_of(request)
+    service.caller(request)
+    return SafeJSONResponse({"exercises": [{"id": e.id, "title": e.title}
+                                           for e in _exercises(service).values()]})
+
+
+async def get_exercise(request: Request) -> Response:
+    service, ex = _exercise(request)
+    service.caller(request)
+    return SafeJSONResponse(ex.public())
+
+
+async def get_bundle(request: Request) -> Response:
+    service, ex = _exercise(request)
+    service.caller(request)
+    if not ex.browser:
+        raise ApiError(404, "server_only", f"exercise {ex.id!r} is checked on the server only "
+                       "(its checks are not sent to browsers)")
+    return SafeJSONResponse(ex.bundle())
+
+
+async def check_exercise(request: Request) -> Response:
+    service, ex = _exercise(request)
+    tenant = service.caller(request)
+    body = await read_model(request, CheckRequest, service.config.max_body_bytes)
+    profile, base_limits, runtime = service.policy(tenant, body.profile, None)
+    # the harness reports through /out: every check run collects it, whatever the profile says
+    profile = dataclasses.replace(profile, files_out=True, display=False)
+    limits = ex.run_limits(base_limits)
+    client = client_address(request)
+
+    async def run_all() -> dict[str, Any]:
+        checks = []
+        for spec in plan(ex, body.code):
+            job = Job(tenant=tenant, client=client, kind="check", profile=profile, limits=limits,
+                      runtime=runtime, code=spec.code, stdin=spec.stdin, filename=spec.filename)
+            result = await service.run_job(job)
+            res = result.to_dict()
+            record = find_record(spec, res, ((f.path, f.content) for f in result.files))
+            checks.append(judge(spec, res, record))
+        return summarize(ex.id, checks)
+
+    work = asyncio.ensure_future(run_all())
+    report = await cancel_on_disconnect(request.receive, work)
+    return SafeJSONResponse(redact(report))
+
+
+def routes() -> list[BaseRoute]:
+    return [
+        Route("/api/exercises", list_exercises, methods=["GET"]),
+        Route("/api/exercises/{exercise_id}", get_exercise, methods=["GET"]),
+        Route("/api/exercises/{exercise_id}/bundle", get_bundle, methods=["GET"]),
+        Route("/api/exercises/{exercise_id}/check", check_exercise, methods=["POST"]),
+    ]
