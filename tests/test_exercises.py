@@ -91,7 +91,8 @@ def test_infinite_loop_is_stopped_and_reported_on_its_check(mean):
     checks = by_name(report)
     stuck = checks["test_mean_of_one"]
     assert not stuck["passed"]
-    assert stuck["status"] == "cpu_limit" and stuck["limit"] == "cpu"
+    # the CPU limit (1 s) normally; the wall limit (4 s) first on a loaded machine
+    assert (stuck["status"], stuck["limit"]) in (("cpu_limit", "cpu"), ("timeout", "wall"))
     assert "infinite loop" in stuck["message"]
     # the other checks ran in runs of their own and pass
     assert checks["test_mean_of_two"]["passed"] and checks["three numbers"]["passed"]
