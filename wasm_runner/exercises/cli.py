@@ -19,6 +19,8 @@ from typing import Any
 from .checker import check_code, redact
 from .model import ExerciseError, load_exercise
 
+__all__ = ["main"]
+
 
 def _parser() -> argparse.ArgumentParser:
     p = argparse.ArgumentParser(prog="wasm-runner exercise",
