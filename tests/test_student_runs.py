@@ -106,3 +106,17 @@ def test_recursion_limit_and_tracebacks_ignore_the_wrapper(default_sandbox: Sand
                         "    time.sleep(-1)\n"
                         "    ~~~~~~~~~~^^^^\n"
                         "ValueError: sleep length must be non-negative\n")
+
+
+def test_slow_lines_after_a_flood_go_out_one_by_one(default_sandbox: Sandbox) -> None:
+    # a flood puts output in blocks; when the program then prints a line after a stretch of work,
+    # that line goes out with its own write (the host's pace flag says time passed), not at the end
+    code = ("for i in range(5000):\n    print(i)\n"
+            "for step in range(12):\n    for _ in range(1_000_000):\n        pass\n    print('step', step)\n")
+    chunks: list[bytes] = []
+    r = default_sandbox.run(code, limits=Limits(cpu_seconds=60, wall_seconds=300),
+                            on_output=lambda s, b: chunks.append(b))
+    assert r.ok and r.stdout.endswith("step 11\n")
+    with_steps = [c for c in chunks if b"step" in c]
+    assert len(with_steps) >= 10 and all(c.count(b"step") <= 2 for c in with_steps)
+    assert len(chunks) < 200  # the flood itself still went out in blocks

@@ -11,22 +11,27 @@
 #
 # Output: sys.stdout and sys.stderr share one pending buffer that keeps the order in which the
 # two were written (a switch of stream writes out what is pending). While the program prints
-# slowly each line goes out at once (line buffering); once it prints fast (512 writes within
-# 50 ms) output goes to the host in blocks: at 16 KiB, when 50 ms passed since the last block,
-# on an explicit flush(), before the program reads stdin or sleeps, and when the job ends. A
-# print loop so costs a host call per block instead of one per line. Should the run be stopped
-# by force, the host reads what is still pending from the guest's memory (``outbuf``).
+# slowly each line goes out at once (line buffering); once it prints fast (128 writes within
+# 50 ms of its CPU time) output goes to the host in blocks: at 16 KiB, at the first write after
+# the host's pace flag (set every 50 ms of the guest's CPU time, or 200 ms of wall time), on an
+# explicit flush(), before the program reads stdin or sleeps, and when the job ends. A print
+# loop so costs a host call per block instead of one per line, and no clock reads. Should the
+# run be stopped by force, the host reads what is still pending from the guest's memory.
 def _wr_main():
     import sys, os, json, gc, io, time
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
     _write, _monotonic, _sleep, _exit = os.write, time.monotonic, time.sleep, os._exit
-    BLOCK, BURST, WINDOW = 16384, 512, 0.05  # a clock read is a host call: one per BURST writes
+    BLOCK, BURST, WINDOW = 16384, 128, 0.05
+    CLOCK_EVERY = 2048  # writes between clock reads (a host call) when the host sets no pace flag
     # pending[0] is the fd (1 or 2) the rest belongs to; the host may read it from the guest's
     # memory when it stops a run by force (``outbuf`` below), so nothing pending is lost
     pending = bytearray(b"\x01WRPB")
     HEAD = len(pending)
     direct, writes, t0, tflush = True, 0, 0.0, 0.0  # pace: line by line, or blocks
+    # the pace flag: the host sets tick[0] every 50 ms while the guest runs (no clock call needed)
+    tick = bytearray(b"\x00WRTK")
+    paced = [False]  # whether the host ever set it
     errors = {1: "surrogateescape", 2: "backslashreplace"}
 
     def out_flush():
@@ -51,39 +56,44 @@ def _wr_main():
         out_flush()
         pending[0] = fd
 
+    def pace():
+        """The host set the pace flag: what is pending goes out. Flag 1 says WINDOW of this
+        guest's CPU time passed: fewer than BURST writes in it is a slow pace, written line by
+        line again (flag 2 only says output is due: the host is loaded, the count means little)."""
+        nonlocal direct, writes
+        if tick[0] == 1:
+            direct, writes = writes < BURST, 0
+        tick[0] = 0
+        paced[0] = True
+        out_flush()
+
     def window():
-        """Every BURST writes: printing fast (BURST writes within WINDOW) holds output in
-        blocks; a slow pace writes each line at once again. Blocks go out at least every
-        WINDOW seconds while the program writes."""
+        """Without a pace flag from the host: every CLOCK_EVERY writes, the clock decides."""
         nonlocal direct, writes, t0, tflush
         now = _monotonic()
-        fast = now - t0 < WINDOW
+        direct = now - t0 >= WINDOW * CLOCK_EVERY / BURST
         t0, writes = now, 0
-        if direct:
-            if fast:
-                direct, tflush = False, now
-            else:
-                out_flush()
-        elif not fast:
-            direct = True
-            out_flush()
-        elif now - tflush >= WINDOW:
+        if direct or now - tflush >= WINDOW:
             tflush = now
             out_flush()
 
     def after_write(size):
-        nonlocal writes
+        nonlocal writes, direct
         writes += 1
-        if writes >= BURST:
-            window()
-        elif direct or len(pending) >= BLOCK:
+        if direct:
             out_flush()
+            if writes >= BURST and paced[0]:  # BURST writes within WINDOW: blocks
+                direct = False
+        elif len(pending) >= BLOCK:
+            out_flush()
+        if writes >= CLOCK_EVERY and not paced[0]:
+            window()
 
     def make_text_write(fd):
         err = errors[fd]
 
         def write(s):
-            nonlocal writes, pending
+            nonlocal writes, pending, direct
             try:
                 data = s.encode()
             except AttributeError:
@@ -92,15 +102,22 @@ def _wr_main():
                 data = s.encode("utf-8", err)  # as sys.stdout would, or its error
             if pending[0] != fd:
                 switch(fd)
+            if tick[0]:  # what waited since the host's last flag goes out first
+                pace()
             pending += data  # in place: the buffer the host knows stays the same object
             writes += 1
-            if writes >= BURST:
-                window()
-            elif direct:
+            if direct:
                 if "\n" in s:  # line-buffered while the pace is slow
                     out_flush()
+                if writes >= BURST:  # BURST writes within WINDOW: blocks from now on
+                    if paced[0]:
+                        direct = False
+                    elif writes >= CLOCK_EVERY:
+                        window()
             elif len(pending) >= BLOCK:
                 out_flush()
+            elif writes >= CLOCK_EVERY and not paced[0]:
+                window()
             return len(s)
         return write
 
@@ -109,6 +126,8 @@ def _wr_main():
             data = bytes(b)
             if pending[0] != fd:
                 switch(fd)
+            if tick[0]:
+                pace()
             pending.extend(data)
             after_write(len(data))
             return len(data)
@@ -557,7 +576,7 @@ def _wr_main():
                        "MPLCONFIGDIR": "/tmp"})
     install_streams()
     try:  # where pending output lives: the host writes it out should the run end by force
-        _write(0, json.dumps({"outbuf": id(pending)}).encode())
+        _write(0, json.dumps({"outbuf": id(pending), "tick": id(tick)}).encode())
     except OSError:
         pass
     main_mod = sys.modules["__main__"]

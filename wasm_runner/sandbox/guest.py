@@ -276,6 +276,7 @@ class Guest:
             except wt.WasmtimeError:
                 pass
             io.memory = None
+            io.tick_host = None  # the memory goes with the store: no more pace flags
             current.io = None
             self.store = None
             hook = self.sb.on_guest_end

@@ -35,6 +35,7 @@ class ControlChannel:
         self.closed_for_jobs = False
         self.idle = False
         self.outbuf: int | None = None  # where the wrapper keeps output not yet written
+        self.tick_addr: int | None = None  # the wrapper's pace flag (a guest address)
 
     # ---- host side -------------------------------------------------------------------------
     def submit(self, job: dict[str, Any]) -> None:
@@ -91,16 +92,20 @@ class ControlChannel:
     def take_report(self, data: bytes) -> bool:
         """Record one report the wrapper wrote; False when it is not JSON.
 
-        ``{"outbuf": address}`` is no report: the wrapper says where its pending output lives
-        (``outbuf``), so that a run stopped by force loses none of it (``Guest.recover_output``).
+        ``{"outbuf": address, "tick": address}`` is no report: the wrapper says where its
+        pending output lives (``outbuf``), so that a run stopped by force loses none of it
+        (``Guest.recover_output``), and where its pace flag is (``tick``, set by the host every
+        ``PACE_S`` while the guest runs: how the wrapper knows time passed without a clock call).
         """
         try:
             report = json.loads(data.decode())
         except (ValueError, UnicodeDecodeError):
             return False
-        if isinstance(report, dict) and set(report) == {"outbuf"}:
-            if isinstance(report["outbuf"], int) and 0 <= report["outbuf"] < 1 << 32:
-                self.outbuf = report["outbuf"]
+        if isinstance(report, dict) and "outbuf" in report and set(report) <= {"outbuf", "tick"}:
+            for key in ("outbuf", "tick"):
+                value = report.get(key)
+                if isinstance(value, int) and 0 <= value < 1 << 32:
+                    setattr(self, "tick_addr" if key == "tick" else "outbuf", value)
             return True
         self.reports.append(report)
         if self.on_report is not None:

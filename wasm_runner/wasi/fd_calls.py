@@ -44,6 +44,8 @@ def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> in
     if fd == 0:  # the wrapper's reports on the control channel
         if not io.take_report(data):
             return EINVAL
+        if io.tick_addr is not None and io.tick_host is None:
+            io.tick_host = _pace_flag(m, io.tick_addr)
         m.u32(nwritten, len(data))
         return SUCCESS
     f = lookup(io, fd, "file")
@@ -53,6 +55,25 @@ def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> in
     written = _write_at(io, f, data, pos, positional=False)
     m.u32(nwritten, written)
     return SUCCESS
+
+
+PACE_MAGIC = b"WRTK"  # follows the wrapper's one-byte pace flag
+
+
+def _pace_flag(m: Mem, addr: int) -> int | None:
+    """The host address of the wrapper's pace flag: the content of the ``bytearray`` at guest
+    address ``addr`` (a flag byte, then ``PACE_MAGIC``), found through the object's header and
+    checked; None when it does not check out (the wrapper then paces itself by the clock).
+    Linear memory never moves nor shrinks while the instance lives, so the address holds."""
+    base = getattr(m, "base", None)
+    if base is None or not 0 <= addr <= m.size - 32:
+        return None
+    head = m.read(addr, 32)
+    for off in range(12, 32, 4):  # ob_bytes / ob_start of a 32-bit PyByteArrayObject
+        ptr = struct.unpack_from("<I", head, off)[0]
+        if 0 < ptr <= m.size - 1 - len(PACE_MAGIC) and m.read(ptr + 1, len(PACE_MAGIC)) == PACE_MAGIC:
+            return int(base) + ptr
+    return None
 
 
 def _write_at(io: GuestIO, f: Fd, data: bytes, pos: int, positional: bool) -> int:
