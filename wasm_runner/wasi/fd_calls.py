@@ -72,7 +72,7 @@ def _pace_flag(m: Mem, addr: int) -> int | None:
     for off in range(12, 32, 4):  # ob_bytes / ob_start of a 32-bit PyByteArrayObject
         ptr = struct.unpack_from("<I", head, off)[0]
         if 0 < ptr <= m.size - 1 - len(PACE_MAGIC) and m.read(ptr + 1, len(PACE_MAGIC)) == PACE_MAGIC:
-            return int(base) + ptr
+            return int(base) + int(ptr)
     return None
 
 
