@@ -64,10 +64,11 @@ def _config(fuel: bool) -> wt.Config:
 # resident when it is released (wasmtime resets their contents to the module's image before the
 # next instance; isolation is wasmtime's guarantee and the sandbox tests check it). A fresh
 # instance of the datascience image then skips most of its copy-on-write page faults. Only
-# WARM_SLOTS released slots keep memory; the others are decommitted. SLOTS bounds the instances
+# WARM_SLOTS released slots keep memory (at most 2 x 128 MiB per engine, held while idle); the
+# others are decommitted. SLOTS bounds the instances
 # alive at once per engine (address space only: 4 GiB each, never committed).
 POOL_SLOTS = 1000
-POOL_WARM_SLOTS = 4
+POOL_WARM_SLOTS = 2
 POOL_KEEP_RESIDENT = 128 << 20
 
 
