@@ -67,7 +67,7 @@ def _config(fuel: bool) -> wt.Config:
 # WARM_SLOTS released slots keep memory (at most 2 x 128 MiB per engine, held while idle); the
 # others are decommitted. SLOTS bounds the instances
 # alive at once per engine (address space only: 4 GiB each, never committed).
-POOL_SLOTS = 1000
+POOL_SLOTS = 400
 POOL_WARM_SLOTS = 2
 POOL_KEEP_RESIDENT = 128 << 20
 
@@ -77,6 +77,15 @@ def use_pooling(cfg: wt.Config) -> bool:
     wrapper for it); False (on-demand allocation) when this wasmtime lacks those calls or
     ``WASM_RUNNER_ALLOCATOR=ondemand``."""
     if os.environ.get("WASM_RUNNER_ALLOCATOR", "pooling") == "ondemand":
+        return False
+    try:  # the slots are reserved address space (never committed) when the engine is made; a
+        # capped address space would make wasmtime abort the process rather than fail
+        import resource
+
+        soft, _hard = resource.getrlimit(resource.RLIMIT_AS)
+        if soft != resource.RLIM_INFINITY:
+            return False
+    except (ImportError, OSError, ValueError):
         return False
     try:
         p = ffi.wasmtime_pooling_allocation_config_new()
