@@ -6,11 +6,15 @@ import { sanitizeResult, serverSentEvents } from "../../web/src/client.js";
 
 test("well-formed messages pass, others are refused", () => {
   assert.ok(isMessage(message("run", { id: 1, code: "print(1)", interactive: false })));
-  assert.ok(isMessage(message("stream", { id: 2, stream: "stdout", text: "x" })));
+  assert.ok(isMessage(message("stream", { id: 2, chunks: [{ stream: "stdout", text: "x" }, { stream: "stderr", text: "y" }] })));
+  assert.ok(!isMessage(message("stream", { id: 2, chunks: [] })), "no empty batches");
+  assert.ok(!isMessage(message("stream", { id: 2, stream: "stdout", text: "x" })), "one ordered list of chunks");
+  assert.ok(isMessage(message("run", { id: 1, code: "x", interactive: false, filename: "main.py" })));
+  assert.ok(!isMessage(message("run", { id: 1, code: "x", interactive: false, filename: "../etc/passwd" })), "a file name, not a path");
   assert.ok(!isMessage({ type: "run", id: 1, code: "x", interactive: false }), "no channel tag");
   assert.ok(!isMessage(message("run", { id: 0, code: "x", interactive: false })), "id must be positive");
   assert.ok(!isMessage(message("run", { id: 1, code: 5, interactive: false })), "code must be text");
-  assert.ok(!isMessage(message("stream", { id: 1, stream: "secret", text: "x" })));
+  assert.ok(!isMessage(message("stream", { id: 1, chunks: [{ stream: "secret", text: "x" }] })));
   assert.ok(!isMessage(message("eval", { code: "alert(1)" })), "unknown type");
   assert.ok(!isMessage(null) && !isMessage("run") && !isMessage([]));
   assert.ok(isMessage(message("assets", { files: { a: new ArrayBuffer(1) } })));
@@ -19,7 +23,9 @@ test("well-formed messages pass, others are refused", () => {
 });
 
 test("limits: defaults, ranges, unknown names, server-only names", () => {
-  assert.deepEqual(checkLimits(undefined).limits, { wall_seconds: 10, stdout_bytes: 1 << 20, stderr_bytes: 1 << 20 });
+  assert.deepEqual(checkLimits(undefined).limits, { wall_seconds: 10, stdout_bytes: 1 << 20, stderr_bytes: 1 << 20, input_wait_seconds: 300 });
+  assert.equal(checkLimits({ input_wait_seconds: 30 }).limits.input_wait_seconds, 30);
+  assert.match(checkLimits({ input_wait_seconds: 0 }).error, /between 1 and 86400/);
   assert.equal(checkLimits({ wall_seconds: 2 }).limits.wall_seconds, 2);
   assert.match(checkLimits({ wall_seconds: 0 }).error, /between 0.05 and 3600/);
   assert.match(checkLimits({ wall_seconds: "5" }).error, /must be a number/);

@@ -32,7 +32,7 @@ async function stopAfter(code, marker, settleMs = 0) {
   let listener;
   const seen = new Promise((resolve) => {
     listener = (event) => {
-      if (event.type === "stream" && event.id === id && event.text.includes(marker)) resolve();
+      if (event.type === "stream" && event.id === id && event.chunks.some((c) => c.text.includes(marker))) resolve();
     };
     listeners.add(listener);
   });
@@ -73,11 +73,21 @@ describe("runs", () => {
     assert.equal(result.limit, null);
   });
 
-  test("an exception is an error with the user's traceback only", async () => {
-    const result = await run("def f():\n    return 1 / 0\nf()");
+  test("an exception is an error with the user's traceback only, source lines and carets", async () => {
+    const result = await run("def f():\n    return 1 / 0\nf()", { filename: "main.py" });
     assert.equal(result.status, "error");
     assert.equal(result.exit_code, 1);
-    assert.match(result.stderr, /File "<main>", line 2, in f/);
+    assert.equal(result.stderr, [
+      "Traceback (most recent call last):",
+      '  File "main.py", line 3, in <module>',
+      "    f()",
+      "    ~^^",
+      '  File "main.py", line 2, in f',
+      "    return 1 / 0",
+      "           ~~^~~",
+      "ZeroDivisionError: division by zero",
+      "",
+    ].join("\n"));
     assert.match(result.stderr, /ZeroDivisionError/);
     assert.doesNotMatch(result.stderr, /_pyodide|wasm-runner/);
   });
@@ -100,7 +110,7 @@ describe("runs", () => {
     events = [];
     const id = nextId;
     const result = await run("import time\nfor i in range(3):\n    print(i, flush=True)\n    time.sleep(0.05)");
-    const streamed = events.filter((e) => e.type === "stream" && e.id === id).map((e) => e.text).join("");
+    const streamed = events.filter((e) => e.type === "stream" && e.id === id).flatMap((e) => e.chunks.map((c) => c.text)).join("");
     assert.equal(streamed, "0\n1\n2\n");
     assert.ok(events.filter((e) => e.type === "stream" && e.id === id).length >= 2, "several chunks");
     assert.equal(result.stdout, "0\n1\n2\n");
@@ -127,7 +137,7 @@ describe("input", () => {
     assert.equal(result.stdout, "Name? Hello Ada\n");
     const request = events.find((e) => e.type === "input-request" && e.id === id);
     assert.equal(request.prompt, "Name? ");
-    const promptChunk = events.findIndex((e) => e.type === "stream" && e.text.includes("Name? "));
+    const promptChunk = events.findIndex((e) => e.type === "stream" && e.chunks.some((c) => c.text.includes("Name? ")));
     assert.ok(promptChunk !== -1 && promptChunk < events.indexOf(request), "prompt streamed before the wait");
   });
 

@@ -1,11 +1,81 @@
 // Python installed once per worker, after Pyodide loads: the run helper, input(), an
 // interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra file.
 export const BOOTSTRAP_PY = String.raw`
-import ast, base64, builtins, inspect, io, os, sys, time, traceback
+import ast, base64, builtins, inspect, io, linecache, os, sys, time, traceback
 import _wasm_runner_host as _host
 
 os.environ.setdefault("MPLBACKEND", "agg")
+_RUNNER_FILE = "<wasm-runner>"
+_monotonic = time.monotonic
 
+class _Output:
+    """stdout and stderr as ONE ordered stream, batched before it crosses into JavaScript: a
+    batch goes out when it reaches 16 KB, when 30 ms passed since the last one (so the first
+    line after a quiet spell shows at once), on flush(), before input(), in sleep() and at the end."""
+    def __init__(self):
+        self.parts = []
+        self.size = 0
+        self.last = 0.0
+    def add(self, stream, text):
+        parts = self.parts
+        if parts and parts[-1][0] == stream:
+            parts[-1][1].append(text)
+        else:
+            parts.append((stream, [text]))
+        self.size += len(text)
+        now = _monotonic()
+        if self.size >= 16384 or now - self.last >= 0.03:
+            self.flush(now)
+    def flush(self, now=None):
+        parts = self.parts
+        if parts:
+            self.parts = []
+            self.size = 0
+            for stream, texts in parts:
+                _host.write(stream, "".join(texts))
+        self.last = _monotonic() if now is None else now
+
+_out = _Output()
+
+class _Stream(io.TextIOBase):
+    """sys.stdout / sys.stderr: text goes into the ordered stream; .buffer reaches the raw file."""
+    def __init__(self, name, fd, raw):
+        self._stream = name
+        self._fd = fd
+        self._raw = raw
+    @property
+    def name(self):
+        return "<%s>" % self._stream
+    @property
+    def encoding(self):
+        return "utf-8"
+    @property
+    def errors(self):
+        return "strict"
+    @property
+    def line_buffering(self):
+        return False
+    @property
+    def buffer(self):
+        _out.flush()
+        return self._raw.buffer
+    def writable(self):
+        return True
+    def write(self, s):
+        if not isinstance(s, str):
+            raise TypeError("write() argument must be str, not %s" % type(s).__name__)
+        if s:
+            _out.add(self._stream, s)
+        return len(s)
+    def flush(self):
+        _out.flush()
+    def isatty(self):
+        return False
+    def fileno(self):
+        return self._fd
+
+_stdout = _Stream("stdout", 1, sys.stdout)
+_stderr = _Stream("stderr", 2, sys.stderr)
 class _Stdin(io.TextIOBase):
     """sys.stdin: lines given up front first, then (interactive runs) lines asked of the page."""
     def readable(self):
@@ -29,6 +99,7 @@ def _next_line(prompt):
     if line is not None:
         return line
     mode = _host.input_mode()
+    _out.flush()  # everything printed so far is on screen before the program waits
     if mode == "shared":
         line = _host.read_line_blocking(prompt)
     elif mode == "jspi":
@@ -45,7 +116,7 @@ def _input(prompt=""):
     if prompt:
         sys.stdout.write(prompt)
     sys.stdout.flush()
-    _host.flush()
+    _out.flush()
     line = _next_line(prompt)
     if line is None:
         if _host.input_mode() == "unavailable":
@@ -59,6 +130,7 @@ def _sleep(seconds):
     """time.sleep that a Stop interrupts at once (waits on the interrupt slot)."""
     if seconds < 0:
         raise ValueError("sleep length must be non-negative")
+    _out.flush()
     deadline = time.monotonic() + float(seconds)
     while True:
         left = deadline - time.monotonic()
@@ -66,10 +138,46 @@ def _sleep(seconds):
             return
         _host.wait(min(left, 0.25) * 1000.0)
 
+def _plain_sleep(seconds):
+    _out.flush()
+    return _original_sleep(seconds)
+
 builtins.input = _input
-sys.stdin = _Stdin()
-if _host.shared():
-    time.sleep = _sleep
+_stdin = _Stdin()
+_sleeper = _sleep if _host.shared() else _plain_sleep
+
+# What every run starts from: a program that replaces builtins, streams, the recursion limit or
+# time.sleep changes nothing for the next one.
+_BUILTINS = dict(builtins.__dict__)
+_RECURSION_LIMIT = sys.getrecursionlimit()
+_CWD = os.getcwd()
+
+def _reset(filename, code):
+    _out.parts = []
+    _out.size = 0
+    _out.last = 0.0
+    names = builtins.__dict__
+    for name in [n for n in names if n not in _BUILTINS]:
+        del names[name]
+    names.update(_BUILTINS)
+    sys.stdout = sys.__stdout__ = _stdout
+    sys.stderr = sys.__stderr__ = _stderr
+    sys.stdin = sys.__stdin__ = _stdin
+    sys.argv = [filename]
+    sys.settrace(None)
+    sys.setprofile(None)
+    sys.excepthook = sys.__excepthook__
+    sys.setrecursionlimit(_RECURSION_LIMIT)
+    time.sleep = _sleeper
+    try:
+        os.chdir(_CWD)
+    except OSError:
+        pass
+    main = sys.modules["__main__"]
+    for name in list(main.__dict__):
+        if not name.startswith("__"):
+            del main.__dict__[name]
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
 
 def _figures():
     plt = sys.modules.get("matplotlib.pyplot")
@@ -84,6 +192,7 @@ def _figures():
     return images
 
 def _emit_figures():
+    _out.flush()
     for data in _figures():
         _host.emit_output("image", "image/png", data)
 
@@ -95,21 +204,41 @@ def _patch_show():
         show._wasm_runner = True
         plt.show = show
 
-def _user_traceback(exc):
-    tb = exc.__traceback__
-    while tb is not None and tb.tb_frame.f_code.co_filename != "<main>":
+def _without_runner_frames(tb):
+    """The traceback with this file's frames (the run helper, input(), sleep()) left out."""
+    frames = []
+    while tb is not None:
+        if tb.tb_frame.f_code.co_filename != _RUNNER_FILE:
+            frames.append(tb)
         tb = tb.tb_next
-    return "".join(traceback.format_exception(type(exc), exc, tb))
+    for here, after in zip(frames, frames[1:] + [None]):
+        here.tb_next = after
+    return frames[0] if frames else None
+
+def _user_traceback(exc):
+    seen = set()
+    def strip(e):
+        while e is not None and id(e) not in seen:
+            seen.add(id(e))
+            e.__traceback__ = _without_runner_frames(e.__traceback__)
+            strip(e.__context__)
+            e = e.__cause__
+    strip(exc)
+    return "".join(traceback.format_exception(type(exc), exc, exc.__traceback__))
 
 def _outcome_of(exc):
-    """(outcome, exit_code) for an exception that ended the program."""
+    """(outcome, exit_code) for an exception that ended the program (exit codes as CPython on Linux)."""
     try:
         if isinstance(exc, SystemExit):
             code = exc.code
             if code is None:
                 return "ok", 0
+            if isinstance(code, bool):
+                code = int(code)
             if isinstance(code, int):
-                code = code if 0 <= code <= 255 else 1
+                if not -(1 << 63) <= code < (1 << 63):
+                    code = -1
+                code &= 0xFF
                 return ("ok" if code == 0 else "error"), code
             sys.stderr.write(str(code) + "\n")
             return "error", 1
@@ -119,18 +248,28 @@ def _outcome_of(exc):
         return "error", 1
     except KeyboardInterrupt:
         return "interrupted", None
+    except RecursionError:
+        sys.stderr.write("%s: %s\n" % (type(exc).__name__, exc))
+        return "error", 1
 
 def _finish(outcome, exit_code):
     _host.interrupts(False)  # a Stop can no longer land once the program has ended
     try:
         sys.stdout.flush()
         sys.stderr.flush()
+        _out.flush()
         _patch_show()
         _emit_figures()
     except KeyboardInterrupt:
         pass
     except BaseException as exc:
-        sys.stderr.write("could not capture figures: %s\n" % exc)
+        _stderr.write("could not capture figures: %s\n" % exc)
+    try:
+        _out.flush()
+        _stdout._raw.flush()
+        _stderr._raw.flush()
+    except BaseException:
+        _out.parts = []
     try:
         for _ in range(200):  # a Stop already on its way lands here, not in the next run
             pass
@@ -138,30 +277,35 @@ def _finish(outcome, exit_code):
         pass
     return outcome, exit_code
 
-def _compile(code):
-    return compile(code, "<main>", "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
+def _compile(code, filename):
+    return compile(code, filename, "exec", flags=ast.PyCF_ALLOW_TOP_LEVEL_AWAIT)
 
-def _run(code):
-    """Run one program in fresh globals; (outcome, exit_code), or None if it needs _run_async."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+def _run(code, filename):
+    """Run one program in a clean __main__; (outcome, exit_code), or None if it needs _run_async."""
+    _reset(filename, code)
+    namespace = sys.modules["__main__"].__dict__
     try:
         _patch_show()
-        compiled = _compile(code)
+        compiled = _compile(code, filename)
         if compiled.co_flags & inspect.CO_COROUTINE:
             return None
-        eval(compiled, namespace)
+        exec(compiled, namespace)
         result = ("ok", 0)
     except BaseException as exc:
         result = _outcome_of(exc)
     return _finish(*result)
 
-async def _run_async(code):
+async def _run_async(code, filename):
     """_run for programs using top-level await."""
-    namespace = {"__name__": "__main__", "__builtins__": builtins}
+    _reset(filename, code)
+    namespace = sys.modules["__main__"].__dict__
     try:
-        await eval(_compile(code), namespace)
+        await eval(_compile(code, filename), namespace)
         result = ("ok", 0)
     except BaseException as exc:
         result = _outcome_of(exc)
     return _finish(*result)
+
+def _python_version():
+    return "%d.%d" % sys.version_info[:2]
 `;

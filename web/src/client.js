@@ -95,18 +95,24 @@ export class Runner {
     }
     const run = this.runs.get(msg.id);
     if (!run) return;
-    if (msg.type === "stream") run.emit("output", { stream: msg.stream, text: msg.text });
+    if (msg.type === "stream") for (const chunk of msg.chunks) run.emit("output", { stream: chunk.stream, text: chunk.text });
     else if (msg.type === "output") run.emit("rich", msg.output);
     else if (msg.type === "status") run.emit("status", { text: msg.text });
     else if (msg.type === "input-request") run.ask(msg.prompt);
     else if (msg.type === "done") run.finish(sanitizeResult(msg.result));
   }
 
-  /** Which tier "auto" picks now: the browser once Pyodide is ready, the server until then. */
+  /**
+   * Where "auto" runs: decided once, at the first run, for the rest of this runner's life (one
+   * page session): the browser if Pyodide is ready by then, else the server. It never changes
+   * afterwards, so the same code never meets another Python or package set on the next Run
+   * (except when the server refuses the very first run: then the browser, for good).
+   */
   resolveTier(tier) {
     const wanted = TIERS.includes(tier) ? tier : this.tier;
     if (wanted !== "auto") return wanted;
-    return this.browserInfo ? "browser" : "server";
+    if (!this.autoTier) this.autoTier = this.browserInfo ? "browser" : "server";
+    return this.autoTier;
   }
 
   /**
@@ -120,7 +126,11 @@ export class Runner {
     const auto = (TIERS.includes(options.tier) ? options.tier : this.tier) === "auto";
     return this.runOnServer(code, options).then((result) => {
       // "auto" falls back to the browser when the server refuses (keys required, busy, away)
-      if (auto && REFUSED.has(result)) return this.runInBrowser(code, options).then((r) => ({ ...r, tier: "browser" }));
+      if (auto && REFUSED.has(result) && !this.autoServerWorked) {
+        this.autoTier = "browser";
+        return this.runInBrowser(code, options).then((r) => ({ ...r, tier: "browser" }));
+      }
+      if (auto && !REFUSED.has(result)) this.autoServerWorked = true;
       return { ...result, tier };
     });
   }
@@ -164,6 +174,7 @@ export class Runner {
         stdin: options.stdin ?? null,
         limits: options.limits ?? null,
         interactive: typeof options.onInput === "function",
+        filename: typeof options.filename === "string" ? options.filename : null,
       }));
     });
   }
@@ -172,11 +183,16 @@ export class Runner {
   async runOnServer(code, options) {
     const body = { code };
     if (options.stdin !== undefined && options.stdin !== null) body.stdin = options.stdin;
-    if (options.limits) body.limits = options.limits;
-    if (typeof options.onInput === "function" && typeof WebSocket === "function") {
-      return this.runOnServerSocket(body, options);
+    if (options.limits) body.limits = serverLimits(options.limits);
+    if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
+    const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
+    const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
+    if (body.filename && result.status === STATUS.INVALID_INPUT && /filename/.test(result.message) && !result.started) {
+      // a server that does not take a file name yet: run the program without it
+      this.serverTakesFilename = false;
+      return this.runOnServer(code, options);
     }
-    return this.runOnServerStream(body, options);
+    return result;
   }
 
   headers() {
@@ -191,6 +207,7 @@ export class Runner {
     const abort = () => controller.abort();
     if (options.signal) options.signal.addEventListener("abort", abort);
     const emit = (stream, text) => { if (options.onOutput && text) options.onOutput({ stream, text }); };
+    let info = null;
     try {
       const response = await fetch(new URL("api/run/stream", this.base), {
         method: "POST", headers: this.headers(), body: JSON.stringify(body), signal: controller.signal,
@@ -201,6 +218,9 @@ export class Runner {
         let data = null;
         try { data = JSON.parse(event.data); } catch { continue; }
         if (event.event === "stdout" || event.event === "stderr") emit(event.event, data.data);
+        else if (event.event === "output" && Array.isArray(data.chunks)) {
+          for (const chunk of data.chunks) if (Array.isArray(chunk)) emit(chunk[0] === "stderr" ? "stderr" : "stdout", String(chunk[1] ?? ""));
+        } else if (event.event === "start") info = data;
         else if (event.event === "result") result = sanitizeResult(data);
         else if (event.event === "error") {
           return { ...emptyResult("server"), status: STATUS.INTERNAL_ERROR, exit_code: null, message: (data.error && data.error.message) || "the server failed" };
@@ -208,7 +228,7 @@ export class Runner {
       }
       if (!result) throw new Error("the stream ended without a result");
       for (const output of result.outputs) if (options.onRich) options.onRich(output);
-      return result;
+      return withStartInfo(result, info, 0);
     } catch (error) {
       const cancelled = controller.signal.aborted;
       const result = {
@@ -218,8 +238,8 @@ export class Runner {
         wall_ms: performance.now() - started,
         message: cancelled ? "The run was stopped." : `Could not reach the server: ${error.message}`,
       };
-      if (!cancelled) REFUSED.add(result);
-      return result;
+      if (!cancelled && !info) REFUSED.add(result);
+      return withStartInfo(result, info, 0);
     } finally {
       if (options.signal) options.signal.removeEventListener("abort", abort);
     }
@@ -231,20 +251,22 @@ export class Runner {
     if (this.apiKey) url.searchParams.set("api_key", this.apiKey);
     return new Promise((resolve) => {
       const socket = new WebSocket(url);
+      const opened = performance.now();
       let settled = false;
       let stopped = false;
       let lastPrompt = "";
-      let started = false;
+      let info = null;
+      let waitMs = 0; // time the program spent waiting for an answer (measured here)
       const finish = (result) => {
         if (settled) return;
         settled = true;
         if (options.signal) options.signal.removeEventListener("abort", onAbort);
         try { socket.close(); } catch { /* closed */ }
-        resolve(result);
+        resolve(withStartInfo(result, info, waitMs));
       };
       const failed = (message, status = STATUS.INTERNAL_ERROR) => {
-        const result = { ...emptyResult("server"), status, exit_code: null, message };
-        if (!started && !stopped) REFUSED.add(result); // the program never started there
+        const result = { ...emptyResult("server"), status, exit_code: null, message, wall_ms: performance.now() - opened };
+        if (!info && !stopped && status !== STATUS.INVALID_INPUT) REFUSED.add(result); // the program never started there
         finish(result);
       };
       const onAbort = () => {
@@ -256,15 +278,23 @@ export class Runner {
       socket.onopen = () => socket.send(JSON.stringify({ type: "run", ...body }));
       socket.onerror = () => failed("Could not reach the server.");
       socket.onclose = () => failed(stopped ? "The run was stopped." : "The server closed the connection.", stopped ? STATUS.CANCELLED : STATUS.INTERNAL_ERROR);
+      const emit = (stream, text) => {
+        lastPrompt = (lastPrompt + text).split("\n").pop();
+        if (options.onOutput && text) options.onOutput({ stream, text });
+      };
       socket.onmessage = async (event) => {
         let msg = null;
         try { msg = JSON.parse(event.data); } catch { return; }
         if (msg.type === "stdout" || msg.type === "stderr") {
-          lastPrompt = (lastPrompt + msg.data).split("\n").pop();
-          if (options.onOutput) options.onOutput({ stream: msg.type, text: msg.data });
+          emit(msg.type, String(msg.data ?? ""));
+        } else if (msg.type === "output" && Array.isArray(msg.chunks)) {
+          for (const chunk of msg.chunks) if (Array.isArray(chunk)) emit(chunk[0] === "stderr" ? "stderr" : "stdout", String(chunk[1] ?? ""));
         } else if (msg.type === "input_wanted") {
+          const asked = performance.now();
           const line = await options.onInput(lastPrompt);
+          waitMs += performance.now() - asked;
           lastPrompt = "";
+          if (settled) return; // the run ended meanwhile: a late answer goes nowhere
           if (line === null || line === undefined) socket.send(JSON.stringify({ type: "eof" }));
           else socket.send(JSON.stringify({ type: "stdin", data: `${line}\n` }));
         } else if (msg.type === "result") {
@@ -272,13 +302,34 @@ export class Runner {
           for (const output of result.outputs) if (options.onRich) options.onRich(output);
           finish(result);
         } else if (msg.type === "start") {
-          started = true;
-        } else if (msg.type === "error" && !started) {
-          failed((msg.error && msg.error.message) || msg.message || "The server refused the run.");
+          info = msg;
+        } else if (msg.type === "error" && !info) {
+          const error = msg.error || {};
+          const invalid = /invalid|bad_/.test(String(error.code || ""));
+          failed(error.message || msg.message || "The server refused the run.", invalid ? STATUS.INVALID_INPUT : STATUS.INTERNAL_ERROR);
         }
       };
     });
   }
+}
+
+/** Limits the server knows (the browser-only input bound stays here). */
+function serverLimits(limits) {
+  const out = { ...limits };
+  if (!("input_wait_seconds" in (limits || {}))) return out;
+  delete out.input_wait_seconds;
+  return out;
+}
+
+/** Add what the server's `start` event said (Python version, limits) and the input wait. */
+function withStartInfo(result, info, waitMs) {
+  if (info) {
+    result.started = true;
+    if (!result.python && typeof info.python === "string") result.python = info.python;
+    if (!result.limits && info.limits && typeof info.limits === "object") result.limits = info.limits;
+  }
+  if (!Number.isFinite(result.input_wait_ms)) result.input_wait_ms = waitMs;
+  return result;
 }
 
 async function readJson(response) {
@@ -338,6 +389,16 @@ export function sanitizeResult(r) {
     ? r.outputs.filter((o) => o && typeof o.kind === "string" && typeof o.mime === "string" && typeof o.data === "string")
     : [];
   if (Number.isFinite(r.stop_ms)) out.stop_ms = r.stop_ms;
+  if (Number.isFinite(r.input_wait_ms)) out.input_wait_ms = r.input_wait_ms;
+  if (typeof r.python === "string" && /^[\w.+-]{1,20}$/.test(r.python)) out.python = r.python;
+  if (r.limits && typeof r.limits === "object") {
+    out.limits = {};
+    for (const [k, v] of Object.entries(r.limits)) if (/^\w{1,40}$/.test(k) && Number.isFinite(v)) out.limits[k] = v;
+  }
+  if (r.missing && typeof r.missing === "object" && typeof r.missing.module === "string") {
+    const m = r.missing;
+    out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
+  }
   return out;
 }
 

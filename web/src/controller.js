@@ -3,7 +3,7 @@
 // Runs inside the sandbox frame in a browser, or directly in Node for tests.
 import {
   INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
-  checkLimits, checkRequest, emptyResult, invalidResult, isMessage, message,
+  checkLimits, checkRequest, emptyResult, invalidResult, isFilename, isMessage, message,
 } from "./protocol.js";
 
 const DEFAULT_TIMINGS = Object.freeze({
@@ -55,9 +55,18 @@ export class RunController {
       state.rejectReady = reject;
     });
     state.ready.catch(() => {});
-    handle.onMessage((msg) => this.fromWorker(state, msg));
+    // Results come back on a MessagePort handed over in "init". The worker's global channel,
+    // which the program can post on (`from js import postMessage`), is ignored except for a
+    // loader failure before Python ran.
+    const channel = new MessageChannel();
+    state.port = channel.port1;
+    state.port.onmessage = (event) => this.fromWorker(state, event.data);
+    state.post = (msg) => state.port.postMessage(msg);
+    handle.onMessage((msg) => {
+      if (!state.info && isMessage(msg, "fatal")) this.workerFailed(state, msg.message);
+    });
     handle.onError((error) => this.workerFailed(state, `the worker failed: ${error && error.message ? error.message : error}`));
-    handle.post(message("init", { config: { ...this.workerConfig, shared: buffer } }));
+    handle.post(message("init", { config: { ...this.workerConfig, shared: buffer }, port: channel.port2 }), [channel.port2]);
     this.worker = state;
     return state;
   }
@@ -79,8 +88,9 @@ export class RunController {
     const run = this.active;
     if (!run || msg.id !== run.id) return;
     if (msg.type === "stream") {
-      const key = msg.stream;
-      run.seen[key] += msg.text;
+      for (const chunk of msg.chunks) run.seen[chunk.stream] += chunk.text;
+    } else if (msg.type === "input-request") {
+      this.pauseForInput(run);
     } else if (msg.type === "output") {
       run.seen.outputs.push(msg.output);
     } else if (msg.type === "limit") {
@@ -88,9 +98,8 @@ export class RunController {
         run.limitTimer = setTimeout(() => this.escalate(run, "output"), this.timings.limitGraceMs);
       }
     } else if (msg.type === "status" && msg.text === "running") {
-      clearTimeout(run.deadline);
       run.started = performance.now();
-      run.deadline = setTimeout(() => this.escalate(run, "timeout"), run.limits.wall_seconds * 1000);
+      this.armDeadline(run, run.limits.wall_seconds * 1000);
       return;
     } else if (msg.type === "done") {
       this.finish(run, msg.result, Boolean(msg.fatal));
@@ -118,8 +127,37 @@ export class RunController {
     if (this.loadFailures < 2) this.ensureWorker();
   }
 
+  /** (Re)start the wall clock with `ms` left. */
+  armDeadline(run, ms) {
+    clearTimeout(run.deadline);
+    run.deadlineAt = performance.now() + ms;
+    run.deadline = setTimeout(() => this.escalate(run, "timeout"), ms);
+  }
+
+  /** The program waits for input: its wall clock stops; the (longer) input-wait bound runs. */
+  pauseForInput(run) {
+    if (run.waitingSince !== undefined || run.settled) return;
+    run.waitingSince = performance.now();
+    run.wallLeft = Math.max(0, run.deadlineAt - run.waitingSince);
+    clearTimeout(run.deadline);
+    run.inputDeadline = setTimeout(() => this.escalate(run, "input"), run.limits.input_wait_seconds * 1000);
+  }
+
+  resumeAfterInput(run) {
+    if (run.waitingSince === undefined) return;
+    run.inputWaitMs += performance.now() - run.waitingSince;
+    run.waitingSince = undefined;
+    clearTimeout(run.inputDeadline);
+    if (!run.stopReason) this.armDeadline(run, run.wallLeft);
+  }
+
   kill(state) {
     state.dead = true;
+    try {
+      state.port.close();
+    } catch {
+      // already closed
+    }
     try {
       state.handle.terminate();
     } catch {
@@ -138,8 +176,11 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false }) {
-    const problem = checkRequest(code, stdin);
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null }) {
+    let problem = checkRequest(code, stdin);
+    if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
+      problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
+    }
     if (problem) return invalidResult(problem, this.runtimeName());
     const checked = checkLimits(limits);
     if (checked.error) return invalidResult(checked.error, this.runtimeName());
@@ -148,6 +189,7 @@ export class RunController {
       limits: checked.limits,
       started: performance.now(),
       seen: { stdout: "", stderr: "", outputs: [] },
+      inputWaitMs: 0,
       stopReason: null,
       timers: [],
       limitTimer: null,
@@ -170,9 +212,9 @@ export class RunController {
     if (!run.settled) {
       run.worker = state;
       run.started = performance.now();
-      run.deadline = setTimeout(() => this.escalate(run, "timeout"), Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
+      this.armDeadline(run, Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
       if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
-      state.handle.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive) }));
+      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null }));
     }
     return run.done;
   }
@@ -236,6 +278,10 @@ export class RunController {
       result.status = STATUS.TIMEOUT;
       result.limit = "wall";
       result.message = `The run exceeded the wall-clock limit of ${run.limits.wall_seconds} s.`;
+    } else if (reason === "input") {
+      result.status = STATUS.TIMEOUT;
+      result.limit = "input";
+      result.message = `The program waited for input longer than ${run.limits.input_wait_seconds} s.`;
     } else if (reason === "output") {
       result.status = STATUS.OUTPUT_LIMIT;
       result.limit = "output";
@@ -272,9 +318,14 @@ export class RunController {
     if (run.settled) return;
     run.settled = true;
     clearTimeout(run.deadline);
+    clearTimeout(run.inputDeadline);
     clearTimeout(run.limitTimer);
     for (const t of run.timers) clearTimeout(t);
+    if (run.waitingSince !== undefined) run.inputWaitMs += performance.now() - run.waitingSince;
     result.wall_ms = Math.round((performance.now() - run.started) * 1000) / 1000;
+    result.input_wait_ms = Math.round(run.inputWaitMs * 1000) / 1000;
+    result.limits = { ...run.limits };
+    if (!result.python && this.worker && this.worker.info) result.python = this.worker.info.python;
     if (run.stopAt !== undefined) result.stop_ms = Math.round((performance.now() - run.stopAt) * 1000) / 1000;
     if (this.active === run) this.active = null;
     run.resolve(result);
@@ -285,6 +336,7 @@ export class RunController {
     const run = this.active;
     if (!run || run.id !== id || !run.worker) return false;
     const state = run.worker;
+    this.resumeAfterInput(run);
     if (state.control) {
       if (text === null) {
         Atomics.store(state.control, SLOT.INPUT_STATE, INPUT_STATE.EOF);
@@ -296,7 +348,7 @@ export class RunController {
       }
       Atomics.notify(state.control, SLOT.INPUT_STATE);
     } else {
-      state.handle.post(message("input", { id, text: text === null ? null : String(text) }));
+      state.post(message("input", { id, text: text === null ? null : String(text) }));
     }
     return true;
   }

@@ -1,8 +1,12 @@
 // CodeMirror 6 editor for the playground and the embed element (bundled to dist/editor.js).
-// Tab is left to the browser so keyboard users can leave the editor; Ctrl/Cmd+Enter runs.
+// Python habits: Tab indents by 4 spaces (Shift+Tab dedents), Enter keeps the indentation, and
+// Escape then Tab leaves the editor (CodeMirror's tab-focus escape, documented in the label);
+// Ctrl/Cmd+Enter runs. (@codemirror/commands and /language come with `codemirror`.)
 import { EditorView, basicSetup } from "codemirror";
 import { EditorState } from "@codemirror/state";
 import { keymap } from "@codemirror/view";
+import { indentWithTab } from "@codemirror/commands";
+import { indentUnit } from "@codemirror/language";
 import { python } from "@codemirror/lang-python";
 
 /**
@@ -13,8 +17,11 @@ import { python } from "@codemirror/lang-python";
 export function createEditor(parent, { doc = "", readOnly = false, label = "Python code", onRun, onChange, root } = {}) {
   const extensions = [
     keymap.of([{ key: "Mod-Enter", run: () => { if (onRun) onRun(); return true; } }]),
+    keymap.of([indentWithTab]),
     basicSetup,
     python(),
+    indentUnit.of("    "),
+    EditorState.tabSize.of(4),
     EditorView.lineWrapping,
     EditorView.contentAttributes.of({ "aria-label": label }),
     EditorState.readOnly.of(readOnly),
@@ -28,6 +35,7 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
   const view = new EditorView({ parent, root, state: EditorState.create({ doc, extensions }) });
   return {
     view,
+    focus: () => view.focus(),
     getCode: () => view.state.doc.toString(),
     setCode: (text) => view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } }),
   };

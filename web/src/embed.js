@@ -4,6 +4,7 @@
 // Attributes: tier (browser|server|auto), readonly, code (else the element's text),
 // wall-seconds, output-bytes, stdin.
 import { Runner } from "./client.js";
+import { STUDENT_FILENAME } from "./protocol.js";
 import { askLine, OutputView } from "./render.js";
 
 const STYLE = `
@@ -25,13 +26,57 @@ button:focus-visible, input:focus-visible { outline: 3px solid #7aa2f7; outline-
 form { display: flex; gap: .4rem; padding: .4rem .6rem; background: #eef3fd; }
 form[hidden] { display: none; }
 input { flex: 1; min-width: 0; font: inherit; padding: .25rem .4rem; }
+.out-hidden { background: #fff8e6; color: #6b4e00; font: .8rem system-ui, sans-serif; padding: .2rem .4rem; margin-bottom: .3rem; }
+.out-hidden button, .out-note button { min-height: 1.7rem; padding: .1rem .5rem; font-size: .8rem; }
+.out-note { font: .8rem system-ui, sans-serif; margin-top: .2rem; }
+.sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 `;
 
-const runners = new Map();
+// Examples on one page share Python runtimes (one sandbox frame and Pyodide each), at most
+// MAX_RUNTIMES of them; an example whose Run finds them all busy says that it waits.
+const MAX_RUNTIMES = 2;
+const pools = new Map(); // base -> {runners: [{runner, busy}], waiters: [resolve]}
 
-function sharedRunner(base) {
-  if (!runners.has(base)) runners.set(base, new Runner({ base }));
-  return runners.get(base);
+function poolFor(base) {
+  if (!pools.has(base)) pools.set(base, { runners: [], waiters: [] });
+  return pools.get(base);
+}
+
+/** An idle runtime for `base`: an existing one, a new one, or (all busy) null. */
+function idleRuntime(base) {
+  const pool = poolFor(base);
+  const idle = pool.runners.find((entry) => !entry.busy);
+  if (idle) return idle;
+  if (pool.runners.length < MAX_RUNTIMES) {
+    const entry = { runner: new Runner({ base }), busy: false };
+    pool.runners.push(entry);
+    return entry;
+  }
+  return null;
+}
+
+/** A runtime for one run; null if `signal` aborts while every runtime is busy. */
+async function acquireRuntime(base, onWait, signal) {
+  for (;;) {
+    const entry = idleRuntime(base);
+    if (entry) {
+      entry.busy = true;
+      return entry;
+    }
+    if (signal.aborted) return null;
+    onWait();
+    await new Promise((resolve) => {
+      poolFor(base).waiters.push(resolve);
+      signal.addEventListener("abort", resolve, { once: true });
+    });
+  }
+}
+
+function releaseRuntime(base, entry) {
+  if (!entry) return;
+  entry.busy = false;
+  const waiter = poolFor(base).waiters.shift();
+  if (waiter) waiter();
 }
 
 /** Define the <wasm-runner> element for scripts served from `base`. */
@@ -51,10 +96,10 @@ export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
           <button class="stop" type="button" disabled aria-label="Stop the running example">Stop</button>
           <span class="state" role="status"></span>
         </div>
-        <div class="output" part="output" tabindex="0" aria-live="polite" aria-label="Output of the example"></div>
+        <div class="output" part="output" tabindex="0" aria-live="off" aria-label="Output of the example"></div>
+        <div class="sr" role="status" aria-live="polite"></div>
         <form hidden><label class="prompt" for="line">Input</label><input id="line" type="text" autocomplete="off"><button type="submit">Send</button></form>`;
-      this.runner = sharedRunner(base);
-      this.view = new OutputView(root.querySelector(".output"));
+      this.view = new OutputView(root.querySelector(".output"), { live: root.querySelector(".sr") });
       this.getCode = () => code;
       const codeBox = root.querySelector(".code");
       if (readOnly) {
@@ -63,12 +108,19 @@ export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
         codeBox.appendChild(pre);
       } else {
         import("./editor.js").then(({ createEditor }) => {
-          const editor = createEditor(codeBox, { doc: code, root, label: "Python example code", onRun: () => this.run() });
+          const editor = createEditor(codeBox, { doc: code, root, label: "Python example code. Tab indents; press Escape then Tab to leave it. Control+Enter runs.", onRun: () => this.run({ fromEditor: true }) });
           this.getCode = editor.getCode;
+          this.editor = editor;
         });
       }
       root.querySelector(".run").addEventListener("click", () => this.run());
-      root.querySelector(".stop").addEventListener("click", () => this.abort && this.abort.abort());
+      root.querySelector(".stop").addEventListener("click", () => this.stop());
+      // Esc stops a running example from anywhere inside it (editor, buttons, input line, output).
+      root.addEventListener("keydown", (event) => {
+        if (event.key === "Escape" && this.abort) this.stop();
+      }, true);
+      const entry = idleRuntime(base);
+      this.runner = entry ? entry.runner : poolFor(base).runners[0].runner; // the runtime it will most likely use
       if (this.tier() !== "server") this.runner.prefetch();
     }
 
@@ -87,34 +139,58 @@ export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
     }
 
     /** Run the snippet; resolves with the result object. */
-    async run() {
+    async run({ fromEditor = false } = {}) {
       if (this.abort) return null;
       const root = this.shadowRoot;
       const [runButton, stopButton, state] = [".run", ".stop", ".state"].map((s) => root.querySelector(s));
-      this.abort = new AbortController();
+      const abort = new AbortController();
+      const ended = new AbortController();
+      this.abort = abort;
       runButton.disabled = true;
       stopButton.disabled = false;
       state.textContent = "Running…";
       this.view.clear();
       const form = root.querySelector("form");
-      const result = await this.runner.run(this.getCode(), {
-        tier: this.tier(),
-        limits: this.limits(),
-        stdin: this.getAttribute("stdin"),
-        signal: this.abort.signal,
-        onOutput: ({ stream, text }) => this.view.text(stream, text),
-        onRich: (output) => this.view.rich(output),
-        onInput: async (prompt) => {
-          const line = await askLine(form, root.querySelector(".prompt"), root.querySelector("input"), prompt, this.abort.signal);
-          if (line !== null) this.view.echo(line);
-          return line;
-        },
-      });
+      const entry = await acquireRuntime(base, () => {
+        state.textContent = "Waiting for another example on this page to finish (stop it or answer its input)…";
+      }, abort.signal);
+      if (entry) this.runner = entry.runner;
+      let result;
+      try {
+        if (!entry || abort.signal.aborted) {
+          result = { status: "cancelled", exit_code: null, stdout: "", stderr: "", outputs: [], wall_ms: 0, message: "The run was stopped.", limit: null, tier: this.tier() };
+        } else {
+          state.textContent = "Running…";
+          result = await entry.runner.run(this.getCode(), {
+            tier: this.tier(),
+            limits: this.limits(),
+            stdin: this.getAttribute("stdin"),
+            filename: STUDENT_FILENAME,
+            signal: abort.signal,
+            onOutput: ({ stream, text }) => this.view.text(stream, text),
+            onRich: (output) => this.view.rich(output),
+            onInput: async (prompt) => {
+              state.textContent = "Waiting for input";
+              this.view.flush();
+              const line = await askLine(form, root.querySelector(".prompt"), root.querySelector("input"), prompt, ended.signal);
+              if (line !== null && !ended.signal.aborted) this.view.echo(line);
+              if (!ended.signal.aborted) state.textContent = "Running…";
+              return line;
+            },
+          });
+        }
+      } finally {
+        ended.abort();
+        releaseRuntime(base, entry);
+      }
       this.view.end(result);
       state.textContent = "";
       runButton.disabled = false;
       stopButton.disabled = true;
       this.abort = null;
+      const active = root.activeElement;
+      if (fromEditor && this.editor) this.editor.focus();
+      else if (!active || active === stopButton || active === runButton || active === root.querySelector("input")) root.querySelector(".output").focus();
       this.lastResult = result;
       this.dispatchEvent(new CustomEvent("result", { detail: result }));
       return result;

@@ -19,7 +19,7 @@ import(${JSON.stringify(workerURL)}).catch((e) => postMessage({ channel: "wasm-r
   const worker = new Worker(blobURL, { name: "wasm-runner" });
   URL.revokeObjectURL(blobURL);
   return {
-    post: (msg) => worker.postMessage(msg),
+    post: (msg, transfer) => worker.postMessage(msg, transfer || []),
     terminate: () => worker.terminate(),
     onMessage: (fn) => { worker.onmessage = (event) => fn(event.data); },
     onError: (fn) => { worker.onerror = (event) => { event.preventDefault(); fn(new Error(event.message || "worker error")); }; },
@@ -66,7 +66,7 @@ async function handleRequest(msg) {
     controller.prefetch().catch(() => {});
   } else if (msg.type === "run") {
     controller
-      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive })
+      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive, filename: msg.filename })
       .then((result) => toParent(message("done", { id: msg.id, result })));
   } else if (msg.type === "stop") {
     controller.stop(msg.id);

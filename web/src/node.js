@@ -8,7 +8,7 @@ const WORKER_URL = new URL("./worker-node.js", import.meta.url);
 export function spawnNodeWorker() {
   const worker = new Worker(WORKER_URL);
   return {
-    post: (msg) => worker.postMessage(msg),
+    post: (msg, transfer) => worker.postMessage(msg, transfer || []),
     terminate: () => worker.terminate(),
     onMessage: (fn) => worker.on("message", fn),
     onError: (fn) => worker.on("error", fn),

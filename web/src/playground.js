@@ -1,5 +1,6 @@
 // The playground page's glue: editor, Run/Stop, tier choice, streaming output, input line, share.
 import { Runner } from "./client.js";
+import { STUDENT_FILENAME } from "./protocol.js";
 import { askLine, OutputView } from "./render.js";
 import { decodeCode, encodeCode } from "./share.js";
 
@@ -9,7 +10,8 @@ const runButton = $("run");
 const stopButton = $("stop");
 const tierSelect = $("tier");
 const stateText = $("state");
-const view = new OutputView($("output"));
+const outputPanel = $("output");
+const view = new OutputView(outputPanel, { live: $("announce") });
 
 const SAMPLE = `# Runs in your browser (Pyodide), isolated from this page.
 name = input("What is your name? ")
@@ -19,7 +21,7 @@ total = sum(i * i for i in range(1, 11))
 print("Sum of squares 1..10 =", total)
 `;
 
-let current = null; // the run in progress: {abort: AbortController}
+let current = null; // the run in progress: {abort: AbortController, ended: AbortController}
 
 const storedTier = new URLSearchParams(location.search).get("tier");
 tierSelect.value = ["auto", "browser", "server"].includes(storedTier) ? storedTier : config.tier;
@@ -27,7 +29,7 @@ tierSelect.value = ["auto", "browser", "server"].includes(storedTier) ? storedTi
 const runner = new Runner({ base: new URL(config.base, location.href).href, tier: tierSelect.value });
 runner.onReady = (info) => {
   if (!current) stateText.textContent = "Ready";
-  const notes = [`Browser runtime: ${info.runtime}`, info.shared ? "cross-origin isolated" : "not isolated (Stop restarts Python)"];
+  const notes = [`Browser runtime: Python ${info.python || "?"} (${info.runtime})`, info.shared ? "cross-origin isolated" : "not isolated (Stop restarts Python)"];
   if (!info.interactive) notes.push("input() reads stdin given up front only");
   $("where").textContent = notes.join(" · ");
 };
@@ -38,58 +40,81 @@ const { createEditor } = await import("./editor.js");
 
 const editor = createEditor($("editor"), {
   doc: (await decodeCode(location.hash)) ?? SAMPLE,
-  label: "Python code editor. Press Tab to leave it, Control+Enter to run.",
-  onRun: () => start(),
+  label: "Python code editor. Tab indents; press Escape then Tab to leave it. Control+Enter runs.",
+  onRun: () => start({ fromEditor: true }),
 });
 
-async function start() {
+function showTier() {
+  const picked = tierSelect.value === "auto" ? runner.autoTier : null;
+  $("tier-note").textContent = picked ? `auto runs ${picked === "browser" ? "in your browser" : "on the server"} for this page` : "";
+}
+
+async function start({ fromEditor = false, tier = tierSelect.value } = {}) {
   if (current) return;
   const abort = new AbortController();
-  current = { abort };
+  const ended = new AbortController(); // closes the input form when the run ends, however it ends
+  current = { abort, ended };
   runButton.disabled = true;
   stopButton.disabled = false;
   stateText.textContent = "Running…";
   view.clear();
-  const result = await runner.run(editor.getCode(), {
-    tier: tierSelect.value,
+  const code = editor.getCode();
+  const result = await runner.run(code, {
+    tier,
+    filename: STUDENT_FILENAME,
     signal: abort.signal,
     onOutput: ({ stream, text }) => view.text(stream, text),
     onRich: (output) => view.rich(output),
     onInput: async (prompt) => {
       stateText.textContent = "Waiting for input";
-      const line = await askLine($("input-form"), $("input-label"), $("input-box"), prompt, abort.signal);
-      if (line !== null) view.echo(line);
-      stateText.textContent = "Running…";
+      view.flush();
+      const line = await askLine($("input-form"), $("input-label"), $("input-box"), prompt, ended.signal);
+      if (line !== null && !ended.signal.aborted) view.echo(line);
+      if (!ended.signal.aborted) stateText.textContent = "Running…";
       return line;
     },
   });
-  view.end(result);
-  stateText.textContent = result.status === "ok" ? "Done" : result.status;
+  ended.abort();
+  const actions = [];
+  if (result.missing && result.tier === "browser") {
+    actions.push({ label: "Run it on the server", run: () => start({ tier: "server" }) });
+  }
+  const text = view.end(result, { actions });
+  stateText.textContent = result.status === "ok" ? "Done" : text.split(" — ")[0];
   current = null;
   runButton.disabled = false;
   stopButton.disabled = true;
   document.body.dataset.lastStatus = result.status;
   window.lastResult = result;
+  showTier();
+  // Focus goes back where the student works: the editor after a keyboard run from it, else the output.
+  const lost = !document.activeElement || document.activeElement === document.body || document.activeElement === stopButton
+    || document.activeElement === runButton || document.activeElement === $("input-box");
+  if (fromEditor) editor.focus();
+  else if (lost) outputPanel.focus();
 }
 
-runButton.addEventListener("click", () => start());
-stopButton.addEventListener("click", () => {
+function stop() {
   if (current) {
     stateText.textContent = "Stopping…";
     current.abort.abort();
   }
-});
+}
+
+runButton.addEventListener("click", () => start());
+stopButton.addEventListener("click", stop);
 document.addEventListener("keydown", (event) => {
   if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
     event.preventDefault();
-    start();
+    start({ fromEditor: Boolean(event.target.closest && event.target.closest(".cm-editor")) });
   } else if (event.key === "Escape" && current) {
-    current.abort.abort();
+    stop();
   }
-});
+}, true);
 tierSelect.addEventListener("change", () => {
   runner.tier = tierSelect.value;
   if (tierSelect.value !== "server") runner.prefetch();
+  showTier();
 });
 $("share").addEventListener("click", async () => {
   const url = new URL(location.href);
@@ -105,4 +130,4 @@ $("share").addEventListener("click", async () => {
   $("share-note").textContent = copied ? "Link copied" : "Link is in the address bar";
 });
 
-window.playground = { runner, editor, start };
+window.playground = { runner, editor, start, stop, view };

@@ -21,6 +21,7 @@ export const DEFAULT_LIMITS = Object.freeze({
   wall_seconds: 10,
   stdout_bytes: 1 << 20,
   stderr_bytes: 1 << 20,
+  input_wait_seconds: 300, // waiting for an answer to input(): not counted in wall_seconds
 });
 
 /** Ranges of the limits a browser enforces (same bounds as wasm_runner/limits.py). */
@@ -28,6 +29,7 @@ export const LIMIT_RANGES = Object.freeze({
   wall_seconds: [0.05, 3600],
   stdout_bytes: [0, 256 << 20],
   stderr_bytes: [0, 256 << 20],
+  input_wait_seconds: [1, 86400],
 });
 
 /** Limits the browser cannot enforce; accepted for shape compatibility with the server API. */
@@ -44,6 +46,12 @@ export const SHARED_INPUT_BYTES = 1 << 16;
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 const isString = (v) => typeof v === "string";
 const isRunId = (v) => typeof v === "number" && Number.isInteger(v) && v > 0;
+const isChunk = (c) => isObject(c) && (c.stream === "stdout" || c.stream === "stderr") && isString(c.text);
+/** A program's file name as tracebacks show it: short, printable, no path separators. */
+export const isFilename = (v) => isString(v) && /^[\w.<>-]{1,64}$/.test(v);
+
+/** The name the playground and the embed give every program, on both tiers. */
+export const STUDENT_FILENAME = "main.py";
 
 /** The empty result skeleton; every field the server tier's result has. */
 export function emptyResult(runtime) {
@@ -106,7 +114,7 @@ export function checkRequest(code, stdin) {
 // Shapes of messages crossing a boundary. Each returns true only for a well-formed message.
 const SHAPES = {
   // parent -> frame
-  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean",
+  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)),
   "stop": (m) => isRunId(m.id),
   "input": (m) => isRunId(m.id) && (m.text === null || isString(m.text)),
   "prefetch": () => true,
@@ -114,7 +122,8 @@ const SHAPES = {
   "frame-ready": (m) => typeof m.isolated === "boolean" && Array.isArray(m.relay) && m.relay.every(isString),
   // frame/worker -> parent
   "ready": (m) => isObject(m.info),
-  "stream": (m) => isRunId(m.id) && (m.stream === "stdout" || m.stream === "stderr") && isString(m.text),
+  // the output in the order it was written: [{stream, text}, ...]
+  "stream": (m) => isRunId(m.id) && Array.isArray(m.chunks) && m.chunks.length > 0 && m.chunks.every(isChunk),
   "input-request": (m) => isRunId(m.id) && isString(m.prompt),
   "output": (m) => isRunId(m.id) && isObject(m.output) && isString(m.output.kind) && isString(m.output.mime) && isString(m.output.data),
   "status": (m) => (m.id === undefined || isRunId(m.id)) && isString(m.text),

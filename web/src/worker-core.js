@@ -6,17 +6,41 @@ import {
   INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
 } from "./protocol.js";
 
-const FLUSH_BYTES = 8192;
-const FLUSH_MS = 25;
+const FLUSH_BYTES = 32768;
+const FLUSH_MS = 30;
+const encoder = new TextEncoder();
+export const STACK_LINE = "RecursionError: Python ran out of stack (the recursion went too deep)\n";
+
+/** The package index Pyodide installs from, and which module comes from which package. */
+function describeIndex(pyodide, config) {
+  const modules = new Map();
+  let url = "";
+  try {
+    const lock = pyodide.lockfile;
+    for (const [name, entry] of Object.entries(lock.packages || {})) {
+      const file = String(entry.file_name || "");
+      const index = /^https?:\/\//.test(file) ? file.slice(0, file.lastIndexOf("/") + 1) : "";
+      if (index && !url) url = index;
+      for (const module of entry.imports || []) if (!modules.has(module)) modules.set(module, { name, index });
+    }
+    if (!url) url = pyodide.lockfileBaseUrl || config.packageBaseUrl || config.indexURL || "";
+  } catch {
+    url = config.packageBaseUrl || config.indexURL || "";
+  }
+  return { url, modules };
+}
 
 /**
- * Create the runtime. `post(msg)` sends to the controller; `loadPyodide` is Pyodide's loader.
+ * Create the runtime. `post(msg)` sends to the controller (over a MessagePort the program cannot
+ * reach); `loadPyodide` is Pyodide's loader; `timers` (optional) tracks the timers and workers a
+ * run creates so they can be cleared when it ends (see trackTimers).
  * Returns `{handle(msg)}`: feed it the controller's "init", "run" and "input" messages.
  */
-export function createWorkerRuntime({ post, loadPyodide }) {
+export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
   let pyodide = null;
   let runPy = null;
   let runPyAsync = null;
+  let pythonVersion = "";
   let ready = null;
   let control = null; // Int32Array over the shared buffer, or a local one without isolation
   let inputBytes = null; // Uint8Array view of the shared input area
@@ -24,57 +48,52 @@ export function createWorkerRuntime({ post, loadPyodide }) {
   let jspi = false;
   let runtimeName = "";
   let current = null; // state of the run in progress
+  let packageIndex = { url: "", modules: new Map() };
   const decoder = new TextDecoder();
 
   function makeStream(name) {
-    return {
-      name,
-      decoder: new TextDecoder(),
-      pending: "",
-      lastFlush: 0,
-      text: "",
-      bytes: 0,
-    };
+    return { name, decoder: new TextDecoder(), text: "", bytes: 0 };
   }
 
-  function flushStream(stream) {
-    if (!current || !stream.pending) return;
-    post(message("stream", { id: current.id, stream: stream.name, text: stream.pending }));
-    stream.pending = "";
-    stream.lastFlush = performance.now();
-  }
-
+  /** Send what is pending: one "stream" message with the chunks in the order they were written. */
   function flushAll() {
-    if (!current) return;
-    flushStream(current.stdout);
-    flushStream(current.stderr);
+    const run = current;
+    if (!run || !run.pending.length) return;
+    post(message("stream", { id: run.id, chunks: run.pending }));
+    run.pending = [];
+    run.pendingSize = 0;
+    run.lastFlush = performance.now();
   }
 
   function interruptNow() {
-    // Raise KeyboardInterrupt at the next check (and right now, from inside a host call).
+    // KeyboardInterrupt at the program's next bytecode (raising it from inside this host call
+    // would print it as an unraisable error).
     Atomics.store(control, SLOT.INTERRUPT, 2);
-    pyodide.checkInterrupt();
   }
 
-  function write(streamName, buffer) {
-    const run = current;
-    if (!run) return buffer.length;
+  /** Append text of one stream to the run's output, within its cap; bytes is its UTF-8 length. */
+  function accept(run, streamName, text, bytes) {
     const stream = run[streamName];
     const cap = run.limits[`${streamName}_bytes`];
-    let chunk = buffer;
     let over = false;
-    if (stream.bytes + chunk.length > cap) {
-      chunk = chunk.subarray(0, Math.max(0, cap - stream.bytes));
+    if (stream.bytes + bytes > cap) {
+      // keep whole characters up to the cap
+      const room = Math.max(0, cap - stream.bytes);
+      const cut = encoder.encode(text).subarray(0, room);
+      text = new TextDecoder().decode(cut).replace(/\uFFFD$/, "");
+      bytes = encoder.encode(text).length;
       over = true;
     }
-    if (chunk.length) {
-      const text = stream.decoder.decode(chunk, { stream: true });
-      stream.bytes += chunk.length;
+    if (text) {
+      stream.bytes += bytes;
       stream.text += text;
-      stream.pending += text;
+      const last = run.pending[run.pending.length - 1];
+      if (last && last.stream === streamName) last.text += text;
+      else run.pending.push({ stream: streamName, text });
+      run.pendingSize += text.length;
     }
     const now = performance.now();
-    if (stream.pending.length >= FLUSH_BYTES || now - stream.lastFlush >= FLUSH_MS) flushStream(stream);
+    if (run.pendingSize >= FLUSH_BYTES || now - run.lastFlush >= FLUSH_MS) flushAll();
     if (over && !run[`${streamName}_truncated`]) {
       // First overflow: raise KeyboardInterrupt in the program. Later writes are dropped; a
       // program that swallows the interrupt is stopped by the controller.
@@ -87,10 +106,34 @@ export function createWorkerRuntime({ post, loadPyodide }) {
       }
       interruptNow();
     }
+  }
+
+  /** Raw bytes written to fd 1/2 (sys.stdout.buffer, os.write): same ordered stream. */
+  function write(streamName, buffer) {
+    const run = current;
+    if (!run || run.crashed) return buffer.length;
+    const text = run[streamName].decoder.decode(buffer, { stream: true });
+    if (/^(Fatal Python error|Stack \(most recent call first\)|Current thread|Thread 0x)/.test(text)) {
+      // the runtime is crashing and dumps its own frames: not the student's output
+      run.crashed = true;
+      return buffer.length;
+    }
+    accept(run, streamName, text, buffer.length);
     return buffer.length;
   }
 
   const host = {
+    // Text the program printed (batched by the bootstrap's ordered stream).
+    write(streamName, text) {
+      const run = current;
+      if (!run || (streamName !== "stdout" && streamName !== "stderr")) return;
+      text = String(text);
+      if (run[`${streamName}_truncated`]) {
+        interruptNow();
+        return;
+      }
+      accept(run, streamName, text, encoder.encode(text).length);
+    },
     input_mode() {
       if (!current || !current.interactive) return "none";
       if (shared) return "shared";
@@ -183,9 +226,13 @@ export function createWorkerRuntime({ post, loadPyodide }) {
     pyodide.runPython(BOOTSTRAP_PY, { globals: namespace, filename: "<wasm-runner>" });
     runPy = namespace.get("_run");
     runPyAsync = namespace.get("_run_async");
+    pythonVersion = String(namespace.get("_python_version")());
     namespace.destroy();
+    packageIndex = describeIndex(pyodide, config);
     const info = {
       runtime: runtimeName,
+      python: pythonVersion,
+      package_index: packageIndex.url,
       shared,
       jspi,
       interactive: shared || jspi,
@@ -200,8 +247,10 @@ export function createWorkerRuntime({ post, loadPyodide }) {
 
   async function run(request) {
     await ready;
+    if (timers) timers.clear(); // nothing a previous run left behind fires during this one
     const started = performance.now();
     Atomics.store(control, SLOT.INTERRUPT, 0);
+    const filename = typeof request.filename === "string" && request.filename ? request.filename : "<string>";
     current = {
       id: request.id,
       limits: request.limits,
@@ -210,6 +259,9 @@ export function createWorkerRuntime({ post, loadPyodide }) {
       stdinPos: 0,
       stdout: makeStream("stdout"),
       stderr: makeStream("stderr"),
+      pending: [],
+      pendingSize: 0,
+      lastFlush: 0,
       stdout_truncated: false,
       stderr_truncated: false,
       outputs: [],
@@ -222,19 +274,23 @@ export function createWorkerRuntime({ post, loadPyodide }) {
     let exitCode = 0;
     let failure = "";
     let fatal = false;
+    const loadErrors = [];
     try {
       if (request.loadPackages !== false) {
         await pyodide.loadPackagesFromImports(request.code, {
           messageCallback: (text) => post(message("status", { id: run.id, text: String(text) })),
-          errorCallback: (text) => post(message("status", { id: run.id, text: String(text) })),
+          errorCallback: (text) => {
+            loadErrors.push(String(text));
+            post(message("status", { id: run.id, text: String(text) }));
+          },
         });
       }
       // Without isolation, input() suspends the stack (JSPI: callPromising + run_sync); with
       // it, a plain call is enough (input() waits with Atomics) and keeps asyncio out of the way.
       post(message("status", { id: run.id, text: "running" })); // packages loaded: the wall clock starts
       host.interrupts(true);
-      let pair = jspi && !shared ? await runPy.callPromising(request.code) : runPy(request.code);
-      if (pair === undefined || pair === null) pair = await runPyAsync(request.code);
+      let pair = jspi && !shared ? await runPy.callPromising(request.code, filename) : runPy(request.code, filename);
+      if (pair === undefined || pair === null) pair = await runPyAsync(request.code, filename);
       [outcome, exitCode] = pair.toJs();
       pair.destroy();
     } catch (error) {
@@ -242,6 +298,7 @@ export function createWorkerRuntime({ post, loadPyodide }) {
       failure = String(error && error.message ? error.message : error);
       fatal = isFatal();
     }
+    if (timers) timers.clear(); // timers, intervals and workers the program started end with it
     flushAll();
     // finish partially decoded UTF-8
     for (const stream of [run.stdout, run.stderr]) stream.text += stream.decoder.decode();
@@ -253,6 +310,7 @@ export function createWorkerRuntime({ post, loadPyodide }) {
     result.outputs = run.outputs;
     result.exit_code = exitCode === undefined ? null : exitCode;
     result.wall_ms = Math.round((performance.now() - started) * 1000) / 1000;
+    result.python = pythonVersion;
     if (run.limitHit) {
       result.status = STATUS.OUTPUT_LIMIT;
       result.limit = run.limitHit;
@@ -263,18 +321,46 @@ export function createWorkerRuntime({ post, loadPyodide }) {
     } else if (outcome === "error") {
       result.status = STATUS.ERROR;
       result.message = `The program exited with code ${exitCode}.`;
+      const missing = missingPackage(result.stderr, loadErrors);
+      if (missing) result.missing = missing;
     } else if (outcome === "interrupted") {
       result.status = STATUS.CANCELLED;
       result.exit_code = null;
       result.message = "The run was stopped.";
+    } else if (fatal && /call stack|recursion/i.test(failure)) {
+      // The JavaScript stack ran out before Python's recursion limit: say so, as the server does.
+      run.stderr.text += STACK_LINE;
+      post(message("stream", { id: run.id, chunks: [{ stream: "stderr", text: STACK_LINE }] }));
+      result.stderr = run.stderr.text;
+      result.status = STATUS.ERROR;
+      result.exit_code = 1;
+      result.limit = "stack";
+      result.message = "Python ran out of stack.";
     } else {
       result.status = STATUS.INTERNAL_ERROR;
       result.exit_code = null;
       result.message = `The Python runtime failed: ${failure}`;
     }
-    host.interrupts(false);
+    try {
+      host.interrupts(false);
+    } catch {
+      // a crashed runtime; the controller replaces it
+    }
     current = null;
     post(message("done", { id: run.id, result, fatal }));
+  }
+
+  /** Why the module a program failed to import is not there: not in the index, or unreachable. */
+  function missingPackage(stderr, loadErrors) {
+    const found = /ModuleNotFoundError: No module named '([\w.]+)'/.exec(stderr);
+    if (!found) return null;
+    const module = found[1].split(".")[0];
+    const entry = packageIndex.modules.get(module);
+    if (!entry) {
+      return { module, package: null, reason: "not_listed", index: packageIndex.url, detail: "" };
+    }
+    if (pyodide.loadedPackages && pyodide.loadedPackages[entry.name]) return null; // loaded; the error is something else
+    return { module, package: entry.name, reason: "unreachable", index: entry.index || packageIndex.url, detail: loadErrors.join("\n").slice(0, 500) };
   }
 
   function isFatal() {
@@ -303,4 +389,69 @@ export function createWorkerRuntime({ post, loadPyodide }) {
   }
 
   return { handle };
+}
+
+/**
+ * Track the timers, intervals and nested workers created in this worker (by the program, through
+ * `js`), so each run can end them: nothing a run starts reaches the next one. Call once, before
+ * Python loads; the originals stay in this closure.
+ */
+export function trackTimers(scope = globalThis) {
+  const setT = scope.setTimeout;
+  const setI = scope.setInterval;
+  const clearT = scope.clearTimeout;
+  const clearI = scope.clearInterval;
+  const timeouts = new Set();
+  const intervals = new Set();
+  const workers = new Set();
+  const wrapTimeout = function setTimeout(fn, ms, ...args) {
+    const id = Reflect.apply(setT, scope, [typeof fn === "function" ? (...a) => { timeouts.delete(id); return fn(...a); } : fn, ms, ...args]);
+    timeouts.add(id);
+    return id;
+  };
+  const wrapInterval = function setInterval(fn, ms, ...args) {
+    const id = Reflect.apply(setI, scope, [fn, ms, ...args]);
+    intervals.add(id);
+    return id;
+  };
+  const define = (target, name, value) => {
+    try {
+      Object.defineProperty(target, name, { value, writable: true, configurable: true });
+    } catch {
+      // not configurable here
+    }
+  };
+  const targets = [scope];
+  for (let proto = Object.getPrototypeOf(scope); proto && proto !== Object.prototype; proto = Object.getPrototypeOf(proto)) {
+    if (Object.prototype.hasOwnProperty.call(proto, "setTimeout")) targets.push(proto);
+  }
+  for (const target of targets) {
+    define(target, "setTimeout", wrapTimeout);
+    define(target, "setInterval", wrapInterval);
+  }
+  const NativeWorker = scope.Worker;
+  if (typeof NativeWorker === "function") {
+    const TrackedWorker = function Worker(...args) {
+      const worker = Reflect.construct(NativeWorker, args, new.target || TrackedWorker);
+      workers.add(worker);
+      return worker;
+    };
+    TrackedWorker.prototype = NativeWorker.prototype;
+    define(scope, "Worker", TrackedWorker);
+  }
+  return {
+    clear() {
+      for (const id of timeouts) Reflect.apply(clearT, scope, [id]);
+      for (const id of intervals) Reflect.apply(clearI, scope, [id]);
+      for (const worker of workers) {
+        try { worker.terminate(); } catch { /* gone */ }
+      }
+      timeouts.clear();
+      intervals.clear();
+      workers.clear();
+    },
+    get size() {
+      return timeouts.size + intervals.size + workers.size;
+    },
+  };
 }
