@@ -191,3 +191,60 @@ def run_in_browser(page: Any, code: str, **options: Any) -> dict[str, Any]:
 def run_and_stop(page: Any, code: str, settle_ms: int = 0) -> dict[str, Any]:
     """Run ``code`` (which prints 'go' first) and press Stop once 'go' arrived (+ ``settle_ms``)."""
     return page.evaluate(RUN_AND_STOP, [code, settle_ms])
+
+
+SEEN = """() => {
+  const out = document.getElementById('output');
+  const text = [...out.querySelectorAll('span[data-stream]')].map((s) => s.textContent).join('');
+  const end = out.querySelector('.out-end');
+  const note = out.querySelector('.out-note');
+  return { text, end: end ? end.textContent : null, note: note ? note.textContent : null,
+    images: out.querySelectorAll('img.out-image').length, status: document.body.dataset.lastStatus || null };
+}"""
+
+
+def choose_tier(page: Any, tier: str) -> None:
+    """Pick the playground's tier the way a student does (the select)."""
+    page.select_option("#tier", tier)
+
+
+def run_via_ui(
+    page: Any,
+    code: str,
+    tier: str,
+    answers: list[str] | None = None,
+    timeout: float = 60.0,
+) -> dict[str, Any]:
+    """Run ``code`` with the Run button on ``tier``, typing ``answers`` into the input line as
+    the program asks; return what the student sees: {text, end, note, images, status, result}."""
+    choose_tier(page, tier)
+    page.evaluate("(code) => window.playground.editor.setCode(code)", code)
+    page.evaluate("delete document.body.dataset.lastStatus")
+    page.click("#run")
+    pending = list(answers or [])
+    deadline = time.monotonic() + timeout
+    while True:
+        state = page.evaluate(
+            "({done: Boolean(document.body.dataset.lastStatus), asking: !document.getElementById('input-form').hidden})"
+        )
+        if state["done"]:
+            break
+        if state["asking"] and pending:
+            page.fill("#input-box", pending.pop(0))
+            page.press("#input-box", "Enter")
+            # answered once the form closed, or reopened (cleared) for the next question
+            poll(
+                page,
+                "document.getElementById('input-form').hidden || !document.getElementById('input-box').value || document.body.dataset.lastStatus",
+            )
+        if time.monotonic() > deadline:
+            raise AssertionError(f"the run did not end within {timeout} s")
+        time.sleep(0.03)
+    seen = page.evaluate(SEEN)
+    seen["result"] = page.evaluate("window.lastResult")
+    return seen
+
+
+def end_sentence(end_line: str | None) -> str:
+    """The end line without where it ran and how long it took (those differ by tier on purpose)."""
+    return (end_line or "").split(" — ")[0]

@@ -2,6 +2,7 @@
 // interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra file.
 export const BOOTSTRAP_PY = String.raw`
 import ast, base64, builtins, inspect, io, linecache, os, sys, time, traceback
+import re as _re
 import _wasm_runner_host as _host
 
 os.environ.setdefault("MPLBACKEND", "agg")
@@ -152,7 +153,41 @@ _BUILTINS = dict(builtins.__dict__)
 _RECURSION_LIMIT = sys.getrecursionlimit()
 _CWD = os.getcwd()
 
+_real_setrecursionlimit = sys.setrecursionlimit
+_real_getrecursionlimit = sys.getrecursionlimit
+_depth = 0  # frames below the program's module frame (the run helper's)
+
+_STACK_CAP = 3000  # deepest recursion the browser's stack holds safely (Chromium worker: ~4000)
+_requested = 0  # the limit the program asked for (0: untouched)
+
+def _setrecursionlimit(limit):
+    """sys.setrecursionlimit as in "python main.py": the helper's frames do not count."""
+    try:
+        limit = limit.__index__()
+    except AttributeError:
+        return _real_setrecursionlimit(limit)  # the usual TypeError
+    if limit < 1:
+        return _real_setrecursionlimit(limit)  # the usual ValueError
+    global _requested
+    _requested = limit
+    _real_setrecursionlimit(min(limit + _depth, _STACK_CAP))
+
+def _getrecursionlimit():
+    return _requested or (_real_getrecursionlimit() - _depth)
+
+def _out_of_stack(exc):
+    """A RecursionError only because the stack cap is below what the program asked for."""
+    return isinstance(exc, RecursionError) and _requested + _depth > _STACK_CAP
+
 def _reset(filename, code):
+    global _depth, _requested
+    _requested = 0
+    frame, _depth = sys._getframe(1), 0
+    while frame is not None:
+        _depth += 1
+        frame = frame.f_back
+    sys.setrecursionlimit = _setrecursionlimit
+    sys.getrecursionlimit = _getrecursionlimit
     _out.parts = []
     _out.size = 0
     _out.last = 0.0
@@ -167,7 +202,7 @@ def _reset(filename, code):
     sys.settrace(None)
     sys.setprofile(None)
     sys.excepthook = sys.__excepthook__
-    sys.setrecursionlimit(_RECURSION_LIMIT)
+    _real_setrecursionlimit(_RECURSION_LIMIT + _depth)
     time.sleep = _sleeper
     try:
         os.chdir(_CWD)
@@ -244,6 +279,20 @@ def _outcome_of(exc):
             return "error", 1
         if isinstance(exc, KeyboardInterrupt):
             return "interrupted", None
+        if _out_of_stack(exc):
+            # The browser's stack holds fewer frames than the program allowed. For a plain
+            # recursion (one repeated line) CPython would print the same traceback with a larger
+            # repeat count: print that. Anything else: say the stack ran out.
+            text = _user_traceback(exc)
+            marks = [m for m in _re.finditer(r"\[Previous line repeated (\d+) more times?\]", text)]
+            if len(marks) == 1 and text.endswith("RecursionError: maximum recursion depth exceeded\n"):
+                mark = marks[0]
+                missing = _requested - (_STACK_CAP - _depth)
+                count = int(mark.group(1)) + missing
+                sys.stderr.write(text[:mark.start()] + "[Previous line repeated %d more times]" % count + text[mark.end():])
+                return "error", 1
+            sys.stderr.write("RecursionError: Python ran out of stack (the recursion went too deep)\n")
+            return "stack", 1
         sys.stderr.write(_user_traceback(exc))
         return "error", 1
     except KeyboardInterrupt:

@@ -183,7 +183,9 @@ export class Runner {
   async runOnServer(code, options) {
     const body = { code };
     if (options.stdin !== undefined && options.stdin !== null) body.stdin = options.stdin;
-    if (options.limits) body.limits = serverLimits(options.limits);
+    if (options.limits) body.limits = options.limits;
+    // figures from plt.show() and those left open, without echoing the last expression: as in the browser
+    body.display = "figures";
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
@@ -313,13 +315,6 @@ export class Runner {
   }
 }
 
-/** Limits the server knows (the browser-only input bound stays here). */
-function serverLimits(limits) {
-  const out = { ...limits };
-  if (!("input_wait_seconds" in (limits || {}))) return out;
-  delete out.input_wait_seconds;
-  return out;
-}
 
 /** Add what the server's `start` event said (Python version, limits) and the input wait. */
 function withStartInfo(result, info, waitMs) {

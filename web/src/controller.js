@@ -280,7 +280,7 @@ export class RunController {
       result.message = `The run exceeded the wall-clock limit of ${run.limits.wall_seconds} s.`;
     } else if (reason === "input") {
       result.status = STATUS.TIMEOUT;
-      result.limit = "input";
+      result.limit = "input_wait"; // as the server names it
       result.message = `The program waited for input longer than ${run.limits.input_wait_seconds} s.`;
     } else if (reason === "output") {
       result.status = STATUS.OUTPUT_LIMIT;

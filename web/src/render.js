@@ -357,7 +357,7 @@ function endSentence(result, limits) {
       return `Stopped: it printed more than ${bytesText(cap ?? 1 << 20)}`;
     }
     case "timeout":
-      if (result.limit === "input") {
+      if (result.limit === "input_wait") {
         return `Stopped: it waited for input for more than ${secondsText(limits.input_wait_seconds)}`;
       }
       return `Stopped: it ran for more than ${secondsText(limits.wall_seconds)}`;

@@ -323,6 +323,10 @@ export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
       result.message = `The program exited with code ${exitCode}.`;
       const missing = missingPackage(result.stderr, loadErrors);
       if (missing) result.missing = missing;
+    } else if (outcome === "stack") {
+      result.status = STATUS.ERROR;
+      result.limit = "stack";
+      result.message = "Python ran out of stack.";
     } else if (outcome === "interrupted") {
       result.status = STATUS.CANCELLED;
       result.exit_code = null;
