@@ -2,7 +2,6 @@
 // interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra file.
 export const BOOTSTRAP_PY = String.raw`
 import ast, base64, builtins, inspect, io, linecache, os, sys, time, traceback
-import re as _re
 import _wasm_runner_host as _host
 
 os.environ.setdefault("MPLBACKEND", "agg")
@@ -152,6 +151,7 @@ _sleeper = _sleep if _host.shared() else _plain_sleep
 _BUILTINS = dict(builtins.__dict__)
 _RECURSION_LIMIT = sys.getrecursionlimit()
 _CWD = os.getcwd()
+_MODULES = set(sys.modules)
 
 _real_setrecursionlimit = sys.setrecursionlimit
 _real_getrecursionlimit = sys.getrecursionlimit
@@ -208,6 +208,11 @@ def _reset(filename, code):
         os.chdir(_CWD)
     except OSError:
         pass
+    # modules a program made up (types.ModuleType put into sys.modules) go with it; imported
+    # packages stay loaded (importing them again would only cost time)
+    for name, module in list(sys.modules.items()):
+        if name not in _MODULES and getattr(module, "__spec__", None) is None:
+            del sys.modules[name]
     main = sys.modules["__main__"]
     for name in list(main.__dict__):
         if not name.startswith("__"):
@@ -280,17 +285,8 @@ def _outcome_of(exc):
         if isinstance(exc, KeyboardInterrupt):
             return "interrupted", None
         if _out_of_stack(exc):
-            # The browser's stack holds fewer frames than the program allowed. For a plain
-            # recursion (one repeated line) CPython would print the same traceback with a larger
-            # repeat count: print that. Anything else: say the stack ran out.
-            text = _user_traceback(exc)
-            marks = [m for m in _re.finditer(r"\[Previous line repeated (\d+) more times?\]", text)]
-            if len(marks) == 1 and text.endswith("RecursionError: maximum recursion depth exceeded\n"):
-                mark = marks[0]
-                missing = _requested - (_STACK_CAP - _depth)
-                count = int(mark.group(1)) + missing
-                sys.stderr.write(text[:mark.start()] + "[Previous line repeated %d more times]" % count + text[mark.end():])
-                return "error", 1
+            # The browser's stack holds fewer frames than the program allowed: say so, as the
+            # server does when its stack runs out (no traceback, no runner frames).
             sys.stderr.write("RecursionError: Python ran out of stack (the recursion went too deep)\n")
             return "stack", 1
         sys.stderr.write(_user_traceback(exc))

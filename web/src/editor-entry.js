@@ -16,7 +16,9 @@ import { python } from "@codemirror/lang-python";
  */
 export function createEditor(parent, { doc = "", readOnly = false, label = "Python code", onRun, onChange, root } = {}) {
   const extensions = [
-    keymap.of([{ key: "Mod-Enter", run: () => { if (onRun) onRun(); return true; } }]),
+    keymap.of([
+      { key: "Mod-Enter", run: () => { if (onRun) onRun(); return true; } },
+    ]),
     keymap.of([indentWithTab]),
     basicSetup,
     python(),
@@ -33,6 +35,11 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
     }));
   }
   const view = new EditorView({ parent, root, state: EditorState.create({ doc, extensions }) });
+  // Escape then Tab leaves the editor, also when that Escape closes a completion list (whose
+  // keymap would otherwise take the Escape first): seen here, before CodeMirror's handlers.
+  view.dom.addEventListener("keydown", (event) => {
+    if (event.key === "Escape") view.setTabFocusMode(2000);
+  }, true);
   return {
     view,
     focus: () => view.focus(),
