@@ -316,7 +316,7 @@ class _CoursePage(BaseHTTPRequestHandler):
 <script type="module" src="{self.runner_url}/embed.js"></script></head><body>
 <wasm-runner id="asks" tier="browser">name = input("Name? ")\nprint("Hi", name)</wasm-runner>
 <wasm-runner id="counts" tier="browser">print(sum(range(10)))</wasm-runner>
-<wasm-runner id="loops" tier="browser">i = 0\nwhile True:\n    print(i)\n    i += 1</wasm-runner>
+<wasm-runner id="loops" tier="browser">import time\ni = 0\nwhile True:\n    print(i)\n    i += 1\n    if i % 200 == 0:\n        time.sleep(0.02)</wasm-runner>
 </body></html>""".encode()
         self.send_response(200)
         self.send_header("content-type", "text/html; charset=utf-8")
@@ -350,14 +350,14 @@ def _shadow(page: Any, element: str, selector: str) -> str:
 
 def test_embeds_do_not_block_each_other_and_escape_stops_inside_one(course_page):
     page = course_page
-    page.evaluate("window.asking = document.getElementById('asks').run()")
+    page.evaluate("() => { window.asking = document.getElementById('asks').run(); }")
     poll(page, "!document.getElementById('asks').shadowRoot.querySelector('form').hidden", timeout=60)
     # while the first example waits for its input, the second one runs to the end
     second = page.evaluate("document.getElementById('counts').run()")
     assert second["status"] == "ok" and second["stdout"] == "45\n"
     assert "45" in _shadow(page, "counts", ".output")
     # a third one (both runtimes busy? no: the second finished) floods; Esc inside it stops it
-    page.evaluate("window.looping = document.getElementById('loops').run()")
+    page.evaluate("() => { window.looping = document.getElementById('loops').run(); }")
     poll(page, "document.getElementById('loops').shadowRoot.querySelector('.output span')", timeout=READY_SECONDS)
     page.screenshot(path=str(SCREENSHOTS / "embed-flood.png"))
     page.evaluate("document.getElementById('loops').shadowRoot.querySelector('.stop').focus()")

@@ -5,6 +5,7 @@ import { STATUS, emptyResult, isMessage, message } from "./protocol.js";
 
 const TIERS = ["browser", "server", "auto"];
 const REFUSED = new WeakSet(); // results made here because the server did not run the program
+const STARTED = new WeakSet(); // server results of runs that started there
 
 /**
  * A runner bound to one wasm-runner server (the asset origin).
@@ -189,7 +190,7 @@ export class Runner {
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
-    if (body.filename && result.status === STATUS.INVALID_INPUT && /filename/.test(result.message) && !result.started) {
+    if (body.filename && result.status === STATUS.INVALID_INPUT && /filename/.test(result.message) && !STARTED.has(result)) {
       // a server that does not take a file name yet: run the program without it
       this.serverTakesFilename = false;
       return this.runOnServer(code, options);
@@ -319,7 +320,7 @@ export class Runner {
 /** Add what the server's `start` event said (Python version, limits) and the input wait. */
 function withStartInfo(result, info, waitMs) {
   if (info) {
-    result.started = true;
+    STARTED.add(result);
     if (!result.python && typeof info.python === "string") result.python = info.python;
     if (!result.limits && info.limits && typeof info.limits === "object") result.limits = info.limits;
   }
