@@ -185,6 +185,7 @@ def test_keyboard_tab_leaves_editor_and_labels():
         assert page.text_content(selector).strip()
     assert page.get_attribute("#tier", "aria-label") == "Where to run"
     # Ctrl+Enter runs from the editor
+    page.evaluate("window.playground.editor.setCode(\"print('keys')\")")
     page.click(".cm-content")
     page.keyboard.press("Control+End")
     page.keyboard.press("Control+Enter")
