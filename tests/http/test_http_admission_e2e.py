@@ -62,7 +62,7 @@ def test_per_key_concurrency_cap(warm_sandbox: None, tmp_path: Path) -> None:
 
 def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> None:
     # a session holds its memory_mb plus its image's resident pages (datascience: 34 MB)
-    config = make_config(tmp_path, memory_budget_mb=1100)
+    config = make_config(tmp_path, memory_budget_mb=1100, tenant_memory_share=1.0)
     with live_server(config) as server, server.client() as api:
         big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 + 34 MB
         assert big.status_code == 201

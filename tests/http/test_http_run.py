@@ -169,7 +169,7 @@ def test_client_disconnect_frees_the_guest(server: LiveServer) -> None:
     url = urlsplit(server.url)
     with socket.create_connection((url.hostname, url.port)) as sock:
         sock.sendall(
-            b"POST /api/run HTTP/1.1\r\nHost: x\r\nContent-Type: application/json\r\n"
+            b"POST /api/run HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
             + f"Authorization: Bearer {KEY}\r\nContent-Length: {len(body)}\r\n\r\n".encode()
             + body
         )

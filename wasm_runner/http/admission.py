@@ -6,13 +6,25 @@ its tenant already has ``max_concurrent`` runs in flight, or it waited ``queue_t
 is refused with ``Busy`` (the routes answer ``429`` with ``Retry-After``). Sessions reserve their
 memory for their whole life with ``reserve`` (refused at once when the budget is spent).
 All methods run on the event loop thread; ``Ticket.release`` is idempotent.
+
+Fair shares, so one key cannot hold the whole server: a tenant's sessions (memory held for up to
+an hour) may hold at most ``tenant_memory_mb`` with its runs; a tenant takes at most
+``tenant_queue`` places in the queue; and while other tenants wait, a run that would take its
+tenant over ``tenant_memory_mb`` waits behind them (with nobody else waiting it runs: runs end
+within their wall-clock limit, so the share is only enforced when someone needs it).
+
+``Retry-After`` tells the truth: a memory refusal says when enough memory will be free, from what
+holds it now (a running guest: the mean run time; a session: when it expires, from the ticket's
+``expires_in``, else ``hold_seconds``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import math
+import time
 from collections import deque
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 __all__ = ["Admission", "Busy", "Ticket"]
@@ -37,6 +49,8 @@ class Ticket:
     memory_mb: int
     slot: bool
     released: bool = False
+    # seconds from a ``time.monotonic()`` value until this ticket is released (sessions set it)
+    expires_in: Callable[[float], float] | None = field(default=None, repr=False)
 
     def release(self) -> None:
         if not self.released:
@@ -48,7 +62,7 @@ class Ticket:
 class _Waiter:
     tenant: str
     memory_mb: int
-    future: asyncio.Future[None] = field(repr=False)
+    future: asyncio.Future[Ticket] = field(repr=False)
 
 
 class Admission:
@@ -60,6 +74,10 @@ class Admission:
         max_queue: int,
         memory_budget_mb: int,
         queue_timeout: float = 30.0,
+        *,
+        tenant_memory_mb: int | None = None,
+        tenant_queue: int | None = None,
+        hold_seconds: float = 300.0,
     ) -> None:
         self.max_running = max_running
         self.max_queue = max_queue
@@ -70,6 +88,23 @@ class Admission:
         self._in_flight: dict[str, int] = {}
         self._queue: deque[_Waiter] = deque()
         self._mean_run_seconds = 1.0
+        self.tenant_memory_mb = tenant_memory_mb or memory_budget_mb
+        self.tenant_queue = max_queue if tenant_queue is None else tenant_queue
+        self.hold_seconds = hold_seconds  # how long a reservation without expires_in may last
+        self._tenant_memory: dict[str, int] = {}
+        self._tickets: set[Ticket] = set()
+
+    def set_shares(
+        self, tenant_memory_mb: int, tenant_queue: int, hold_seconds: float | None = None
+    ) -> None:
+        """Per-tenant shares: memory one tenant may hold, queue places it may take."""
+        self.tenant_memory_mb = tenant_memory_mb
+        self.tenant_queue = tenant_queue
+        if hold_seconds is not None:
+            self.hold_seconds = hold_seconds
+
+    def tenant_memory(self, tenant: str) -> int:
+        return self._tenant_memory.get(tenant, 0)
 
     @property
     def waiting(self) -> int:
@@ -86,10 +121,38 @@ class Admission:
         rounds = (self.waiting + self.running) / max(self.max_running, 1)
         return max(1, math.ceil(rounds * self._mean_run_seconds))
 
-    def _fits(self, memory_mb: int) -> bool:
+    def _fits(self, memory_mb: int, tenant: str | None = None) -> bool:
         return (
-            self.running < self.max_running and self.memory_mb + memory_mb <= self.memory_budget_mb
+            self.running < self.max_running
+            and self.memory_mb + memory_mb <= self.memory_budget_mb
+            and (tenant is None or self.tenant_memory(tenant) + memory_mb <= self.tenant_memory_mb)
         )
+
+    def memory_retry_after(self, memory_mb: int, tenant: str | None = None) -> int:
+        """Seconds until ``memory_mb`` could fit (in the budget, or in ``tenant``'s share), from
+        when the tickets holding memory now are expected to be released."""
+        now = time.monotonic()
+        if tenant is None:
+            need = self.memory_mb + memory_mb - self.memory_budget_mb
+        else:
+            need = self.tenant_memory(tenant) + memory_mb - self.tenant_memory_mb
+        if need <= 0:
+            return 1
+        releases = []
+        for ticket in self._tickets:
+            if tenant is not None and ticket.tenant != tenant or ticket.memory_mb <= 0:
+                continue
+            if ticket.expires_in is not None:
+                seconds = ticket.expires_in(now)
+            else:
+                seconds = self._mean_run_seconds if ticket.slot else self.hold_seconds
+            releases.append((max(0.0, seconds), ticket.memory_mb))
+        freed = 0
+        for seconds, memory in sorted(releases):
+            freed += memory
+            if freed >= need:
+                return max(1, math.ceil(seconds))
+        return max(1, math.ceil(self.hold_seconds))
 
     async def acquire(self, tenant: str, memory_mb: int, max_concurrent: int) -> Ticket:
         """A run slot for ``tenant``; waits in the queue or raises ``Busy``."""
@@ -105,13 +168,26 @@ class Admission:
                 f"this API key already has {max_concurrent} runs in flight; wait for one to finish",
                 self.retry_after(),
             )
+        if memory_mb > self.tenant_memory_mb:
+            raise Busy(
+                "memory_budget",
+                f"the run asks for {memory_mb} MB, more than one key's share of the memory "
+                f"budget ({self.tenant_memory_mb} MB)",
+                60,
+            )
         self._in_flight[tenant] = self.in_flight(tenant) + 1
         try:
             if not self._queue and self._fits(memory_mb):
-                return self._admit(tenant, memory_mb)
+                return self._admit(tenant, memory_mb)  # nobody waits: no share to protect
             if len(self._queue) >= self.max_queue:
                 raise Busy(
                     "queue_full", "the server is busy and its queue is full", self.retry_after()
+                )
+            if sum(1 for w in self._queue if w.tenant == tenant) >= self.tenant_queue:
+                raise Busy(
+                    "tenant_queue",
+                    f"this API key already holds its {self.tenant_queue} places in the queue",
+                    self.retry_after(),
                 )
             waiter = _Waiter(tenant, memory_mb, asyncio.get_running_loop().create_future())
             self._queue.append(waiter)
@@ -120,63 +196,98 @@ class Admission:
             except (TimeoutError, asyncio.CancelledError) as exc:
                 if waiter.future.done() and not waiter.future.cancelled():
                     # admitted just as we gave up: hand the slot straight back
-                    self._give_back(memory_mb)
+                    self._release(waiter.future.result(), count_in_flight=False)
                 else:
                     waiter.future.cancel()
                     self._queue.remove(waiter)
                 if isinstance(exc, asyncio.CancelledError):
                     raise
+                retry = self.retry_after()
+                if self.memory_mb + memory_mb > self.memory_budget_mb:
+                    retry = max(retry, self.memory_retry_after(memory_mb))
+                elif self.tenant_memory(tenant) + memory_mb > self.tenant_memory_mb:
+                    retry = max(retry, self.memory_retry_after(memory_mb, tenant))
                 raise Busy(
                     "queue_timeout",
                     f"the run waited {self.queue_timeout:g} s in the queue without a free slot",
-                    self.retry_after(),
+                    retry,
                 ) from None
-            return Ticket(self, tenant, memory_mb, slot=True)
+            return waiter.future.result()
         except BaseException:
             self._in_flight[tenant] -= 1
             raise
 
-    def reserve(self, tenant: str, memory_mb: int) -> Ticket:
-        """Hold ``memory_mb`` of the budget (for a session) without taking a run slot."""
+    def reserve(
+        self,
+        tenant: str,
+        memory_mb: int,
+        expires_in: Callable[[float], float] | None = None,
+    ) -> Ticket:
+        """Hold ``memory_mb`` of the budget (for a session) without taking a run slot.
+        ``expires_in(now)`` (optional, may be set on the ticket later) says when it ends."""
         if self.memory_mb + memory_mb > self.memory_budget_mb:
             raise Busy(
                 "memory_budget",
                 "the server's memory budget is held by other runs and sessions",
-                self.retry_after(),
+                self.memory_retry_after(memory_mb),
             )
-        self.memory_mb += memory_mb
-        return Ticket(self, tenant, memory_mb, slot=False)
+        if self.tenant_memory(tenant) + memory_mb > self.tenant_memory_mb:
+            raise Busy(
+                "tenant_memory",
+                f"this API key already holds {self.tenant_memory(tenant)} MB of its "
+                f"{self.tenant_memory_mb} MB share of the memory budget; end a session first",
+                self.memory_retry_after(memory_mb, tenant),
+            )
+        return self._hold(Ticket(self, tenant, memory_mb, slot=False, expires_in=expires_in))
+
+    def _hold(self, ticket: Ticket) -> Ticket:
+        if ticket.slot:
+            self.running += 1
+        self.memory_mb += ticket.memory_mb
+        self._tenant_memory[ticket.tenant] = self.tenant_memory(ticket.tenant) + ticket.memory_mb
+        self._tickets.add(ticket)
+        return ticket
 
     def _admit(self, tenant: str, memory_mb: int) -> Ticket:
-        self.running += 1
-        self.memory_mb += memory_mb
-        return Ticket(self, tenant, memory_mb, slot=True)
+        return self._hold(Ticket(self, tenant, memory_mb, slot=True))
 
-    def _give_back(self, memory_mb: int) -> None:
-        self.running -= 1
-        self.memory_mb -= memory_mb
+    def _release(self, ticket: Ticket, count_in_flight: bool = True) -> None:
+        ticket.released = True
+        if ticket not in self._tickets:
+            return
+        self._tickets.discard(ticket)
+        if ticket.slot:
+            self.running -= 1
+            if count_in_flight:
+                self._in_flight[ticket.tenant] -= 1
+                if not self._in_flight[ticket.tenant]:
+                    del self._in_flight[ticket.tenant]
+        self.memory_mb -= ticket.memory_mb
+        left = self.tenant_memory(ticket.tenant) - ticket.memory_mb
+        if left > 0:
+            self._tenant_memory[ticket.tenant] = left
+        else:
+            self._tenant_memory.pop(ticket.tenant, None)
         self._wake()
 
-    def _release(self, ticket: Ticket) -> None:
-        if ticket.slot:
-            self._in_flight[ticket.tenant] -= 1
-            if not self._in_flight[ticket.tenant]:
-                del self._in_flight[ticket.tenant]
-            self._give_back(ticket.memory_mb)
-        else:
-            self.memory_mb -= ticket.memory_mb
-            self._wake()
-
     def _wake(self) -> None:
-        """Admit waiters in order while the head of the queue fits."""
-        while self._queue:
-            head = self._queue[0]
-            if head.future.done():
-                self._queue.popleft()
+        """Admit waiters in order while they fit. A waiter whose tenant would go over its share
+        is passed over while another tenant waits (it is admitted when nobody else does); one that
+        does not fit the budget stops the scan (first come, first served for big requests)."""
+        for waiter in list(self._queue):
+            if waiter.future.done():
+                self._queue.remove(waiter)
                 continue
-            if not self._fits(head.memory_mb):
+            if self.running >= self.max_running:
                 return
-            self._queue.popleft()
-            self.running += 1
-            self.memory_mb += head.memory_mb
-            head.future.set_result(None)
+            over_share = (
+                self.tenant_memory(waiter.tenant) + waiter.memory_mb > self.tenant_memory_mb
+            )
+            if over_share and any(
+                w.tenant != waiter.tenant and not w.future.done() for w in self._queue
+            ):
+                continue
+            if self.memory_mb + waiter.memory_mb > self.memory_budget_mb:
+                return
+            self._queue.remove(waiter)
+            waiter.future.set_result(self._admit(waiter.tenant, waiter.memory_mb))

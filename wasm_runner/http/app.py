@@ -1,6 +1,11 @@
 """Assembles the Starlette app: API routes, the MCP tools at ``/mcp`` (``wasm_runner.mcp.http``,
 behind the same keys and rate limits), extra routes (the playground pages), middleware, error
-handlers and the background sweep that ends expired sessions."""
+handlers and the background sweep that ends expired sessions.
+
+Middleware, outermost first: security headers; ``HostGuard`` (only ``allowed_hosts``); ``BodyGuard``
+(body size and read time); CORS. The bounds that must act before a request reaches the app
+(header size and time, connections per address, a WebSocket's first message) are in
+``serving.uvicorn_config``, which ``wasm-runner serve`` uses."""
 
 from __future__ import annotations
 
@@ -17,8 +22,9 @@ from starlette.routing import BaseRoute
 from ..mcp.http import McpHttp
 from .config import ServerConfig
 from .errors import install_error_handlers
-from .middleware import SecurityHeaders
+from .middleware import BodyGuard, HostGuard, SecurityHeaders
 from .routes import api_routes
+from .serving import install_log_redaction
 from .service import Service
 
 __all__ = ["build_app"]
@@ -58,8 +64,16 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             warming.cancel()
             await service.shutdown()
 
+    install_log_redaction()
     middleware = [
         Middleware(SecurityHeaders, embed_origins=config.cors_origins),
+        Middleware(HostGuard, allowed_hosts=config.allowed_hosts),
+        Middleware(
+            BodyGuard,
+            max_bytes=config.max_body_bytes,
+            total_seconds=config.body_timeout_seconds,
+            idle_seconds=config.body_idle_seconds,
+        ),
         Middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),

@@ -1,18 +1,28 @@
 """Who is calling, and may they call now: API keys and per-key rate limits.
 
 A key arrives as ``Authorization: Bearer <key>`` or ``X-API-Key: <key>``. Browsers cannot set
-headers on WebSockets: there the key may come in the first message (``api_key``) or, less
-privately (it lands in access logs), in the ``api_key`` query parameter. Keys are compared by
+headers on WebSockets: there the key may come as the subprotocol
+``wasm-runner.key.<base64url(key)>`` (offered next to ``wasm-runner``, which the server selects),
+in the ``api_key`` query parameter (redacted from the access log), or in the first message
+(``api_key``; that message is then capped at ``ws_first_message_bytes``). Keys are compared by
 their sha256 digest in constant time. With auth off (local use only) every caller is the tenant
 ``anonymous:<client address>``. Rate limits use the ``limits`` library (moving window, in memory).
+
+Failed attempts (a missing or wrong key) are counted per client address (IPv6: per /64): past
+``failed_auth_rate`` the address gets ``429`` with ``Retry-After`` and its keys are not even
+checked, so nobody can guess keys or flood the server with refusals. The tenant of the request
+being handled is kept in ``current_tenant`` (a context variable) for the layers below the route
+(body slots, download quotas).
 """
 
 from __future__ import annotations
 
+import base64
 import hmac
 import math
 import time
 from collections.abc import Mapping
+from contextvars import ContextVar
 from dataclasses import dataclass
 
 from limits import RateLimitItem, parse
@@ -20,9 +30,10 @@ from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from .config import ApiKey, ServerConfig, hash_key
+from .serving import address_key as _address_key
 from .errors import ApiError
 
-__all__ = ["Tenant", "Gatekeeper"]
+__all__ = ["Tenant", "Gatekeeper", "current_tenant"]
 
 
 @dataclass(frozen=True)
@@ -38,6 +49,26 @@ class Tenant:
         return not self.profiles or profile in self.profiles
 
 
+current_tenant: ContextVar[Tenant | None] = ContextVar("wasm_runner_tenant", default=None)
+
+
+WS_SUBPROTOCOL = "wasm-runner"
+_KEY_PROTOCOL = "wasm-runner.key."
+
+
+def key_from_subprotocols(header: str) -> str | None:
+    """The key a browser sent as the WebSocket subprotocol ``wasm-runner.key.<base64url(key)>``."""
+    for token in header.split(","):
+        token = token.strip()
+        if token.startswith(_KEY_PROTOCOL):
+            encoded = token[len(_KEY_PROTOCOL) :]
+            try:
+                return base64.urlsafe_b64decode(encoded + "=" * (-len(encoded) % 4)).decode()
+            except (ValueError, UnicodeDecodeError):
+                return None
+    return None
+
+
 def _bearer(headers: Mapping[str, str], query: Mapping[str, str], allow_query: bool) -> str | None:
     auth = headers.get("authorization", "")
     scheme, _, value = auth.partition(" ")
@@ -45,6 +76,10 @@ def _bearer(headers: Mapping[str, str], query: Mapping[str, str], allow_query: b
         return value.strip()
     if headers.get("x-api-key"):
         return headers["x-api-key"].strip()
+    if allow_query and headers.get("sec-websocket-protocol"):
+        key = key_from_subprotocols(headers["sec-websocket-protocol"])
+        if key:
+            return key
     if allow_query and query.get("api_key"):
         return query["api_key"]
     return None
@@ -58,6 +93,7 @@ class Gatekeeper:
         self._keys: tuple[ApiKey, ...] = config.api_keys
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {}
+        self._failed_rate = parse(config.failed_auth_rate)
 
     def authenticate(
         self,
@@ -68,14 +104,54 @@ class Gatekeeper:
         allow_query: bool = False,
         key: str | None = None,
     ) -> Tenant:
-        """The tenant behind ``key`` (if given) or these headers, or ``ApiError(401)``."""
+        """The tenant behind ``key`` (if given) or these headers, or ``ApiError(401)`` (``429``
+        once this address has failed too often)."""
         if not self.config.auth:
-            return Tenant(
+            tenant = Tenant(
                 name=f"anonymous:{client}",
                 profiles=(),
                 rate=self.config.anonymous_rate,
                 max_concurrent=self.config.anonymous_max_concurrent,
             )
+            current_tenant.set(tenant)
+            return tenant
+        address = _address_key(client)
+        if not self._limiter.test(self._failed_rate, "failed", address):
+            reset_at, _ = self._limiter.get_window_stats(self._failed_rate, "failed", address)
+            retry = max(1, math.ceil(reset_at - time.time()))
+            raise ApiError(
+                429, "too_many_failed_attempts",
+                f"too many requests without a valid API key from this address; retry in {retry} s",
+                headers={"Retry-After": str(retry)},
+            )  # fmt: skip
+        try:
+            tenant = self._check_key(headers, query, allow_query=allow_query, key=key)
+        except ApiError:
+            self._limiter.hit(self._failed_rate, "failed", address)
+            raise
+        current_tenant.set(tenant)
+        return tenant
+
+    def would_authenticate(
+        self, headers: Mapping[str, str], query: Mapping[str, str], *, allow_query: bool = False
+    ) -> bool:
+        """Whether these headers (or the query) carry a valid key; counts nothing."""
+        if not self.config.auth:
+            return True
+        try:
+            self._check_key(headers, query, allow_query=allow_query, key=None)
+        except ApiError:
+            return False
+        return True
+
+    def _check_key(
+        self,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+        *,
+        allow_query: bool,
+        key: str | None,
+    ) -> Tenant:
         challenge = {"WWW-Authenticate": 'Bearer realm="wasm-runner"'}
         if not self._keys:
             raise ApiError(
@@ -104,9 +180,9 @@ class Gatekeeper:
         item = self._rates.get(tenant.rate)
         if item is None:
             item = self._rates[tenant.rate] = parse(tenant.rate)
-        if self._limiter.hit(item, tenant.name):
+        if self._limiter.hit(item, "rate", tenant.name):
             return
-        reset_at, _remaining = self._limiter.get_window_stats(item, tenant.name)
+        reset_at, _remaining = self._limiter.get_window_stats(item, "rate", tenant.name)
         retry = max(1, math.ceil(reset_at - time.time()))
         raise ApiError(
             429, "rate_limited",

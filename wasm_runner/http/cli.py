@@ -1,7 +1,10 @@
 """``wasm-runner serve``: the HTTP service (API + playground) under uvicorn.
 
 wasm-runner serve --no-auth                 # local playground at http://127.0.0.1:8000/
-WASM_RUNNER_API_KEYS=site:SECRET wasm-runner serve --host 0.0.0.0 --config server.toml
+WASM_RUNNER_API_KEYS=site:SECRET wasm-runner serve --host 0.0.0.0 --allowed-host runner.example.org
+
+uvicorn runs with the bounds of ``serving.uvicorn_config`` (header size and time, connections per
+address, WebSocket first-message cap); the app adds the rest (docs/security.md).
 """
 
 from __future__ import annotations
@@ -10,6 +13,7 @@ import argparse
 import ipaddress
 import sys
 from collections.abc import Sequence
+from dataclasses import replace
 
 __all__ = ["main"]
 
@@ -42,6 +46,9 @@ def _parser() -> argparse.ArgumentParser:
     p.add_argument("--max-running", type=int, help="guests running at once (default 2)")
     p.add_argument("--cors-origin", action="append", metavar="ORIGIN",
                    help="an origin that may call the API from a browser (repeatable)")  # fmt: skip
+    p.add_argument("--allowed-host", action="append", metavar="NAME",
+                   help="a host name this server answers to (repeatable; default: the loopback "
+                   "names and --host; '*' = any, only behind a proxy that checks Host)")  # fmt: skip
     p.add_argument("--audit-log", metavar="PATH", help="append a JSON line per run to PATH")
     p.add_argument("--exercises", metavar="DIR", help="serve the exercises in DIR at /api/exercises")
     p.add_argument(
@@ -54,7 +61,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner serve [options]``; returns the exit status."""
     import uvicorn
 
-    from .config import ConfigError, load_config
+    from .config import LOOPBACK_HOSTS, ConfigError, load_config
 
     args = _parser().parse_args(argv)
 
@@ -64,6 +71,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         "cors_origins": args.cors_origin,
         "audit_log": args.audit_log,
         "exercises_dir": args.exercises,
+        "allowed_hosts": tuple(args.allowed_host) if args.allowed_host else None,
     }
     try:
         config = load_config(args.config, **overrides)
@@ -77,6 +85,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             file=sys.stderr,
         )
         return 2
+    wildcard = args.host in ("0.0.0.0", "::", "")
+    if config.allowed_hosts == LOOPBACK_HOSTS and not _is_loopback(args.host):
+        if wildcard:
+            print(
+                f"wasm-runner serve: listening on {args.host or 'every address'} needs the host "
+                "names clients use: pass --allowed-host NAME (repeatable) or set allowed_hosts "
+                "in [server] (['*'] only behind a proxy that checks Host)",
+                file=sys.stderr,
+            )
+            return 2
+        config = replace(config, allowed_hosts=(*config.allowed_hosts, args.host))
     if config.locked:
         print(
             "wasm-runner serve: API keys are required but none are configured. Add [[api_keys]] "
@@ -92,11 +111,17 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     from server import create_app
 
-    uvicorn.run(
-        create_app(config),
-        host=args.host,
-        port=args.port,
-        log_level=args.log_level,
-        timeout_graceful_shutdown=GRACEFUL_SECONDS,
+    from .serving import uvicorn_config
+
+    server = uvicorn.Server(
+        uvicorn_config(
+            create_app(config),
+            config,
+            host=args.host,
+            port=args.port,
+            log_level=args.log_level,
+            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+        )
     )
+    server.run()
     return 0

@@ -15,6 +15,11 @@ TOML layout (every table and key optional)::
     cors_origins = ["https://course.example"]
     audit_log = "audit.jsonl"
     audit_code = "hash"               # "hash" (sha256 only) or "full" (keep the code text)
+    allowed_hosts = ["runner.example.org"]  # Host names served (default: loopback names)
+    tenant_memory_share = 0.5         # share of memory_budget_mb one key may hold at once
+    # ...and the client-facing bounds of docs/security.md ("Hostile clients"): max_header_bytes,
+    # header_timeout_seconds, body_timeout_seconds, body_idle_seconds, max_connections,
+    # max_connections_per_address, ws_first_message_bytes, failed_auth_rate, ...
 
     [profiles.student]
     cpu_seconds = 2
@@ -34,12 +39,13 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 ``WASM_RUNNER_MAX_RUNNING``, ``WASM_RUNNER_MAX_QUEUE``, ``WASM_RUNNER_MEMORY_BUDGET_MB``,
 ``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_EXERCISES_DIR`` (``[server] exercises_dir``: the
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
-directory).
+directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated).
 """
 
 from __future__ import annotations
 
 import hashlib
+import math
 import os
 import tomllib
 from collections.abc import Mapping
@@ -55,6 +61,7 @@ from ..limits import InvalidLimits, Limits
 __all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
 
 RUNTIMES = ("default", "small")
+LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
 class ConfigError(ValueError):
@@ -143,6 +150,22 @@ class ServerConfig:
     audit_code: Literal["hash", "full"] = "hash"
     # exercises (wasm_runner.exercises): the folder served at /api/exercises, or None
     exercises_dir: Path | None = None
+    # hostile clients (docs/security.md): which setting bounds which attack
+    allowed_hosts: tuple[str, ...] = LOOPBACK_HOSTS  # Host header values served; "*" = any
+    max_header_bytes: int = 16 << 10  # request line + headers; more: 400 and the socket closes
+    header_timeout_seconds: float = 10.0  # to send the request line and headers; then 408
+    body_timeout_seconds: float = 60.0  # to send the whole body; then 408
+    body_idle_seconds: float = 10.0  # longest pause inside a body; then 408
+    keep_alive_seconds: float = 5.0  # an idle kept-alive connection is closed after this
+    max_connections: int = 2048  # open connections, all addresses; more: 503 and closed
+    max_connections_per_address: int = 64  # open connections from one address (IPv6: per /64)
+    ws_first_message_bytes: int = 64 << 10  # a WebSocket's first message before authentication
+    failed_auth_rate: str = "30/minute"  # 401s per address; then 429 without checking keys
+    tenant_memory_share: float = 0.5  # of memory_budget_mb one tenant may hold at once
+    tenant_queue_share: float = 0.5  # of max_queue places one tenant may hold
+    download_tenant_share: float = 0.25  # of download_store_bytes one tenant's links may hold
+    max_json_structure: int = 65536  # JSON bytes outside strings (bounds element count, depth)
+    max_json_depth: int = 32
 
     def __post_init__(self) -> None:
         self.check()
@@ -163,12 +186,16 @@ class ServerConfig:
             if not isinstance(value, int) or isinstance(value, bool) or value < 1:
                 raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
         for name in ("queue_timeout_seconds", "session_idle_seconds",
-                     "session_max_lifetime_seconds", "download_ttl_seconds"):  # fmt: skip
+                     "session_max_lifetime_seconds", "download_ttl_seconds",
+                     "header_timeout_seconds", "body_timeout_seconds", "body_idle_seconds",
+                     "keep_alive_seconds"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
         for name in ("anonymous_max_concurrent", "max_files_in", "max_file_in_bytes",
-                     "download_store_bytes"):  # fmt: skip
+                     "download_store_bytes", "max_header_bytes", "max_connections",
+                     "max_connections_per_address", "ws_first_message_bytes",
+                     "max_json_structure", "max_json_depth"):  # fmt: skip
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, int) or value < 1:
                 raise ConfigError(f"{name} must be a whole number of at least 1, got {value!r}")
@@ -176,11 +203,26 @@ class ServerConfig:
             raise ConfigError(
                 f"max_queue must be a whole number of at least 0, got {self.max_queue!r}"
             )
+        for name in ("tenant_memory_share", "tenant_queue_share", "download_tenant_share"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
+                raise ConfigError(f"{name} must be a fraction above 0 and at most 1, got {value!r}")
+        if not isinstance(self.allowed_hosts, tuple) or not all(
+            isinstance(h, str) and h.strip() for h in self.allowed_hosts
+        ):
+            raise ConfigError(f"allowed_hosts must be a list of host names, got {self.allowed_hosts!r}")
         for profile in self.profiles.values():
             if profile.limits.memory_mb > self.memory_budget_mb:
                 raise ConfigError(
                     f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than "
                     f"memory_budget_mb={self.memory_budget_mb}"
+                )
+            if profile.limits.memory_mb > self.tenant_memory_mb:
+                raise ConfigError(
+                    f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than one "
+                    f"key's share of the memory budget ({self.tenant_memory_mb} MB = "
+                    f"tenant_memory_share {self.tenant_memory_share:g} of memory_budget_mb "
+                    f"{self.memory_budget_mb}); raise memory_budget_mb or tenant_memory_share"
                 )
             if profile.runtime not in RUNTIMES:
                 raise ConfigError(f"profile {profile.name!r}: unknown runtime {profile.runtime!r}")
@@ -193,6 +235,7 @@ class ServerConfig:
             if unknown:
                 raise ConfigError(f"api key {key.name!r} names unknown profile(s): {unknown}")
         _check_rate(self.anonymous_rate, "anonymous_rate")
+        _check_rate(self.failed_auth_rate, "failed_auth_rate")
         if self.audit_code not in ("hash", "full"):
             raise ConfigError(f"audit_code must be 'hash' or 'full', got {self.audit_code!r}")
 
@@ -200,6 +243,21 @@ class ServerConfig:
     def locked(self) -> bool:
         """Auth on but no key configured: every API call is refused (``serve`` will not start)."""
         return self.auth and not self.api_keys
+
+    @property
+    def tenant_memory_mb(self) -> int:
+        """Memory one tenant may hold at once (runs and sessions together)."""
+        return max(1, int(self.memory_budget_mb * self.tenant_memory_share))
+
+    @property
+    def tenant_queue_places(self) -> int:
+        """Queue places one tenant may hold at once."""
+        return max(1, math.ceil(self.max_queue * self.tenant_queue_share))
+
+    @property
+    def download_tenant_bytes(self) -> int:
+        """Bytes of download links one tenant may hold at once."""
+        return max(1, int(self.download_store_bytes * self.download_tenant_share))
 
     def profile(self, name: str | None) -> Profile:
         return self.profiles[name or self.default_profile]
@@ -223,7 +281,11 @@ _SERVER_KEYS = {
     "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
     "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
     "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
-    "audit_log", "audit_code", "exercises_dir",
+    "audit_log", "audit_code", "exercises_dir", "allowed_hosts", "max_header_bytes", "header_timeout_seconds",
+    "body_timeout_seconds", "body_idle_seconds", "keep_alive_seconds", "max_connections",
+    "max_connections_per_address", "ws_first_message_bytes", "failed_auth_rate",
+    "tenant_memory_share", "tenant_queue_share", "download_tenant_share", "max_json_structure",
+    "max_json_depth",
 }  # fmt: skip
 
 
@@ -289,6 +351,10 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     out: dict[str, Any] = {}
     if "WASM_RUNNER_AUTH" in env:
         out["auth"] = _bool(env["WASM_RUNNER_AUTH"], "WASM_RUNNER_AUTH")
+    if env.get("WASM_RUNNER_ALLOWED_HOSTS"):
+        out["allowed_hosts"] = [
+            h.strip() for h in env["WASM_RUNNER_ALLOWED_HOSTS"].split(",") if h.strip()
+        ]
     if env.get("WASM_RUNNER_CORS_ORIGINS"):
         out["cors_origins"] = [
             o.strip() for o in env["WASM_RUNNER_CORS_ORIGINS"].split(",") if o.strip()
@@ -360,7 +426,7 @@ def load_config(
     if env.get("WASM_RUNNER_API_KEYS"):
         keys += _env_keys(env["WASM_RUNNER_API_KEYS"])
 
-    for tuple_field in ("cors_origins", "runtimes"):
+    for tuple_field in ("cors_origins", "runtimes", "allowed_hosts"):
         if tuple_field in server:
             server[tuple_field] = tuple(server[tuple_field])
     if server.get("audit_log"):

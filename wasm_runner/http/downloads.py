@@ -1,8 +1,13 @@
 """Short-lived download URLs for files a run wrote (``files_as: "url"``).
 
 A file is kept in memory under an unguessable token for ``ttl`` seconds; the URL is a capability
-(anyone holding it may fetch the file until it expires). The store has a byte budget and drops the
-oldest files first.
+(anyone holding it may fetch the file until it expires). The store holds at most ``max_bytes``, and
+each tenant at most ``tenant_bytes`` of it: a tenant over its quota loses its own oldest links, and
+when the store is full the links dropped are those of a tenant holding more than the one adding
+(else the adder's own), so no tenant can evict another's links by filling the store. A file that
+gets no room (larger than the quota, or a store full of others' smaller holdings) gets no link:
+``put`` returns None and the caller sends it inline.
+The tenant is the caller of the current request (``auth.current_tenant``) unless given.
 """
 
 from __future__ import annotations
@@ -13,6 +18,8 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
+from .auth import current_tenant
+
 __all__ = ["DownloadStore", "Download"]
 
 
@@ -21,27 +28,51 @@ class Download:
     name: str
     content: bytes
     expires_at: float
+    tenant: str = ""
 
 
 class DownloadStore:
-    """Token -> file, expiring after ``ttl`` seconds, at most ``max_bytes`` held at once."""
+    """Token -> file, expiring after ``ttl`` seconds, at most ``max_bytes`` held at once and
+    ``tenant_bytes`` per tenant."""
 
-    def __init__(self, ttl: float, max_bytes: int) -> None:
+    def __init__(self, ttl: float, max_bytes: int, tenant_bytes: int | None = None) -> None:
         self.ttl = ttl
         self.max_bytes = max_bytes
+        self.tenant_bytes = min(tenant_bytes or max_bytes, max_bytes)
         self._items: OrderedDict[str, Download] = OrderedDict()
         self._bytes = 0
+        self._by_tenant: dict[str, int] = {}
         self._lock = threading.Lock()
 
-    def put(self, name: str, content: bytes) -> str:
+    def held_by(self, tenant: str) -> int:
+        with self._lock:
+            return self._by_tenant.get(tenant, 0)
+
+    def put(self, name: str, content: bytes, tenant: str | None = None) -> str | None:
+        """A token for ``content``, or None when it is larger than one tenant's quota."""
+        if tenant is None:
+            caller = current_tenant.get()
+            tenant = caller.name if caller is not None else ""
+        size = len(content)
+        if size > self.tenant_bytes:
+            return None
         token = secrets.token_urlsafe(24)
         with self._lock:
             self._expire(time.monotonic())
-            while self._items and self._bytes + len(content) > self.max_bytes:
-                _, old = self._items.popitem(last=False)
-                self._bytes -= len(old.content)
-            self._items[token] = Download(name, content, time.monotonic() + self.ttl)
-            self._bytes += len(content)
+            while self._by_tenant.get(tenant, 0) + size > self.tenant_bytes:
+                self._drop_oldest_of(tenant)
+            while self._bytes + size > self.max_bytes:
+                mine = self._by_tenant.get(tenant, 0) + size
+                others = [t for t, held in self._by_tenant.items() if t != tenant and held > mine]
+                if others:  # someone holds more than the adder will: their oldest link goes
+                    self._drop_oldest_of(max(others, key=self._by_tenant.__getitem__))
+                elif self._by_tenant.get(tenant, 0):
+                    self._drop_oldest_of(tenant)
+                else:
+                    return None  # full of others' smaller holdings: nobody is evicted for this
+            self._items[token] = Download(name, content, time.monotonic() + self.ttl, tenant)
+            self._bytes += size
+            self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + size
         return token
 
     def get(self, token: str) -> Download | None:
@@ -49,6 +80,22 @@ class DownloadStore:
             self._expire(time.monotonic())
             return self._items.get(token)
 
+    def _drop_oldest_of(self, tenant: str) -> None:
+        for token, item in self._items.items():
+            if item.tenant == tenant:
+                self._remove(token)
+                return
+        raise AssertionError("no link of this tenant to drop")  # unreachable: quotas add up
+
+    def _remove(self, token: str) -> None:
+        item = self._items.pop(token)
+        self._bytes -= len(item.content)
+        left = self._by_tenant[item.tenant] - len(item.content)
+        if left > 0:
+            self._by_tenant[item.tenant] = left
+        else:
+            del self._by_tenant[item.tenant]
+
     def _expire(self, now: float) -> None:
         for token in [t for t, d in self._items.items() if d.expires_at <= now]:
-            self._bytes -= len(self._items.pop(token).content)
+            self._remove(token)

@@ -12,7 +12,7 @@ from typing import Any
 
 from starlette.applications import Starlette
 from starlette.exceptions import HTTPException
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import JSONResponse, Response
 
 from ..execution import Refused
@@ -25,6 +25,7 @@ _CODES = {
     403: "forbidden",
     404: "not_found",
     405: "method_not_allowed",
+    408: "request_timeout",
     409: "conflict",
     413: "body_too_large",
     415: "unsupported_media_type",
@@ -71,6 +72,12 @@ async def _http_error(request: Request, exc: Exception) -> Response:
     return error_response(ApiError(exc.status_code, code, message, headers=dict(exc.headers or {})))
 
 
+async def _client_gone(request: Request, exc: Exception) -> Response:
+    """The client went away mid-body: an ordinary event, not an error (nobody reads this)."""
+    log.debug("client left during %s %s", request.method, request.url.path)
+    return error_response(ApiError(400, "client_disconnected", "the client went away"))
+
+
 async def _unexpected(request: Request, exc: Exception) -> Response:
     log.exception("unexpected error on %s %s", request.method, request.url.path)
     return error_response(
@@ -81,4 +88,5 @@ async def _unexpected(request: Request, exc: Exception) -> Response:
 def install_error_handlers(app: Starlette) -> None:
     app.add_exception_handler(Refused, _api_error)
     app.add_exception_handler(HTTPException, _http_error)
+    app.add_exception_handler(ClientDisconnect, _client_gone)
     app.add_exception_handler(Exception, _unexpected)

@@ -1,4 +1,6 @@
 """Response headers every answer carries: security headers, no caching of API answers, a request id.
+``HostGuard`` serves only the configured host names; ``BodyGuard`` bounds request bodies in size
+and time.
 
 Pages get a Content-Security-Policy whose ``frame-ancestors`` allows the CORS allowlist (the sites
 that embed the playground) unless the page set its own. Pure ASGI, so streaming is untouched.
@@ -6,12 +8,19 @@ that embed the playground) unless the page set its own. Pure ASGI, so streaming 
 
 from __future__ import annotations
 
+import asyncio
+import logging
 import secrets
 
-from starlette.datastructures import MutableHeaders
+from starlette.datastructures import Headers, MutableHeaders
+from starlette.requests import ClientDisconnect
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-__all__ = ["SecurityHeaders"]
+from .errors import ApiError, error_response
+
+__all__ = ["SecurityHeaders", "HostGuard", "BodyGuard", "host_allowed"]
+
+log = logging.getLogger("wasm_runner.http")
 
 
 class SecurityHeaders:
@@ -46,3 +55,129 @@ class SecurityHeaders:
             await send(message)
 
         await self.app(scope, receive, send_with_headers)
+
+
+def _host_of(value: str) -> str:
+    """The host name of a ``Host`` header value (port and IPv6 brackets removed, lower case)."""
+    value = value.strip().lower()
+    if value.startswith("["):
+        end = value.find("]")
+        return value[1:end] if end > 0 else ""
+    if value.count(":") == 1:
+        value = value.partition(":")[0]
+    return value.rstrip(".")
+
+
+def host_allowed(value: str | None, allowed: tuple[str, ...]) -> bool:
+    """Whether a ``Host`` header names one of ``allowed`` (``*`` = any, ``*.example.org`` =
+    subdomains of example.org). A missing or empty Host is refused."""
+    if not value:
+        return False
+    host = _host_of(value)
+    if not host:
+        return False
+    for pattern in allowed:
+        pattern = pattern.strip().lower().strip("[]").rstrip(".")
+        if pattern == "*" or host == pattern:
+            return True
+        if pattern.startswith("*.") and host.endswith(pattern[1:]):
+            return True
+    return False
+
+
+class HostGuard:
+    """Serves only requests whose ``Host`` is one of ``allowed_hosts`` (DNS rebinding: a page on
+    another site that resolves its own name to 127.0.0.1 still sends its own name as Host).
+    ``/healthz`` answers whatever the Host, so probes by address keep working."""
+
+    def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...]) -> None:
+        self.app = app
+        self.allowed = tuple(allowed_hosts)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] not in ("http", "websocket") or scope.get("path") == "/healthz":
+            await self.app(scope, receive, send)
+            return
+        host = Headers(scope=scope).get("host")
+        if host_allowed(host, self.allowed):
+            await self.app(scope, receive, send)
+            return
+        error = ApiError(
+            400, "host_not_allowed",
+            "this server does not answer to that host name (see allowed_hosts)",
+        )  # fmt: skip
+        if scope["type"] == "websocket":
+            if "websocket.http.response" in scope.get("extensions", {}):
+                await error_response(error)(scope, receive, send)
+            else:
+                await send({"type": "websocket.close", "code": 1008})
+            return
+        await error_response(error)(scope, receive, send)
+
+
+class BodyGuard:
+    """Bounds every request body, under any ASGI server: ``413`` past ``max_bytes`` (at once when
+    Content-Length says so, else as the bytes arrive), ``408`` when the whole body takes longer than
+    ``total_seconds`` or pauses longer than ``idle_seconds``. A client that leaves mid-body is an
+    ordinary event: no traceback, no 500 in the log."""
+
+    def __init__(
+        self, app: ASGIApp, max_bytes: int, total_seconds: float, idle_seconds: float
+    ) -> None:
+        self.app = app
+        self.max_bytes = max_bytes
+        self.total_seconds = total_seconds
+        self.idle_seconds = idle_seconds
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        declared = Headers(scope=scope).get("content-length")
+        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
+            await error_response(_too_large(self.max_bytes))(scope, receive, send)
+            return
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + self.total_seconds
+        state = {"body_done": False, "size": 0, "started": False}
+
+        async def guarded_receive() -> Message:
+            if state["body_done"]:
+                return await receive()
+            wait = min(self.idle_seconds, deadline - loop.time())
+            try:
+                if wait <= 0:
+                    raise TimeoutError
+                message = await asyncio.wait_for(receive(), wait)
+            except TimeoutError:
+                raise ApiError(
+                    408, "body_timeout",
+                    "the request body arrived too slowly; send it within "
+                    f"{self.total_seconds:g} s, without pauses over {self.idle_seconds:g} s",
+                ) from None  # fmt: skip
+            if message["type"] == "http.request":
+                state["size"] += len(message.get("body", b""))
+                if state["size"] > self.max_bytes:
+                    raise _too_large(self.max_bytes)
+                if not message.get("more_body", False):
+                    state["body_done"] = True
+            else:
+                state["body_done"] = True
+            return message
+
+        async def tracked_send(message: Message) -> None:
+            if message["type"] == "http.response.start":
+                state["started"] = True
+            await send(message)
+
+        try:
+            await self.app(scope, guarded_receive, tracked_send)
+        except ApiError as exc:  # raised by guarded_receive outside a route's error handling
+            if not state["started"]:
+                await error_response(exc)(scope, receive, send)
+        except ClientDisconnect:
+            log.debug("client left during %s %s", scope.get("method"), scope.get("path"))
+
+
+def _too_large(max_bytes: int) -> ApiError:
+    return ApiError(413, "body_too_large", f"the body is over the limit of {max_bytes} bytes")

@@ -6,9 +6,13 @@ refused here with a clear ``ApiError``; the routes only see valid, typed request
 
 from __future__ import annotations
 
+import asyncio
 import base64
 import binascii
 import json
+import threading
+from concurrent.futures import ThreadPoolExecutor
+from json.decoder import scanstring as _scanstring  # type: ignore[attr-defined]
 from typing import Annotated, Any, Literal, TypeVar
 
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
@@ -16,6 +20,7 @@ from starlette.requests import Request
 
 from ..inputs import FILE_NAME_PATTERN, MAX_FILE_NAME_CHARS, MAX_SOURCE_BYTES, MAX_STDIN_BYTES
 from ..limits import limit_ranges
+from .auth import current_tenant
 from .errors import ApiError
 
 __all__ = [
@@ -27,6 +32,8 @@ __all__ = [
     "WsStart",
     "read_model",
     "parse_model",
+    "decode_json",
+    "check_json_shape",
 ]
 
 _RANGES = limit_ranges()
@@ -198,12 +205,101 @@ def parse_model(model: type[ModelT], data: Any) -> ModelT:
         ) from None
 
 
-def decode_json(raw: bytes | str) -> Any:
-    """JSON text to Python, refusing NaN/Infinity; ``ApiError(400)`` on anything malformed."""
+# JSON limits, checked before the document is materialised: the bytes outside strings (structure:
+# brackets, commas, colons, numbers, literals; each string counts 1) bound the number of elements a
+# body can make, and the nesting depth is bounded on its own. A valid request has a few hundred.
+MAX_JSON_STRUCTURE = 65536
+MAX_JSON_DEPTH = 32
+_OPEN = frozenset("[{")
+_CLOSE = frozenset("]}")
+
+
+def check_json_shape(
+    text: str, max_structure: int = MAX_JSON_STRUCTURE, max_depth: int = MAX_JSON_DEPTH
+) -> None:
+    """``ApiError`` when ``text`` has more JSON structure or nesting than allowed.
+
+    Strings are skipped with the C scanner of the ``json`` module (one call per string), so the
+    work in Python is bounded by ``max_structure``, whatever the body's size.
+    """
+    structure = 0
+    depth = 0
+    i = 0
+    n = len(text)
+    while i < n:
+        j = text.find('"', i)
+        segment = text[i:] if j < 0 else text[i:j]
+        compact = "".join(segment.split())
+        structure += len(compact) + (j >= 0)
+        if structure > max_structure:
+            raise ApiError(
+                413, "json_too_complex",
+                f"the JSON has more than {max_structure} elements; send fewer, larger values",
+            )  # fmt: skip
+        for ch in compact:
+            if ch in _OPEN:
+                depth += 1
+                if depth > max_depth:
+                    raise ApiError(
+                        413, "json_too_deep", f"the JSON nests deeper than {max_depth} levels"
+                    )
+            elif ch in _CLOSE:
+                depth -= 1
+        if j < 0:
+            return
+        try:
+            _, i = _scanstring(text, j + 1, True)
+        except ValueError as exc:
+            raise ApiError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+
+
+def decode_json(
+    raw: bytes | str, max_structure: int = MAX_JSON_STRUCTURE, max_depth: int = MAX_JSON_DEPTH
+) -> Any:
+    """JSON text to Python, refusing NaN/Infinity; ``ApiError(400)`` on anything malformed and
+    ``ApiError(413)`` on too many elements or too deep a nesting (checked before parsing)."""
     try:
-        return json.loads(raw, parse_constant=_strict_constant)
-    except (ValueError, UnicodeDecodeError, RecursionError) as exc:
+        text = raw.decode("utf-8") if isinstance(raw, (bytes, bytearray)) else raw
+    except UnicodeDecodeError as exc:
         raise ApiError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+    check_json_shape(text, max_structure, max_depth)
+    try:
+        return json.loads(text, parse_constant=_strict_constant)
+    except (ValueError, RecursionError) as exc:
+        raise ApiError(400, "bad_json", f"the request body is not valid JSON: {exc}") from None
+
+
+class BodySlots:
+    """How many request bodies each tenant is sending at once; more are refused with 429.
+
+    Authentication comes before any body is read, so only known tenants (or, with auth off, known
+    addresses) hold these; the bytes buffered at once are at most slots x ``max_body_bytes``.
+    """
+
+    def __init__(self) -> None:
+        self._lock = threading.Lock()
+        self._held: dict[str, int] = {}
+
+    def take(self, who: str, limit: int) -> None:
+        with self._lock:
+            if self._held.get(who, 0) >= limit:
+                raise ApiError(
+                    429, "too_many_uploads",
+                    f"this API key is already sending {limit} request bodies; wait for one",
+                    headers={"Retry-After": "5"},
+                )  # fmt: skip
+            self._held[who] = self._held.get(who, 0) + 1
+
+    def give(self, who: str) -> None:
+        with self._lock:
+            self._held[who] -= 1
+            if not self._held[who]:
+                del self._held[who]
+
+
+BODY_SLOTS = BodySlots()
+# JSON decoding and validation run here, off the event loop; two at a time at most
+_PARSERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wasm-json")
 
 
 async def read_body(request: Request, max_bytes: int) -> bytes:
@@ -216,27 +312,41 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
             raise ApiError(
                 413, "body_too_large", f"the body is over the limit of {max_bytes} bytes"
             )
-    chunks: list[bytes] = []
-    size = 0
-    async for chunk in request.stream():
-        size += len(chunk)
-        if size > max_bytes:
-            raise ApiError(
-                413, "body_too_large", f"the body is over the limit of {max_bytes} bytes"
-            )
-        chunks.append(chunk)
-    return b"".join(chunks)
+    tenant = current_tenant.get()
+    who = tenant.name if tenant is not None else f"address:{request.client.host if request.client else '?'}"
+    limit = max(2, tenant.max_concurrent * 2) if tenant is not None else 2
+    BODY_SLOTS.take(who, limit)
+    try:
+        chunks: list[bytes] = []
+        size = 0
+        async for chunk in request.stream():
+            size += len(chunk)
+            if size > max_bytes:
+                raise ApiError(
+                    413, "body_too_large", f"the body is over the limit of {max_bytes} bytes"
+                )
+            chunks.append(chunk)
+        return b"".join(chunks)
+    finally:
+        BODY_SLOTS.give(who)
 
 
 async def read_model(
     request: Request, model: type[ModelT], max_bytes: int, *, empty_ok: bool = False
 ) -> ModelT:
     """Read, size-check, decode and validate a JSON request body (an empty one is ``{}`` when
-    ``empty_ok``)."""
+    ``empty_ok``); decoding and validation run off the event loop."""
     ctype = request.headers.get("content-type", "")
     if ctype.split(";")[0].strip().lower() not in ("application/json", ""):
         raise ApiError(415, "unsupported_media_type", "send the body as application/json")
     raw = await read_body(request, max_bytes)
     if empty_ok and not raw.strip():
         raw = b"{}"
-    return parse_model(model, decode_json(raw))
+    config = getattr(getattr(request.app.state, "service", None), "config", None)
+    structure = getattr(config, "max_json_structure", MAX_JSON_STRUCTURE)
+    depth = getattr(config, "max_json_depth", MAX_JSON_DEPTH)
+
+    def parse() -> ModelT:
+        return parse_model(model, decode_json(raw, structure, depth))
+
+    return await asyncio.get_running_loop().run_in_executor(_PARSERS, parse)

@@ -76,10 +76,15 @@ class Service:
             config.max_queue,
             config.memory_budget_mb,
             config.queue_timeout_seconds,
+            tenant_memory_mb=config.tenant_memory_mb,
+            tenant_queue=config.tenant_queue_places,
+            hold_seconds=config.session_idle_seconds,
         )
         self.metrics = Metrics()
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
-        self.downloads = DownloadStore(config.download_ttl_seconds, config.download_store_bytes)
+        self.downloads = DownloadStore(
+            config.download_ttl_seconds, config.download_store_bytes, config.download_tenant_bytes
+        )
         self._pool_lock = threading.Lock()
         self.executor = Executor(
             self.sandbox,
@@ -261,6 +266,8 @@ class Service:
             for entry, f in zip(body["files"], result.files, strict=True):
                 name = Path(f.path).name or "file"
                 token = self.downloads.put(name, f.content)
+                if token is None:  # no room in this tenant's quota: the file stays inline
+                    continue
                 entry.pop("content_base64", None)
                 entry["url"] = f"/api/files/{token}"
         return body

@@ -46,7 +46,10 @@ from urllib.parse import urlsplit
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from ..auth import WS_SUBPROTOCOL
 from ..errors import ApiError
+from ..middleware import host_allowed
+from ..serving import WS_MARGIN_BYTES, WS_MAX_SIZE_EXTENSION
 from ..guests import OutputBridge, QueuedInput
 from ..schemas import WsStart, decode_json, parse_model
 from ..service import Job, Service, client_address
@@ -57,14 +60,25 @@ FIRST_MESSAGE_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 1 << 20
 
 
-def origin_allowed(ws: WebSocket, allowlist: tuple[str, ...]) -> bool:
-    """Non-browser clients send no Origin; browsers must be same-host or on the allowlist."""
+def origin_allowed(
+    ws: WebSocket, allowlist: tuple[str, ...], allowed_hosts: tuple[str, ...] = ()
+) -> bool:
+    """Non-browser clients send no Origin; browsers must be on the allowlist, or same-host with a
+    host name this server is configured to answer to (a rebinding page's Host is its own name)."""
     origin = ws.headers.get("origin")
     if origin is None:
         return True
     if origin in allowlist or "*" in allowlist:
         return True
-    return urlsplit(origin).netloc == ws.headers.get("host", "")
+    netloc = urlsplit(origin).netloc
+    return netloc == ws.headers.get("host", "") and host_allowed(netloc, allowed_hosts)
+
+
+def _set_max_message(ws: WebSocket, max_bytes: int) -> None:
+    """Let messages up to ``max_bytes`` through the server's WebSocket protocol (serving.py)."""
+    ext = ws.scope.get("extensions", {}).get(WS_MAX_SIZE_EXTENSION)
+    if ext is not None:
+        ext["set"](max_bytes)
 
 
 async def _fatal(ws: WebSocket, error: ApiError) -> None:
@@ -75,7 +89,9 @@ async def _fatal(ws: WebSocket, error: ApiError) -> None:
     await ws.close(code=1013 if error.status == 429 else 1008)
 
 
-async def _first_message(ws: WebSocket, service: Service) -> tuple[Any, str | None]:
+async def _first_message(
+    ws: WebSocket, service: Service, max_bytes: int
+) -> tuple[Any, str | None]:
     """The run message, decoded (not yet validated), and the API key it carried (if any)."""
     try:
         raw = await asyncio.wait_for(ws.receive_text(), FIRST_MESSAGE_SECONDS)
@@ -83,9 +99,12 @@ async def _first_message(ws: WebSocket, service: Service) -> tuple[Any, str | No
         raise ApiError(400, "no_run_message", "send the run message within 30 seconds") from None
     except KeyError:  # a binary frame
         raise ApiError(400, "bad_message", "messages must be JSON text frames") from None
-    if len(raw) > service.config.max_body_bytes:
-        raise ApiError(413, "body_too_large", "the run message is too large")
-    message = decode_json(raw)
+    if len(raw) > max_bytes:
+        raise ApiError(413, "body_too_large", f"the run message is over {max_bytes} bytes")
+    config = service.config
+    message = await asyncio.get_running_loop().run_in_executor(
+        None, decode_json, raw, config.max_json_structure, config.max_json_depth
+    )
     key = message.pop("api_key", None) if isinstance(message, dict) else None
     if key is not None and not isinstance(key, str):
         raise ApiError(422, "invalid_request", "api_key: must be a string")
@@ -94,13 +113,22 @@ async def _first_message(ws: WebSocket, service: Service) -> tuple[Any, str | No
 
 async def interactive_endpoint(ws: WebSocket) -> None:
     service = service_of(ws)
-    if not origin_allowed(ws, service.config.cors_origins):
+    config = service.config
+    if not origin_allowed(ws, config.cors_origins, config.allowed_hosts):
         await ws.close(code=1008, reason="origin not allowed")
         return
-    await ws.accept()
+    # A key in the handshake (header, subprotocol, query) lets a full-size run message through;
+    # without one, the first message is capped small before it is buffered (serving.py).
+    first_max = config.ws_first_message_bytes
+    if service.gatekeeper.would_authenticate(ws.headers, ws.query_params, allow_query=True):
+        first_max = config.max_body_bytes + WS_MARGIN_BYTES
+        _set_max_message(ws, first_max)
+    offered = ws.scope.get("subprotocols", [])
+    await ws.accept(subprotocol=WS_SUBPROTOCOL if WS_SUBPROTOCOL in offered else None)
     try:
-        message, key = await _first_message(ws, service)
+        message, key = await _first_message(ws, service, first_max)
         tenant = service.caller(ws, allow_query_key=True, key=key)
+        _set_max_message(ws, MAX_MESSAGE_BYTES + 1024)
         start = parse_model(WsStart, message)
         profile, limits, runtime = service.policy(
             tenant, start.profile, start.limits, start.runtime
