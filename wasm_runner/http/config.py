@@ -16,7 +16,7 @@ TOML layout (every table and key optional)::
     audit_log = "audit.jsonl"
     audit_code = "hash"               # "hash" (sha256 only) or "full" (keep the code text)
     allowed_hosts = ["runner.example.org"]  # Host names served (default: loopback names)
-    tenant_memory_share = 0.5         # share of memory_budget_mb one key may hold at once
+    tenant_memory_share = 0.6         # share of memory_budget_mb one key may hold at once
     # ...and the client-facing bounds of docs/security.md ("Hostile clients"): max_header_bytes,
     # header_timeout_seconds, body_timeout_seconds, body_idle_seconds, max_connections,
     # max_connections_per_address, ws_first_message_bytes, failed_auth_rate, ...
@@ -55,7 +55,7 @@ from typing import Any, Literal
 
 from limits import parse as parse_rate
 
-from ..images import image_names
+from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
 
 __all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
@@ -161,7 +161,7 @@ class ServerConfig:
     max_connections_per_address: int = 64  # open connections from one address (IPv6: per /64)
     ws_first_message_bytes: int = 64 << 10  # a WebSocket's first message before authentication
     failed_auth_rate: str = "30/minute"  # 401s per address; then 429 without checking keys
-    tenant_memory_share: float = 0.5  # of memory_budget_mb one tenant may hold at once
+    tenant_memory_share: float = 0.6  # of memory_budget_mb one tenant's sessions+runs may hold
     tenant_queue_share: float = 0.5  # of max_queue places one tenant may hold
     download_tenant_share: float = 0.25  # of download_store_bytes one tenant's links may hold
     max_json_structure: int = 65536  # JSON bytes outside strings (bounds element count, depth)
@@ -217,9 +217,13 @@ class ServerConfig:
                     f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than "
                     f"memory_budget_mb={self.memory_budget_mb}"
                 )
-            if profile.limits.memory_mb > self.tenant_memory_mb:
+            held = profile.limits.memory_mb + (
+                RESIDENT_MB.get(profile.image, 0) if profile.runtime == "default" else 0
+            )  # what a session of this profile holds in the budget (service.resident_mb)
+            if held > self.tenant_memory_mb:
                 raise ConfigError(
-                    f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than one "
+                    f"profile {profile.name!r} holds {held} MB (memory_mb and its image's "
+                    "resident pages), more than one "
                     f"key's share of the memory budget ({self.tenant_memory_mb} MB = "
                     f"tenant_memory_share {self.tenant_memory_share:g} of memory_budget_mb "
                     f"{self.memory_budget_mb}); raise memory_budget_mb or tenant_memory_share"
