@@ -19,6 +19,7 @@ import uvicorn
 from starlette.applications import Starlette
 
 from server import create_app
+from wasm_runner.http.serving import uvicorn_config
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, Profile, ServerConfig, hash_key
 from wasm_runner.limits import Limits
 
@@ -62,8 +63,8 @@ def live_server(config: ServerConfig) -> Iterator[LiveServer]:
     sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
     sock.bind(("127.0.0.1", 0))
     port = sock.getsockname()[1]
-    server = uvicorn.Server(
-        uvicorn.Config(app, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
+    server = uvicorn.Server(  # the settings `wasm-runner serve` uses (serving.uvicorn_config)
+        uvicorn_config(app, config, log_level="warning", lifespan="on", timeout_graceful_shutdown=5)
     )
     thread = threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True)
     thread.start()
