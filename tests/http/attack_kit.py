@@ -142,9 +142,34 @@ def attack_server(tmp: Path, scale: str = "small") -> Iterator[AttackServer]:
             proc.wait(10)
 
 
+# The /healthz probe runs in a process of its own: attacker threads in this process must not
+# slow the probe down (their GIL is not the server's).
+_PROBE = r"""
+import http.client, json, select, sys, time
+host, port = sys.argv[1], int(sys.argv[2])
+lat, fail = [], []
+conn = None
+while not select.select([sys.stdin], [], [], 0.05)[0]:
+    t0 = time.perf_counter()
+    try:
+        if conn is None:
+            conn = http.client.HTTPConnection(host, port, timeout=5)
+        conn.request("GET", "/healthz")
+        r = conn.getresponse()
+        r.read()
+        if r.status != 200:
+            fail.append(f"status {r.status}")
+    except Exception as exc:
+        fail.append(type(exc).__name__)
+        conn = None
+    lat.append((time.perf_counter() - t0) * 1000)
+print(json.dumps({"lat": lat, "fail": fail}))
+"""
+
+
 @dataclass
 class Probe:
-    """``/healthz`` every 50 ms from 127.0.0.1, and the server's RSS, while an attack runs."""
+    """``/healthz`` every 50 ms from 127.0.0.1 (another process), and the server's RSS."""
 
     server: AttackServer
     latencies_ms: list[float] = field(default_factory=list)
@@ -152,20 +177,11 @@ class Probe:
     rss_peak_mb: float = 0.0
     _stop: threading.Event = field(default_factory=threading.Event)
 
-    def run(self) -> None:
-        with httpx.Client(base_url=self.server.url, timeout=5) as c:
-            while not self._stop.is_set():
-                t0 = time.perf_counter()
-                try:
-                    r = c.get("/healthz")
-                    if r.status_code != 200:
-                        self.failures.append(f"status {r.status_code}")
-                except httpx.HTTPError as exc:
-                    self.failures.append(type(exc).__name__)
-                self.latencies_ms.append((time.perf_counter() - t0) * 1000)
-                with contextlib.suppress(OSError):
-                    self.rss_peak_mb = max(self.rss_peak_mb, self.server.rss_mb())
-                self._stop.wait(0.05)
+    def sample_rss(self) -> None:
+        while not self._stop.is_set():
+            with contextlib.suppress(OSError):
+                self.rss_peak_mb = max(self.rss_peak_mb, self.server.rss_mb())
+            self._stop.wait(0.05)
 
     def summary(self) -> dict[str, Any]:
         lat = sorted(self.latencies_ms) or [0.0]
@@ -181,12 +197,19 @@ class Probe:
 def probing(server: AttackServer) -> Iterator[Probe]:
     probe = Probe(server)
     probe.rss_peak_mb = server.rss_mb()
-    t = threading.Thread(target=probe.run, daemon=True)
+    proc = subprocess.Popen(
+        [sys.executable, "-c", _PROBE, server.host, str(server.port)],
+        stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
+    )  # fmt: skip
+    t = threading.Thread(target=probe.sample_rss, daemon=True)
     t.start()
     try:
         yield probe
     finally:
         probe._stop.set()
+        out, _ = proc.communicate("stop\n", timeout=30)
+        data = json.loads(out)
+        probe.latencies_ms, probe.failures = data["lat"], data["fail"]
         t.join(10)
 
 

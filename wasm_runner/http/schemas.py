@@ -226,16 +226,19 @@ def check_json_shape(
     depth = 0
     i = 0
     n = len(text)
+    too_complex = ApiError(
+        413, "json_too_complex",
+        f"the JSON has more than {max_structure} elements; send fewer, larger values",
+    )  # fmt: skip
     while i < n:
         j = text.find('"', i)
-        segment = text[i:] if j < 0 else text[i:j]
-        compact = "".join(segment.split())
+        end = n if j < 0 else j
+        if end - i > 4 * max_structure:  # no copy of a long run of structure: refuse it outright
+            raise too_complex
+        compact = "".join(text[i:end].split())
         structure += len(compact) + (j >= 0)
         if structure > max_structure:
-            raise ApiError(
-                413, "json_too_complex",
-                f"the JSON has more than {max_structure} elements; send fewer, larger values",
-            )  # fmt: skip
+            raise too_complex
         for ch in compact:
             if ch in _OPEN:
                 depth += 1
@@ -346,7 +349,11 @@ async def read_model(
     structure = getattr(config, "max_json_structure", MAX_JSON_STRUCTURE)
     depth = getattr(config, "max_json_depth", MAX_JSON_DEPTH)
 
+    held = [raw]
+    del raw
+
     def parse() -> ModelT:
-        return parse_model(model, decode_json(raw, structure, depth))
+        text = held.pop()
+        return parse_model(model, decode_json(text, structure, depth))
 
     return await asyncio.get_running_loop().run_in_executor(_PARSERS, parse)
