@@ -163,6 +163,8 @@ while not select.select([sys.stdin], [], [], 0.05)[0]:
         fail.append(type(exc).__name__)
         conn = None
     lat.append((time.perf_counter() - t0) * 1000)
+    if len(lat) == 1:
+        print("ready", flush=True)
 print(json.dumps({"lat": lat, "fail": fail}))
 """
 
@@ -201,6 +203,8 @@ def probing(server: AttackServer) -> Iterator[Probe]:
         [sys.executable, "-c", _PROBE, server.host, str(server.port)],
         stdin=subprocess.PIPE, stdout=subprocess.PIPE, text=True,
     )  # fmt: skip
+    assert proc.stdout is not None
+    proc.stdout.readline()  # the first probe answered: the attack starts now
     t = threading.Thread(target=probe.sample_rss, daemon=True)
     t.start()
     try:
@@ -214,12 +218,15 @@ def probing(server: AttackServer) -> Iterator[Probe]:
 
 
 def measure(server: AttackServer, attack: Callable[[], dict[str, Any]]) -> dict[str, Any]:
-    """Run ``attack`` with the probe on; then a well-behaved tenant's run must be answered."""
+    """Run ``attack`` with the probe on; then, with /healthz still probed, a well-behaved
+    tenant's run must be answered. RSS growth is the peak during the attack over the level
+    before it."""
     before = server.rss_mb()
     with probing(server) as probe:
         t0 = time.monotonic()
         outcome = attack()
         seconds = time.monotonic() - t0
+        probe._stop.set()  # RSS: the attack's peak, not the other tenant's guest that follows
         with server.client() as alice:  # the other tenant, while the probe still runs
             r = alice.post("/api/run", json={"code": "print(6 * 7)"})
             victim = r.status_code if r.status_code != 200 else r.json()["stdout"].strip()
