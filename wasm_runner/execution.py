@@ -556,8 +556,8 @@ class SessionStore:
             max_lifetime_seconds=self.max_lifetime_seconds,
             root=root,
         )
-        if reservation is not None:  # when the memory comes back: a true Retry-After (admission)
-            reservation.expires_in = live.expires_in
+        if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
+            reservation.expires_in = live.expires_in  # type: ignore[union-attr]
         self._sessions[live.id] = live
         return live
 

@@ -105,6 +105,19 @@ class AttackServer:
         return socket.create_connection((self.host, self.port), timeout=30, source_address=(source, 0))
 
 
+def settle_rss(server: AttackServer, timeout: float = 30) -> None:
+    """Wait until the server's warm-up (images, pools; in the background at start) stops adding
+    memory, so the attacks' RSS growth is theirs."""
+    end = time.monotonic() + timeout
+    last = server.rss_mb()
+    while time.monotonic() < end:
+        time.sleep(1.0)
+        now = server.rss_mb()
+        if abs(now - last) < 4:
+            return
+        last = now
+
+
 @contextlib.contextmanager
 def attack_server(tmp: Path, scale: str = "small") -> Iterator[AttackServer]:
     """``wasm-runner serve --config ...`` on 127.0.0.1, as an operator starts it."""
@@ -132,6 +145,7 @@ def attack_server(tmp: Path, scale: str = "small") -> Iterator[AttackServer]:
         with server.client() as c:  # load the sandbox: the baseline includes one run
             r = c.post("/api/run", json={"code": "print(1)"})
             assert r.status_code == 200, r.text
+        settle_rss(server)
         yield server
     finally:
         proc.terminate()
