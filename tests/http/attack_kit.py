@@ -306,7 +306,7 @@ def header_flood(server: AttackServer, conns: int, header_mib: float) -> dict[st
 
     def one(i: int) -> tuple[str, int]:
         with server.connect("127.0.0.2") as s:
-            s.sendall(f"GET /api/profiles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: ".encode())
+            s.sendall(b"GET /api/profiles HTTP/1.1\r\nHost: 127.0.0.1\r\nX-Flood: ")
             sent = 0
             chunk = b"a" * 65536
             try:

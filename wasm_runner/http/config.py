@@ -285,9 +285,9 @@ _SERVER_KEYS = {
     "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
     "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
     "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
-    "audit_log", "audit_code", "exercises_dir", "allowed_hosts", "max_header_bytes", "header_timeout_seconds",
-    "body_timeout_seconds", "body_idle_seconds", "keep_alive_seconds", "max_connections",
-    "max_connections_per_address", "ws_first_message_bytes", "failed_auth_rate",
+    "audit_log", "audit_code", "exercises_dir", "allowed_hosts", "max_header_bytes",
+    "header_timeout_seconds", "body_timeout_seconds", "body_idle_seconds", "keep_alive_seconds",
+    "max_connections", "max_connections_per_address", "ws_first_message_bytes", "failed_auth_rate",
     "tenant_memory_share", "tenant_queue_share", "download_tenant_share", "max_json_structure",
     "max_json_depth",
 }  # fmt: skip
