@@ -33,7 +33,7 @@ export const LIMIT_RANGES = Object.freeze({
 });
 
 /** Limits the browser cannot enforce; accepted for shape compatibility with the server API. */
-export const SERVER_ONLY_LIMITS = Object.freeze(["cpu_seconds", "memory_mb", "disk_mb", "max_files", "input_wait_seconds"]);
+export const SERVER_ONLY_LIMITS = Object.freeze(["cpu_seconds", "memory_mb", "disk_mb", "max_files"]);
 
 export const MAX_SOURCE_BYTES = 1 << 20;
 
