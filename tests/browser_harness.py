@@ -104,7 +104,10 @@ def shared_server() -> str:
             pytest.fail(
                 "web/node_modules is missing: run scripts/setup.sh (npm ci in web/)"
             )
-        process, base = start_uvicorn("server:app", {"WASM_RUNNER_AUTH": "off"})
+        process, base = start_uvicorn("server:app", {
+            "WASM_RUNNER_AUTH": "off",
+            "WASM_RUNNER_EXERCISES_DIR": str(REPO / "tests" / "exercises"),
+        })
         _shared["server"], _shared["server_url"] = process, base
         atexit.register(_close_shared)
     return _shared["server_url"]

@@ -297,3 +297,9 @@ def test_turtle_rejects_markup_in_colors_and_needs_no_window():
     assert res.outputs[0].mime == "image/svg+xml" and 'fill="#8080ff"' in res.outputs[0].data
     plain = default_sandbox().run("print('no turtle')")
     assert plain.outputs == []
+
+
+def test_browser_copy_of_the_python_is_current():
+    from wasm_runner.exercises import webgen
+
+    assert webgen.main(["--check"]) == 0  # web/src/pylib.js == the turtle module + harness here

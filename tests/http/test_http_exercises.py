@@ -27,6 +27,7 @@ def test_list_and_public_view_hold_no_check(api: httpx.Client) -> None:
     assert view.status_code == 200
     body = view.json()
     assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits"}
+    assert body["instructions"].startswith("## The mean")
     assert body["starter"].startswith("def mean(values):\n    return 0")
     assert body["checks"] == 7
     no_secret(view.text)

@@ -231,6 +231,13 @@ def _figures():
     plt.close("all")
     return images
 
+def _emit_turtle():
+    """A turtle drawing (wasm-runner's turtle, written to /wasm-runner by the worker) as SVG."""
+    take = getattr(sys.modules.get("turtle"), "_wr_take_svg", None)
+    svg = take() if take is not None else None
+    if svg:
+        _host.emit_output("image", "image/svg+xml", svg)
+
 def _emit_figures():
     _out.flush()
     for data in _figures():
@@ -305,6 +312,7 @@ def _finish(outcome, exit_code):
         _out.flush()
         _patch_show()
         _emit_figures()
+        _emit_turtle()
     except KeyboardInterrupt:
         pass
     except BaseException as exc:

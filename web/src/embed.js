@@ -2,9 +2,11 @@
 //   <script type="module" src="https://runner.example/embed.js"></script>
 //   <wasm-runner tier="browser" wall-seconds="5" readonly>print("hello")</wasm-runner>
 // Attributes: tier (browser|server|auto), readonly, code (else the element's text),
-// wall-seconds, output-bytes, stdin.
+// wall-seconds, output-bytes, stdin, exercise (an exercise id on this server, or a bundle URL:
+// adds instructions, a Check button and per-check results; see docs/exercises.md).
 import { Runner } from "./client.js";
 import { STUDENT_FILENAME } from "./protocol.js";
+import { CHECK_STYLE, mountExercise } from "./exercise.js";
 import { askLine, OutputView } from "./render.js";
 
 const STYLE = `
@@ -87,7 +89,7 @@ export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
     connectedCallback() {
       if (this.shadowRoot) return;
       const root = this.attachShadow({ mode: "open" });
-      const code = this.getAttribute("code") ?? dedent(this.textContent || "");
+      let code = this.getAttribute("code") ?? dedent(this.textContent || "");
       const readOnly = this.hasAttribute("readonly");
       root.innerHTML = `<style>${STYLE}</style>
         <div class="code" part="code"></div>
@@ -121,7 +123,31 @@ export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
       }, true);
       const entry = idleRuntime(base);
       this.runner = entry ? entry.runner : poolFor(base).runners[0].runner; // the runtime it will most likely use
+      if (this.hasAttribute("exercise")) this.mountExercise(root, (text) => { code = text; });
       if (this.tier() !== "server") this.runner.prefetch();
+    }
+
+    mountExercise(root, keep) {
+      const style = document.createElement("style");
+      style.textContent = CHECK_STYLE;
+      root.append(style);
+      const [runButton, stopButton, state] = [".run", ".stop", ".state"].map((s) => root.querySelector(s));
+      this.exercise = mountExercise({
+        ref: this.getAttribute("exercise"), base, runner: this.runner, bar: root.querySelector(".bar"),
+        runButton, instructionsBefore: root.querySelector(".code"), resultsAfter: root.querySelector(".output"),
+        live: state, getCode: () => this.getCode(), tier: () => this.tier(),
+        setCode: (text) => {
+          keep(text);
+          if (this.editor) this.editor.setCode(text);
+          const pre = root.querySelector(".code pre");
+          if (pre) pre.textContent = text;
+        },
+        onBusy: (on, abort) => {
+          runButton.disabled = on;
+          stopButton.disabled = !on;
+          this.abort = on ? abort : null;
+        },
+      });
     }
 
     tier() {

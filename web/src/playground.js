@@ -104,7 +104,7 @@ function stop() {
 runButton.addEventListener("click", () => start());
 stopButton.addEventListener("click", stop);
 document.addEventListener("keydown", (event) => {
-  if (event.key === "Enter" && (event.ctrlKey || event.metaKey)) {
+  if (event.key === "Enter" && (event.ctrlKey || event.metaKey) && !event.shiftKey) {
     event.preventDefault();
     start({ fromEditor: Boolean(event.target.closest && event.target.closest(".cm-editor")) });
   } else if (event.key === "Escape" && current) {
@@ -131,3 +131,29 @@ $("share").addEventListener("click", async () => {
 });
 
 window.playground = { runner, editor, start, stop, view };
+
+// ?exercise=ID: the exercise's instructions above the editor and a Check button beside Run;
+// checks run where the tier says (server: hidden checks stay there; browser: its bundle).
+const exerciseRef = new URLSearchParams(location.search).get("exercise");
+if (exerciseRef) {
+  const { mountExercise } = await import("./exercise.js");
+  const live = document.createElement("div");
+  live.className = "visually-hidden";
+  live.setAttribute("role", "status");
+  live.setAttribute("aria-live", "polite");
+  document.body.append(live);
+  window.playground.exercise = mountExercise({
+    ref: exerciseRef, base: new URL(config.base, location.href).href, runner, bar: runButton.parentElement,
+    runButton, instructionsBefore: $("editor"), resultsAfter: $("output"), live,
+    getCode: () => editor.getCode(), setCode: (text) => editor.setCode(text),
+    tier: () => (tierSelect.value === "server" || (tierSelect.value === "auto" && runner.autoTier === "server") ? "server" : "browser"),
+    onBusy: (on, abort) => {
+      runButton.disabled = on;
+      stopButton.disabled = !on;
+      current = on ? { abort, ended: new AbortController() } : null;
+      stateText.textContent = on ? "Checking…" : "Done";
+    },
+  });
+  if (!location.hash) editor.setCode(""); // the sample makes way for the starter code
+  await window.playground.exercise.ready;
+}

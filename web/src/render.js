@@ -240,6 +240,12 @@ export class OutputView {
       img.alt = "Figure produced by the program";
       img.className = "out-image";
       this.element.appendChild(img);
+    } else if (output.kind === "image" && output.mime === "image/svg+xml") {
+      const img = document.createElement("img"); // an <img>: no script in the SVG ever runs
+      img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(output.data)}`;
+      img.alt = "Turtle drawing produced by the program";
+      img.className = "out-image out-svg";
+      this.element.appendChild(img);
     } else if (output.kind === "text" || output.kind === "table") {
       const pre = document.createElement("pre");
       pre.textContent = output.data;

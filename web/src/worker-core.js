@@ -2,6 +2,7 @@
 // output, answers input() and enforces the output cap. Environment-neutral: the browser worker
 // (worker.js) and Node tests wire it to their own message port.
 import { BOOTSTRAP_PY } from "./bootstrap.py.js";
+import { TURTLE_PY } from "./pylib.js";
 import {
   INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
 } from "./protocol.js";
@@ -224,6 +225,10 @@ export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
     pyodide.registerJsModule("_wasm_runner_host", host);
     const namespace = pyodide.globals.get("dict")();
     pyodide.runPython(BOOTSTRAP_PY, { globals: namespace, filename: "<wasm-runner>" });
+    // `import turtle`: wasm-runner's window-less turtle (as on the server), ahead of the stdlib's
+    pyodide.FS.mkdirTree("/wasm-runner");
+    pyodide.FS.writeFile("/wasm-runner/turtle.py", TURTLE_PY);
+    pyodide.runPython("import sys; sys.path.insert(0, '/wasm-runner')");
     runPy = namespace.get("_run");
     runPyAsync = namespace.get("_run_async");
     pythonVersion = String(namespace.get("_python_version")());
