@@ -248,8 +248,9 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
     if (signal && signal.aborted) {
       res = { status: "cancelled", message: "The check was stopped.", outputs: [], limit: null };
     } else {
-      res = await runner.run(spec.code, { tier: "browser", stdin: spec.stdin, limits, signal,
-        filename: spec.kind === "io" ? (filename || STUDENT_FILE) : spec.filename });
+      const options = { tier: "browser", stdin: spec.stdin, limits, signal };
+      if (spec.kind === "io") options.filename = filename || STUDENT_FILE; // the harness names its own
+      res = await runner.run(spec.code, options);
     }
     const check = judgeCheck(spec, res);
     checks.push(check);
