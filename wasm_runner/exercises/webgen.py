@@ -17,6 +17,8 @@ from pathlib import Path
 from ..sandbox.wrapper import TURTLE_SOURCE
 from .checker import harness_program
 
+__all__ = ["main", "render", "target"]
+
 
 def render() -> str:
     return (
