@@ -168,7 +168,8 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     memory budget (4 sessions fill a budget of 4 sessions' memory)."""
     chat = _config(tmp_path).profiles["chat"]
     hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
-    config = _config(tmp_path, memory_budget_mb=4 * hold)
+    # the whole budget is one pool here (per-key shares are tested in tests/http/test_http_attacks.py)
+    config = _config(tmp_path, memory_budget_mb=4 * hold, tenant_memory_share=1.0)
     with _serve(config) as base:
         carol_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {CAROL}"}, timeout=120)
         dave_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {DAVE}"}, timeout=120)
