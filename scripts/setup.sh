@@ -17,6 +17,13 @@ if ! command -v chromium >/dev/null 2>&1; then
   apt-get install -y -qq chromium chromium-driver fonts-dejavu-core >/dev/null
 fi
 
+# --- scale-out (wasm-runner cluster, tests/cluster): Debian's Redis and HAProxy, never downloaded ---
+if ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 2>&1; then
+  export DEBIAN_FRONTEND=noninteractive
+  apt-get update -qq
+  apt-get install -y -qq --no-install-recommends redis-server haproxy >/dev/null
+fi
+
 # --- browser tier: Pyodide and CodeMirror from npm (exact versions in web/package-lock.json) ---
 lock_sum="$(sha256sum web/package-lock.json | cut -d' ' -f1)"
 if [ ! -d web/node_modules/pyodide ] || [ "$(cat web/node_modules/.wasm-runner-lock 2>/dev/null)" != "$lock_sum" ]; then
