@@ -59,3 +59,19 @@ def test_serve_refuses_unsafe_settings(capsys, monkeypatch, tmp_path: Path) -> N
     bad.write_text("[server]\nmax_running = 'many'\n")
     assert serve_cli.main(["--config", str(bad)]) == 2
     assert "max_running" in capsys.readouterr().err
+
+
+def test_serve_refuses_redis_without_a_secret_or_an_address(capsys, monkeypatch) -> None:  # type: ignore[no-untyped-def]
+    for name in ("WASM_RUNNER_CLUSTER_SECRET", "WASM_RUNNER_REDIS_URL", "WASM_RUNNER_CONFIG",
+                 "WASM_RUNNER_ADVERTISE_URL"):  # fmt: skip
+        monkeypatch.delenv(name, raising=False)
+    redis = ["--redis-url", "redis://127.0.0.1:6399/0"]
+    assert serve_cli.main(["--no-auth", "--port", "0", *redis]) == 2
+    assert "no cluster secret" in capsys.readouterr().err
+    monkeypatch.setenv("WASM_RUNNER_CLUSTER_SECRET", "x" * 8)
+    assert serve_cli.main(["--no-auth", "--port", "0", *redis]) == 2
+    err = capsys.readouterr().err
+    assert "at least 32 characters" in err and "x" * 8 not in err
+    monkeypatch.setenv("WASM_RUNNER_CLUSTER_SECRET", "x" * 32)
+    assert serve_cli.main(["--no-auth", "--port", "0", *redis]) == 2  # port 0: no address to advertise
+    assert "--advertise-url" in capsys.readouterr().err

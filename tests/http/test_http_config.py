@@ -100,3 +100,64 @@ def test_a_request_may_only_tighten_a_profile() -> None:
     assert student.tightened({"cpu_seconds": 1}).cpu_seconds == 1
     with pytest.raises(InvalidLimits, match="only tighten"):
         student.tightened({"memory_mb": 512})
+
+
+# -- scale-out settings (docs/configuration.md, "Several replicas") -----------------------------
+SECRET = "s" * 40
+
+
+def test_cluster_settings_from_toml_env_and_secret_file(tmp_path: Path) -> None:
+    secret_file = tmp_path / "cluster.secret"
+    secret_file.write_text(SECRET + "\n", encoding="utf-8")
+    cfg = tmp_path / "server.toml"
+    cfg.write_text(
+        f"""
+[server]
+auth = false
+redis_url = "redis://127.0.0.1:6390/0"
+cluster_secret_file = "{secret_file}"
+lease_ttl_seconds = 6
+drain_seconds = 5
+""",
+        encoding="utf-8",
+    )
+    config = load_config(cfg, env={"WASM_RUNNER_ADVERTISE_URL": "http://127.0.0.1:9101"})
+    assert config.shared and config.redis_url == "redis://127.0.0.1:6390/0"
+    assert config.cluster_secret == SECRET  # whitespace around the file's text dropped
+    assert (config.lease_ttl_seconds, config.drain_seconds) == (6, 5)
+    assert config.advertise_url == "http://127.0.0.1:9101"
+    assert SECRET not in repr(config)  # never in logs or a dump of the settings
+    env = {"WASM_RUNNER_REDIS_URL": "redis://127.0.0.1:6391", "WASM_RUNNER_CLUSTER_SECRET": "t" * 32}
+    from_env = load_config(env=env, auth=False)
+    assert from_env.redis_url == "redis://127.0.0.1:6391" and from_env.cluster_secret == "t" * 32
+    assert not load_config(env={}, auth=False).shared  # one host: nothing shared, nothing needed
+
+
+@pytest.mark.parametrize(
+    ("settings", "message"),
+    [
+        ({"redis_url": "redis://127.0.0.1:6390"}, "no cluster secret"),
+        ({"redis_url": "redis://127.0.0.1:6390", "cluster_secret": "short"}, "at least 32"),
+        ({"redis_url": "http://127.0.0.1:6390", "cluster_secret": SECRET}, "redis_url must"),
+        ({"advertise_url": "127.0.0.1:9101"}, "advertise_url must"),
+        ({"advertise_url": "http://127.0.0.1:9101/api"}, "advertise_url must"),
+        ({"lease_ttl_seconds": 0}, "lease_ttl_seconds"),
+        ({"drain_seconds": -1}, "drain_seconds"),
+    ],
+)
+def test_cluster_settings_refused_with_a_clear_message(settings: dict[str, object], message: str) -> None:
+    with pytest.raises(ConfigError, match=message) as info:
+        load_config(env={}, auth=False, **settings)
+    assert "short" not in str(info.value) and SECRET not in str(info.value)
+
+
+def test_cluster_secret_is_not_read_from_the_toml_file(tmp_path: Path) -> None:
+    cfg = tmp_path / "server.toml"
+    cfg.write_text(f'[server]\ncluster_secret = "{SECRET}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="cluster_secret_file") as info:
+        load_config(cfg, env={})
+    assert SECRET not in str(info.value)
+    missing = tmp_path / "server2.toml"
+    missing.write_text(f'[server]\ncluster_secret_file = "{tmp_path / "nope"}"\n', encoding="utf-8")
+    with pytest.raises(ConfigError, match="cannot read cluster_secret_file"):
+        load_config(missing, env={})

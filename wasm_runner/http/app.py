@@ -54,6 +54,8 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             except Exception:
                 log.exception("warming the sandbox failed; the first run will try again")
 
+        if service.shared is not None:
+            await service.shared.start()
         sweeper = asyncio.ensure_future(sweep_forever())
         warming = asyncio.ensure_future(warm())
         try:
@@ -62,7 +64,11 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
         finally:
             sweeper.cancel()
             warming.cancel()
-            await service.shutdown()
+            try:
+                await service.shutdown()
+            finally:
+                if service.shared is not None:
+                    await service.shared.close()
 
     install_log_redaction()
     middleware = [

@@ -3,6 +3,10 @@
 wasm-runner serve --no-auth                 # local playground at http://127.0.0.1:8000/
 WASM_RUNNER_API_KEYS=site:SECRET wasm-runner serve --host 0.0.0.0 --allowed-host runner.example.org
 
+Several replicas share state through Redis (``--redis-url``; docs/configuration.md, "Several
+replicas"): each needs the same ``WASM_RUNNER_CLUSTER_SECRET`` and its own ``--advertise-url``
+(derived from ``--host``/``--port`` when the host is a loopback address).
+
 uvicorn runs with the bounds of ``serving.uvicorn_config`` (header size and time, connections per
 address, WebSocket first-message cap); the app adds the rest (docs/security.md).
 """
@@ -17,7 +21,6 @@ from dataclasses import replace
 
 __all__ = ["main"]
 
-GRACEFUL_SECONDS = 30  # on SIGTERM, runs get this long to finish; then they are cancelled
 
 
 def _is_loopback(host: str) -> bool:
@@ -51,6 +54,14 @@ def _parser() -> argparse.ArgumentParser:
                    "names and --host; '*' = any, only behind a proxy that checks Host)")  # fmt: skip
     p.add_argument("--audit-log", metavar="PATH", help="append a JSON line per run to PATH")
     p.add_argument("--exercises", metavar="DIR", help="serve the exercises in DIR at /api/exercises")
+    p.add_argument("--redis-url", metavar="URL",
+                   help="share rate limits, leases and sessions with other replicas through this "
+                   "Redis (redis://host:6379/0); needs WASM_RUNNER_CLUSTER_SECRET")  # fmt: skip
+    p.add_argument("--advertise-url", metavar="URL",
+                   help="this replica's internal base URL other replicas reach it at "
+                   "(default http://HOST:PORT when --host is a loopback address)")  # fmt: skip
+    p.add_argument("--drain-seconds", type=float, metavar="S",
+                   help="on SIGTERM, in-flight runs get this long to finish (default 30)")  # fmt: skip
     p.add_argument(
         "--log-level", default="info", choices=["critical", "error", "warning", "info", "debug"]
     )
@@ -72,6 +83,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         "audit_log": args.audit_log,
         "exercises_dir": args.exercises,
         "allowed_hosts": tuple(args.allowed_host) if args.allowed_host else None,
+        "redis_url": args.redis_url,
+        "advertise_url": args.advertise_url,
+        "drain_seconds": args.drain_seconds,
     }
     try:
         config = load_config(args.config, **overrides)
@@ -96,6 +110,17 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         config = replace(config, allowed_hosts=(*config.allowed_hosts, args.host))
+    if config.shared and config.advertise_url is None:
+        if not _is_loopback(args.host) or args.port == 0:
+            print(
+                "wasm-runner serve: with redis_url set, other replicas must reach this one: pass "
+                "--advertise-url http://ADDRESS:PORT (or WASM_RUNNER_ADVERTISE_URL); it is derived "
+                "only for a loopback --host with a fixed --port",
+                file=sys.stderr,
+            )
+            return 2
+        host = f"[{args.host}]" if ":" in args.host else args.host
+        config = replace(config, advertise_url=f"http://{host}:{args.port}")
     if config.locked:
         print(
             "wasm-runner serve: API keys are required but none are configured. Add [[api_keys]] "
@@ -120,7 +145,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             host=args.host,
             port=args.port,
             log_level=args.log_level,
-            timeout_graceful_shutdown=GRACEFUL_SECONDS,
+            timeout_graceful_shutdown=config.drain_seconds,
         )
     )
     server.run()

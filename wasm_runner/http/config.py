@@ -40,6 +40,12 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 ``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_EXERCISES_DIR`` (``[server] exercises_dir``: the
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
 directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated).
+
+Scale-out (docs/configuration.md, "Several replicas"): ``[server] redis_url`` /
+``WASM_RUNNER_REDIS_URL`` turns shared state on; ``advertise_url`` / ``WASM_RUNNER_ADVERTISE_URL`` is
+this replica's internal base URL; the replicas' shared secret comes from
+``WASM_RUNNER_CLUSTER_SECRET`` or the file named by ``[server] cluster_secret_file`` /
+``WASM_RUNNER_CLUSTER_SECRET_FILE`` (never from the TOML file itself, never shown in ``repr``).
 """
 
 from __future__ import annotations
@@ -48,6 +54,7 @@ import hashlib
 import math
 import os
 import tomllib
+from urllib.parse import urlsplit
 from collections.abc import Mapping
 from dataclasses import dataclass, field, replace
 from pathlib import Path
@@ -61,6 +68,8 @@ from ..limits import InvalidLimits, Limits
 __all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
 
 RUNTIMES = ("default", "small")
+MIN_SECRET_CHARS = 32  # the cluster secret: at least this many characters (e.g. openssl rand -hex 16)
+REDIS_SCHEMES = ("redis", "rediss", "unix")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
 
 
@@ -166,6 +175,13 @@ class ServerConfig:
     download_tenant_share: float = 0.25  # of download_store_bytes one tenant's links may hold
     max_json_structure: int = 65536  # JSON bytes outside strings (bounds element count, depth)
     max_json_depth: int = 32
+    # scale-out (docs/configuration.md, "Several replicas"); without redis_url all state is local
+    redis_url: str | None = None  # redis://host:port/db; shared rate limits, leases, directory
+    advertise_url: str | None = None  # this replica's internal base URL, e.g. http://10.0.0.5:8000
+    cluster_secret: str | None = field(default=None, repr=False)  # the replicas' internal hop
+    redis_timeout_seconds: float = 1.0  # bound of every Redis call (connect, read, write)
+    lease_ttl_seconds: float = 10.0  # a lease (concurrency, open session) lives this long unrefreshed
+    drain_seconds: float = 30.0  # on SIGTERM, in-flight runs get this long before they are cancelled
 
     def __post_init__(self) -> None:
         self.check()
@@ -242,6 +258,56 @@ class ServerConfig:
         _check_rate(self.failed_auth_rate, "failed_auth_rate")
         if self.audit_code not in ("hash", "full"):
             raise ConfigError(f"audit_code must be 'hash' or 'full', got {self.audit_code!r}")
+        self._check_cluster()
+
+    def _check_cluster(self) -> None:
+        for name in ("redis_timeout_seconds", "lease_ttl_seconds"):
+            value = getattr(self, name)
+            if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
+                raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
+        drain = self.drain_seconds
+        if isinstance(drain, bool) or not isinstance(drain, (int, float)) or not drain >= 0:
+            raise ConfigError(f"drain_seconds must be a number of seconds of at least 0, got {drain!r}")
+        if self.redis_url is not None:
+            if not isinstance(self.redis_url, str) or urlsplit(self.redis_url).scheme not in REDIS_SCHEMES:
+                raise ConfigError(
+                    "redis_url must look like redis://host:6379/0 (or rediss://, unix://), got "
+                    f"{self.redis_url!r}"
+                )
+            if not self.cluster_secret:
+                raise ConfigError(
+                    "redis_url is set but no cluster secret is: the replicas authenticate their "
+                    "internal calls with it. Set WASM_RUNNER_CLUSTER_SECRET (e.g. $(openssl rand "
+                    "-hex 32)) or [server] cluster_secret_file, the same on every replica"
+                )
+        if self.cluster_secret is not None and (
+            not isinstance(self.cluster_secret, str)
+            or len(self.cluster_secret) < MIN_SECRET_CHARS
+        ):
+            raise ConfigError(
+                f"the cluster secret must be at least {MIN_SECRET_CHARS} characters "
+                "(e.g. openssl rand -hex 32)"
+            )
+        if self.advertise_url is not None:
+            parts = urlsplit(self.advertise_url) if isinstance(self.advertise_url, str) else None
+            if (
+                parts is None
+                or parts.scheme not in ("http", "https")
+                or not parts.hostname
+                or parts.path not in ("", "/")
+                or parts.query
+                or parts.fragment
+                or parts.username
+            ):
+                raise ConfigError(
+                    "advertise_url must be a base URL like http://10.0.0.5:8000 (no path), got "
+                    f"{self.advertise_url!r}"
+                )
+
+    @property
+    def shared(self) -> bool:
+        """Whether state is shared between replicas through Redis (``redis_url`` set)."""
+        return self.redis_url is not None
 
     @property
     def locked(self) -> bool:
@@ -289,7 +355,8 @@ _SERVER_KEYS = {
     "header_timeout_seconds", "body_timeout_seconds", "body_idle_seconds", "keep_alive_seconds",
     "max_connections", "max_connections_per_address", "ws_first_message_bytes", "failed_auth_rate",
     "tenant_memory_share", "tenant_queue_share", "download_tenant_share", "max_json_structure",
-    "max_json_depth",
+    "max_json_depth", "redis_url", "advertise_url", "cluster_secret_file",
+    "redis_timeout_seconds", "lease_ttl_seconds", "drain_seconds",
 }  # fmt: skip
 
 
@@ -368,6 +435,11 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
     for name in ("audit_log", "audit_code", "default_profile"):
         if env.get(f"WASM_RUNNER_{name.upper()}"):
             out[name] = env[f"WASM_RUNNER_{name.upper()}"]
+    for name in ("redis_url", "advertise_url", "cluster_secret_file"):
+        if env.get(f"WASM_RUNNER_{name.upper()}"):
+            out[name] = env[f"WASM_RUNNER_{name.upper()}"]
+    if env.get("WASM_RUNNER_CLUSTER_SECRET"):
+        out["cluster_secret"] = env["WASM_RUNNER_CLUSTER_SECRET"]
     for name in ("max_running", "max_queue", "memory_budget_mb"):
         raw = env.get(f"WASM_RUNNER_{name.upper()}")
         if raw:
@@ -388,6 +460,16 @@ def _env_keys(raw: str) -> list[ApiKey]:
             raise ConfigError("WASM_RUNNER_API_KEYS must look like name:key,name:key")
         keys.append(ApiKey(name=name, key_sha256=hash_key(key)))
     return keys
+
+
+def _read_secret(path: Path) -> str:
+    """The cluster secret from ``path`` (surrounding whitespace dropped); its text is never put
+    into an error message."""
+    try:
+        return path.read_text(encoding="utf-8").strip()
+    except (OSError, UnicodeDecodeError) as exc:
+        reason = getattr(exc, "strerror", None) or "not UTF-8 text"
+        raise ConfigError(f"cannot read cluster_secret_file {path}: {reason}") from None
 
 
 def load_config(
@@ -412,6 +494,11 @@ def load_config(
         raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
 
     server = dict(doc.get("server", {}))
+    if "cluster_secret" in server:
+        raise ConfigError(
+            "[server] cluster_secret is not read from the config file: put the secret in a file "
+            "named by cluster_secret_file, or in WASM_RUNNER_CLUSTER_SECRET"
+        )
     unknown = set(server) - _SERVER_KEYS
     if unknown:
         raise ConfigError(f"unknown [server] setting(s): {sorted(unknown)}")
@@ -437,6 +524,9 @@ def load_config(
         server["audit_log"] = Path(server["audit_log"])
     if server.get("exercises_dir"):
         server["exercises_dir"] = Path(server["exercises_dir"])
+    secret_file = server.pop("cluster_secret_file", None)
+    if secret_file and not server.get("cluster_secret"):
+        server["cluster_secret"] = _read_secret(Path(secret_file))
     try:
         return ServerConfig(api_keys=tuple(keys), profiles=profiles, **server)
     except TypeError as exc:

@@ -30,6 +30,7 @@ from .errors import ApiError
 from .guests import busy_error
 from .metrics import Metrics
 from .schemas import FileIn, LimitsRequest
+from .shared import SharedState
 
 log = logging.getLogger("wasm_runner.http")
 
@@ -70,6 +71,8 @@ class Service:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        # the state shared with other replicas (Redis), or None: everything local (one host)
+        self.shared: SharedState | None = SharedState.from_config(config)
         self.gatekeeper = Gatekeeper(config)
         self.admission = Admission(
             config.max_running,
