@@ -12,6 +12,7 @@ exits 0. See docs/scale-out.md and ``supervisor.py`` for what happens when a par
 from __future__ import annotations
 
 import argparse
+import ipaddress
 import os
 import signal
 import sys
@@ -51,13 +52,21 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
+def _is_loopback(host: str) -> bool:
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
+
+
 def _say(line: str) -> None:
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner cluster [options]``; returns the exit status."""
-    from ..http.cli import _is_loopback
     from ..http.config import LOOPBACK_HOSTS, ConfigError, load_config
     from .replicas import CLUSTER_SECRET_ENV
     from .supervisor import Cluster, ClusterError, ClusterOptions
