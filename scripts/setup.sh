@@ -10,6 +10,34 @@ if [ ! -x .venv/bin/python ]; then
 fi
 .venv/bin/pip install --quiet -e '.[test]'
 
+# --- wasm-runner wheelhouse: pyodide-build + pyodide-lock (Python 3.12+) in their own venv ---
+# The pyodide-build extra of pyproject.toml, from PyPI, with the newest Python 3.12+ found on PATH
+# or in pyenv. Without one, `wasm-runner wheelhouse` says how to get it; nothing else needs it.
+if [ ! -x .venv-pyodide/bin/python ]; then
+  tool_python=""
+  for candidate in python3.14 python3.13 python3.12; do
+    if command -v "$candidate" >/dev/null 2>&1 && "$candidate" -c '' >/dev/null 2>&1; then
+      tool_python="$(command -v "$candidate")"; break
+    fi
+    if command -v pyenv >/dev/null 2>&1; then
+      version="$(pyenv versions --bare 2>/dev/null | grep -E "^${candidate#python}(\.[0-9]+)?$" | sort -V | tail -1)"
+      if [ -n "$version" ]; then tool_python="$(PYENV_VERSION="$version" pyenv which "$candidate")"; break; fi
+    fi
+  done
+  if [ -n "$tool_python" ]; then
+    "$tool_python" -m venv .venv-pyodide
+  else
+    echo "setup: no Python 3.12+ found; wasm-runner wheelhouse needs one for pyodide-build"
+  fi
+fi
+if [ -x .venv-pyodide/bin/python ]; then
+  .venv-pyodide/bin/python - <<'PY' > .venv-pyodide/requirements.txt
+import tomllib
+print("\n".join(tomllib.load(open("pyproject.toml", "rb"))["project"]["optional-dependencies"]["pyodide-build"]))
+PY
+  .venv-pyodide/bin/pip install --quiet -r .venv-pyodide/requirements.txt
+fi
+
 # --- browser tier: Debian's Chromium for the browser tests (never a downloaded browser) ---
 if ! command -v chromium >/dev/null 2>&1; then
   export DEBIAN_FRONTEND=noninteractive

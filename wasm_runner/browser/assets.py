@@ -9,6 +9,7 @@ from __future__ import annotations
 import gzip
 import hashlib
 import json
+import logging
 import mimetypes
 import threading
 from dataclasses import dataclass, field
@@ -20,12 +21,14 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from .locations import package_index_url, pyodide_version, web_dir, wheelhouse_dir
-from .wheelhouse import rewrite_lock
+from .wheelhouse import read_manifest, rewrite_lock
 
 try:  # Brotli is optional: gzip is always there
     import brotli  # type: ignore[import-untyped]
 except ImportError:  # pragma: no cover - brotli is a declared dependency
     brotli = None
+
+logger = logging.getLogger(__name__)
 
 __all__ = ["APP_SUFFIXES", "COMPRESSIBLE", "PYODIDE_FILES", "Asset", "WebAssets", "get_assets"]
 
@@ -89,11 +92,15 @@ class WebAssets:
             files[name] = Asset(path, path.read_bytes(), _media_type(name))
         wheelhouse = wheelhouse_dir(self.root)
         local: dict[str, Any] = {}
-        if (wheelhouse / "wheelhouse.json").is_file():
-            local = json.loads((wheelhouse / "wheelhouse.json").read_text())["packages"]
-            for entry in local.values():
-                wheel = wheelhouse / entry["file_name"]
-                files[wheel.name] = Asset(wheel, wheel.read_bytes(), "application/zip")
+        for name, entry in read_manifest(wheelhouse).items():
+            wheel = wheelhouse / entry["file_name"]
+            content = wheel.read_bytes() if wheel.is_file() else b""
+            if hashlib.sha256(content).hexdigest() != entry.get("sha256"):
+                # a changed or missing file is not served (Pyodide would refuse it anyway)
+                logger.warning("wheelhouse: %s is missing or does not match its sha256; not served", wheel)
+                continue
+            files[wheel.name] = Asset(wheel, content, "application/zip")
+            local[name] = entry
         stock = json.loads((pyodide / "pyodide-lock.json").read_text())
         lock = rewrite_lock(stock, self.index_url, local)
         files["pyodide-lock.json"] = Asset(

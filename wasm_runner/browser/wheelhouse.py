@@ -2,42 +2,66 @@
 
 Pyodide installs packages listed in its lock file. The stock lock names files relative to the
 official package index and pins their hashes, so a local wheel cannot simply be dropped in. This
-module builds ``web/wheelhouse/``: pure-Python wheels (``py3-none-any``) fetched with pip, plus
-``wheelhouse.json`` holding lock entries for them (name, version, sha256, imports, depends). The
-server merges those entries into the stock lock at start-up (``rewrite_lock``): local wheels get
-relative file names (served next to Pyodide), every other package an absolute URL on the
-configured package index (default: the official index for the exact Pyodide version).
+module builds ``web/wheelhouse/``: wheels plus ``wheelhouse.json``, a lock (same schema, written
+by ``pyodide-lock``) holding only the local entries. The server merges those entries into the
+stock lock at start-up (``rewrite_lock``): local files get relative names (served next to
+Pyodide), every other package an absolute URL on the configured package index (default: the
+official index for the exact Pyodide version).
 
-Command: ``wasm-runner wheelhouse PACKAGE... [--requirements FILE] [--out DIR]``.
+What goes in (``wasm-runner wheelhouse``, see docs/cli.md):
+
+- pure-Python wheels (``py3-none-any``) fetched with pip, or built from a pure-Python source
+  distribution with ``pypa build``; their lock entries come from ``pyodide-lock``
+  (``add_wheels_to_spec``), which also checks their dependencies;
+- compiled packages from a local copy of the official Pyodide release (``--from-release``, a
+  folder or the release archive): the packages named plus their dependencies, every file's
+  sha256 checked against the release's lock (``release``);
+- optionally ``pyodide py-compile`` (``--py-compile``) so the new wheels carry ``.pyc`` files.
+
+Each run builds the new wheelhouse in a staging folder beside the target and swaps it in only
+when everything succeeded, so a refused import leaves the old wheelhouse as it was.
 """
 
 from __future__ import annotations
 
 import argparse
 import copy
-import hashlib
 import json
-import re
+import os
+import shutil
 import subprocess
 import sys
 import tempfile
-import zipfile
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from .archives import ArchiveError, is_archive, safe_extract
 from .locations import OFFICIAL_INDEX_TEMPLATE, package_index_url, pyodide_version, web_dir, wheelhouse_dir
+from .pyodide_tools import ToolError, build_sdist, lock_tool, py_compile
+from .release import Release, ReleaseError, declared_pyodide_version, find_release_root
 
 __all__ = [
+    "MANIFEST",
     "OFFICIAL_INDEX_TEMPLATE",
+    "WheelhouseError",
     "build_wheelhouse",
-    "lock_entry",
+    "import_release",
     "main",
+    "read_manifest",
     "rewrite_lock",
 ]
 
-_PURE_WHEEL = re.compile(
-    r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-none-any\.whl$"
-)
+MANIFEST = "wheelhouse.json"
+
+
+class WheelhouseError(ValueError):
+    """A refused wheelhouse job; ``code`` is stable, the message says what went wrong."""
+
+    def __init__(self, code: str, message: str) -> None:
+        super().__init__(message)
+        self.code = code
 
 
 def _is_absolute(url: str) -> bool:
@@ -49,8 +73,9 @@ def rewrite_lock(
 ) -> dict[str, Any]:
     """The lock Pyodide should use: stock packages from ``index_url``, ``local`` ones beside it.
 
-    With an empty ``index_url`` (offline) the stock packages are left out, so an import of one
-    fails with a plain ``ModuleNotFoundError`` instead of a network error.
+    With an empty ``index_url`` (offline) the stock packages are left out, so the lock names
+    only local files and an import of anything else fails with a plain ``ModuleNotFoundError``
+    instead of a network error.
     """
     lock = copy.deepcopy(stock)
     packages: dict[str, Any] = {}
@@ -65,64 +90,82 @@ def rewrite_lock(
     return lock
 
 
-def _canonical(name: str) -> str:
-    return re.sub(r"[-_.]+", "-", name).lower()
+def read_manifest(folder: Path) -> dict[str, Any]:
+    """The local entries of the wheelhouse in ``folder`` (empty when there is none)."""
+    path = folder / MANIFEST
+    if not path.is_file():
+        return {}
+    packages: dict[str, Any] = json.loads(path.read_text(encoding="utf-8")).get("packages", {})
+    return packages
 
 
-def lock_entry(wheel: Path) -> dict[str, Any]:
-    """A lock entry for one pure-Python wheel: hash, version, top-level imports, dependencies."""
-    match = _PURE_WHEEL.match(wheel.name)
-    if not match:
-        raise ValueError(f"{wheel.name} is not a pure-Python wheel (*-none-any.whl)")
-    with zipfile.ZipFile(wheel) as archive:
-        names = archive.namelist()
-        metadata_name = next(n for n in names if n.endswith(".dist-info/METADATA"))
-        metadata = archive.read(metadata_name).decode("utf-8", "replace")
-        top_level_name = next(
-            (n for n in names if n.endswith(".dist-info/top_level.txt")), None
-        )
-        if top_level_name:
-            imports = [
-                line.strip()
-                for line in archive.read(top_level_name).decode().splitlines()
-                if line.strip()
-            ]
-        else:
-            imports = sorted(
-                {
-                    n.split("/")[0].removesuffix(".py")
-                    for n in names
-                    if not n.split("/")[0].endswith((".dist-info", ".data"))
-                }
-            )
-    name = next(
-        line.split(":", 1)[1].strip()
-        for line in metadata.splitlines()
-        if line.startswith("Name:")
-    )
-    version = next(
-        line.split(":", 1)[1].strip()
-        for line in metadata.splitlines()
-        if line.startswith("Version:")
-    )
-    depends = []
-    for line in metadata.splitlines():
-        if line.startswith("Requires-Dist:") and "extra ==" not in line:
-            requirement = line.split(":", 1)[1].strip()
-            depends.append(
-                _canonical(re.split(r"[\s;<>=!~\[(]", requirement, maxsplit=1)[0])
-            )
-    return {
-        "name": _canonical(name),
-        "version": version,
-        "file_name": wheel.name,
-        "install_dir": "site",
-        "sha256": hashlib.sha256(wheel.read_bytes()).hexdigest(),
-        "package_type": "package",
-        "imports": [i for i in imports if i.isidentifier()],
-        "depends": depends,
-        "unvendored_tests": False,
-    }
+def _stock_lock_path(web: Path) -> Path:
+    return web / "node_modules" / "pyodide" / "pyodide-lock.json"
+
+
+@contextmanager
+def _staging(out: Path) -> Iterator[Path]:
+    """A copy of ``out`` (hard links) to change; swapped in for ``out`` only if the block succeeds."""
+    out = out.resolve()
+    out.parent.mkdir(parents=True, exist_ok=True)
+    if out.exists() and not out.is_dir():
+        raise WheelhouseError("out_not_folder", f"{out} is not a folder")
+    stage = Path(tempfile.mkdtemp(prefix=f".{out.name}.new-", dir=out.parent))
+    try:
+        if out.is_dir():
+            shutil.copytree(out, stage, copy_function=os.link, dirs_exist_ok=True)
+        yield stage
+    except BaseException:
+        shutil.rmtree(stage, ignore_errors=True)
+        raise
+    old = out.with_name(f".{out.name}.old-{os.getpid()}")
+    if out.exists():
+        out.rename(old)
+    stage.rename(out)
+    shutil.rmtree(old, ignore_errors=True)
+
+
+def _write_manifest(stage: Path, web: Path, added: dict[str, Any]) -> dict[str, Any]:
+    """Merge ``added`` into the staged manifest (written by pyodide-lock); drop superseded files."""
+    previous = read_manifest(stage)
+    packages = {**previous, **added}
+    kept = {entry["file_name"] for entry in packages.values()}
+    for entry in previous.values():
+        if entry["file_name"] not in kept:
+            (stage / entry["file_name"]).unlink(missing_ok=True)
+    (stage / MANIFEST).unlink(missing_ok=True)  # a hard link to the live manifest: never write through
+    lock_tool({"op": "write", "lock": str(_stock_lock_path(web)), "packages": packages, "out": str(stage / MANIFEST)})
+    return packages
+
+
+def _compile(folder: Path, web: Path, entries: dict[str, Any]) -> dict[str, Any]:
+    """``pyodide py-compile`` the files of ``entries`` in ``folder``; the entries with new names/hashes."""
+    lock_path = folder / "pyodide-lock.json"
+    lock_tool({"op": "write", "lock": str(_stock_lock_path(web)), "packages": entries, "out": str(lock_path)})
+    py_compile(folder, web / "node_modules" / "pyodide")
+    compiled: dict[str, Any] = json.loads(lock_path.read_text(encoding="utf-8"))["packages"]
+    lock_path.unlink()
+    return compiled
+
+
+def _move_in(source: Path, stage: Path, entries: dict[str, Any]) -> None:
+    for entry in entries.values():
+        target = stage / entry["file_name"]
+        target.unlink(missing_ok=True)  # a hard link to the old wheelhouse's file: replace, never write through
+        shutil.move(str(source / entry["file_name"]), target)
+
+
+def _pip_download(requirements: list[str], dest: Path, python_version: str, find_links: Path | None) -> None:
+    command = [
+        sys.executable, "-m", "pip", "download", "--quiet", "--dest", str(dest),
+        "--only-binary", ":all:", "--platform", "any", "--python-version", python_version,
+        "--implementation", "py", "--abi", "none", *requirements,
+    ]
+    if find_links is not None:  # offline: wheels from a local folder only
+        command += ["--no-index", "--find-links", str(find_links)]
+    completed = subprocess.run(command, check=False, capture_output=True, text=True)
+    if completed.returncode != 0:
+        raise WheelhouseError("pip_failed", f"pip could not fetch pure-Python wheels: {completed.stderr.strip()[-800:]}")
 
 
 def build_wheelhouse(
@@ -130,126 +173,141 @@ def build_wheelhouse(
     out: Path,
     python_version: str = "3.14",
     find_links: Path | None = None,
+    sdists: list[Path] | None = None,
+    compile_pyc: bool = False,
+    web: Path | None = None,
 ) -> dict[str, Any]:
-    """Fetch pure-Python wheels for ``requirements`` (with dependencies) into ``out``.
+    """Add pure-Python wheels for ``requirements`` (with dependencies, via pip) and for ``sdists``
+    (built with pypa build) to the wheelhouse in ``out``; return the entries added.
 
-    Writes ``out/wheelhouse.json`` and returns its content. A requirement that has no pure
-    wheel is refused with ``ValueError`` naming it.
+    Lock entries come from ``pyodide-lock``, checked against the stock lock plus the wheelhouse
+    (a dependency found in neither is refused). A requirement with no pure wheel is refused.
     """
-    out.mkdir(parents=True, exist_ok=True)
+    web = web or web_dir()
+    with tempfile.TemporaryDirectory() as tmp, _staging(out) as stage:
+        new = Path(tmp) / "new"
+        new.mkdir()
+        if requirements:
+            _pip_download(requirements, new, python_version, find_links)
+        for sdist in sdists or []:
+            build_sdist(sdist, new)
+        wheels = sorted(new.glob("*.whl"))
+        if not wheels:
+            raise WheelhouseError("nothing_to_add", "no wheels to add")
+        base_lock = json.loads(_stock_lock_path(web).read_text(encoding="utf-8"))
+        base_lock["packages"].update(read_manifest(stage))
+        base_path = Path(tmp) / "base-lock.json"
+        base_path.write_text(json.dumps(base_lock), encoding="utf-8")
+        added: dict[str, Any] = lock_tool({"op": "add_wheels", "lock": str(base_path), "wheels": [str(w) for w in wheels],
+                           "base": str(new)})["packages"]
+        if compile_pyc:
+            added = _compile(new, web, added)
+        _move_in(new, stage, added)
+        _write_manifest(stage, web, added)
+    return added
+
+
+def import_release(
+    release_path: Path,
+    names: list[str],
+    out: Path,
+    compile_pyc: bool = False,
+    web: Path | None = None,
+) -> dict[str, Any]:
+    """Add packages of a local Pyodide release (folder or archive) to the wheelhouse in ``out``.
+
+    ``names`` and their dependencies (all packages when empty) are taken from the release's
+    ``pyodide-lock.json``, each file checked against its sha256 there. The release must be the
+    Pyodide version ``web/package.json`` pins. Returns the entries added.
+    """
+    web = web or web_dir()
+    expected = declared_pyodide_version(web)
+    installed_info = json.loads(_stock_lock_path(web).read_text(encoding="utf-8")).get("info", {})
     with tempfile.TemporaryDirectory() as tmp:
-        command = [
-            sys.executable,
-            "-m",
-            "pip",
-            "download",
-            "--quiet",
-            "--dest",
-            tmp,
-            "--only-binary",
-            ":all:",
-            "--platform",
-            "any",
-            "--python-version",
-            python_version,
-            "--implementation",
-            "py",
-            "--abi",
-            "none",
-            *requirements,
-        ]
-        if find_links is not None:  # offline: wheels from a local folder only
-            command += ["--no-index", "--find-links", str(find_links)]
-        completed = subprocess.run(command, check=False, capture_output=True, text=True)
-        if completed.returncode != 0:
-            raise ValueError(
-                f"pip could not fetch pure-Python wheels: {completed.stderr.strip()[-800:]}"
-            )
-        entries: dict[str, Any] = {}
-        for wheel in sorted(Path(tmp).glob("*.whl")):
-            entry = lock_entry(wheel)
-            (out / wheel.name).write_bytes(wheel.read_bytes())
-            entries[entry["name"]] = entry
-    # dependencies not in the wheelhouse are left to the stock lock (e.g. numpy)
-    manifest = {"packages": entries}
-    (out / "wheelhouse.json").write_text(
-        json.dumps(manifest, indent=2, sort_keys=True) + "\n"
-    )
-    return manifest
+        if release_path.is_file():
+            safe_extract(release_path, Path(tmp) / "release")
+            root = find_release_root(Path(tmp) / "release")
+        elif release_path.is_dir():
+            root = find_release_root(release_path)
+        else:
+            raise ReleaseError("release_not_found", f"{release_path} does not exist")
+        answer = lock_tool({"op": "read", "lock": str(root / "pyodide-lock.json")})
+        release = Release.open(root, answer["lock"], answer["raw_info"])
+        release.check_matches(expected, installed_info)
+        entries = release.select(names)
+        with _staging(out) as stage:
+            new = Path(tmp) / "new"
+            new.mkdir()
+            release.copy_checked(entries, new)
+            if compile_pyc:
+                entries = _compile(new, web, entries)
+            _move_in(new, stage, entries)
+            _write_manifest(stage, web, entries)
+    return entries
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> None:
-    parser.add_argument("packages", nargs="*", help="requirements, e.g. 'rich==13.9.4'")
+    parser.add_argument("packages", nargs="*", help="requirements, e.g. 'rich==13.9.4', or pure-Python source "
+                        "distributions (FILE.tar.gz / .zip); with --from-release: package names of the release")
     parser.add_argument("-r", "--requirements", type=Path, help="a requirements file")
-    parser.add_argument(
-        "--out",
-        type=Path,
-        default=None,
-        help="wheelhouse folder (default: web/wheelhouse)",
-    )
-    parser.add_argument(
-        "--find-links",
-        type=Path,
-        default=None,
-        help="take wheels from this folder only (offline)",
-    )
-    parser.add_argument(
-        "--index-url",
-        default=None,
-        help="package index for compiled packages (written into the preview lock)",
-    )
+    parser.add_argument("--from-release", type=Path, metavar="PATH", help="a local copy of the official Pyodide "
+                        "release: its folder or pyodide-VERSION.tar.bz2 (.tar.gz, .zip)")
+    parser.add_argument("--all", action="store_true", help="with --from-release: every package of the release")
+    parser.add_argument("--py-compile", action="store_true", help="compile the new wheels to .pyc with "
+                        "`pyodide py-compile` (run by Pyodide's own Python in Node)")
+    parser.add_argument("--out", type=Path, default=None, help="wheelhouse folder (default: web/wheelhouse)")
+    parser.add_argument("--find-links", type=Path, default=None, help="take wheels from this folder only (offline)")
+    parser.add_argument("--index-url", default=None,
+                        help="package index for the other compiled packages (written into the preview lock)")
 
 
-def run_command(args: argparse.Namespace) -> int:
+def _requirements(args: argparse.Namespace) -> list[str]:
     requirements = list(args.packages)
     if args.requirements:
         try:
             lines = args.requirements.read_text().splitlines()
         except OSError as exc:
-            print(
-                f"wasm-runner wheelhouse: cannot read {args.requirements}: {exc.strerror}",
-                file=sys.stderr,
-            )
-            return 2
-        requirements += [
-            line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()
-        ]
-    if not requirements:
-        print(
-            "wasm-runner wheelhouse: name at least one package or --requirements FILE",
-            file=sys.stderr,
-        )
-        return 2
+            raise WheelhouseError("usage", f"cannot read {args.requirements}: {exc.strerror}") from exc
+        requirements += [line.split("#")[0].strip() for line in lines if line.split("#")[0].strip()]
+    return requirements
+
+
+def run_command(args: argparse.Namespace) -> int:
     root = web_dir()
     out = args.out or wheelhouse_dir(root)
     try:
-        manifest = build_wheelhouse(requirements, out, find_links=args.find_links)
-    except ValueError as exc:
+        requirements = _requirements(args)
+        if args.from_release is not None:
+            if args.requirements or (args.all and requirements) or not (args.all or requirements):
+                raise WheelhouseError("usage", "with --from-release, name the release's packages (e.g. numpy "
+                                      "pandas) or give --all")
+            added = import_release(args.from_release, requirements, out, compile_pyc=args.py_compile)
+        else:
+            if not requirements:
+                raise WheelhouseError("usage", "name at least one package or --requirements FILE")
+            sdists = [Path(r) for r in requirements if is_archive(Path(r)) and Path(r).is_file()]
+            pip_requirements = [r for r in requirements if Path(r) not in sdists]
+            added = build_wheelhouse(pip_requirements, out, find_links=args.find_links, sdists=sdists,
+                                     compile_pyc=args.py_compile)
+    except WheelhouseError as exc:
         print(f"wasm-runner wheelhouse: {exc}", file=sys.stderr)
+        return 2 if exc.code == "usage" else 1
+    except (ReleaseError, ArchiveError, ToolError) as exc:
+        print(f"wasm-runner wheelhouse: {exc} [{exc.code}]", file=sys.stderr)
         return 1
     version = pyodide_version(root)
-    index_url = (
-        args.index_url if args.index_url is not None else package_index_url(version)
-    )
-    stock = json.loads(
-        (root / "node_modules" / "pyodide" / "pyodide-lock.json").read_text()
-    )
-    lock = rewrite_lock(stock, index_url, manifest["packages"])
+    index_url = args.index_url if args.index_url is not None else package_index_url(version)
+    stock = json.loads(_stock_lock_path(root).read_text())
+    lock = rewrite_lock(stock, index_url, read_manifest(out))
     (out / "pyodide-lock.json").write_text(json.dumps(lock, indent=1) + "\n")
-    names = ", ".join(
-        f"{e['name']} {e['version']}" for e in manifest["packages"].values()
-    )
-    print(f"wheelhouse {out}: {names}")
-    print(
-        f"lock: {out / 'pyodide-lock.json'} (compiled packages from {index_url or 'nowhere: offline'})"
-    )
+    names = ", ".join(f"{e['name']} {e['version']}" for e in sorted(added.values(), key=lambda e: e["name"]))
+    print(f"wheelhouse {out}: added {names}")
+    print(f"lock: {out / 'pyodide-lock.json'} (other compiled packages from {index_url or 'nowhere: offline'})")
     return 0
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(
-        prog="wasm-runner wheelhouse", description=__doc__.splitlines()[0]
-    )
+    parser = argparse.ArgumentParser(prog="wasm-runner wheelhouse", description=__doc__.splitlines()[0])
     add_arguments(parser)
     return run_command(parser.parse_args(argv))
 
