@@ -6,7 +6,11 @@ headers on WebSockets: there the key may come as the subprotocol
 in the ``api_key`` query parameter (redacted from the access log), or in the first message
 (``api_key``; that message is then capped at ``ws_first_message_bytes``). Keys are compared by
 their sha256 digest in constant time. With auth off (local use only) every caller is the tenant
-``anonymous:<client address>``. Rate limits use the ``limits`` library (moving window, in memory).
+``anonymous:<client address>``. Rate limits use the ``limits`` library (moving window): in memory
+on one host; with ``redis_url`` set, its Redis storage on the replica's one client
+(``shared.SharedState``), so every replica counts against the same windows. When Redis does not
+answer, the check fails closed: ``503 shared_state_unavailable`` with ``Retry-After``
+(docs/security.md, "Several replicas").
 
 Failed attempts (a missing or wrong key) are counted per client address (IPv6: per /64): past
 ``failed_auth_rate`` the address gets ``429`` with ``Retry-After`` and its keys are not even
@@ -25,13 +29,20 @@ from collections.abc import Mapping
 from contextvars import ContextVar
 from dataclasses import dataclass
 
+from typing import TYPE_CHECKING
+
 from limits import RateLimitItem, parse
+from limits.aio.storage import RedisStorage as AsyncRedisStorage
+from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRateLimiter
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
 from .config import ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
+
+if TYPE_CHECKING:
+    from .shared import SharedState
 
 __all__ = ["Tenant", "Gatekeeper", "current_tenant"]
 
@@ -85,15 +96,109 @@ def _bearer(headers: Mapping[str, str], query: Mapping[str, str], allow_query: b
     return None
 
 
-class Gatekeeper:
-    """Authenticates callers and applies their rate limit."""
+_LIMITS_SCHEMES = {"redis": "async+redis", "rediss": "async+rediss", "unix": "async+redis+unix"}
 
-    def __init__(self, config: ServerConfig) -> None:
+
+def _retry_after(reset_at: float) -> int:
+    """Whole seconds until a moving window's oldest hit expires (at least 1)."""
+    return max(1, math.ceil(reset_at - time.time()))
+
+
+def _failed_error(retry: int) -> ApiError:
+    return ApiError(
+        429, "too_many_failed_attempts",
+        f"too many requests without a valid API key from this address; retry in {retry} s",
+        headers={"Retry-After": str(retry)},
+    )  # fmt: skip
+
+
+def _rate_error(tenant: Tenant, retry: int) -> ApiError:
+    return ApiError(
+        429, "rate_limited",
+        f"rate limit of {tenant.rate} for this API key reached; retry in {retry} s",
+        headers={"Retry-After": str(retry)},
+    )  # fmt: skip
+
+
+class Gatekeeper:
+    """Authenticates callers and applies their rate limit.
+
+    ``check`` (async) is what the service uses: in memory without ``shared``, else in Redis.
+    ``authenticate`` and ``hit`` are the in-memory steps on their own (one host, tests)."""
+
+    def __init__(self, config: ServerConfig, shared: SharedState | None = None) -> None:
         self.config = config
         self._keys: tuple[ApiKey, ...] = config.api_keys
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {}
         self._failed_rate = parse(config.failed_auth_rate)
+        self._shared = shared
+        self._shared_limiter: AsyncMovingWindowRateLimiter | None = None
+
+    def _item(self, rate: str) -> RateLimitItem:
+        item = self._rates.get(rate)
+        if item is None:
+            item = self._rates[rate] = parse(rate)
+        return item
+
+    def _anonymous(self, client: str) -> Tenant:
+        return Tenant(
+            name=f"anonymous:{client}",
+            profiles=(),
+            rate=self.config.anonymous_rate,
+            max_concurrent=self.config.anonymous_max_concurrent,
+        )
+
+    def _redis_limiter(self, shared: SharedState) -> AsyncMovingWindowRateLimiter:
+        """The ``limits`` moving window on Redis, on the replica's own connection pool."""
+        if self._shared_limiter is None:
+            scheme, sep, rest = shared.url.partition("://")
+            storage = AsyncRedisStorage(
+                f"{_LIMITS_SCHEMES.get(scheme, 'async+redis')}{sep}{rest}",
+                implementation="redispy",
+                key_prefix=shared.key("limits"),
+                connection_pool=shared.redis.connection_pool,  # type: ignore[arg-type]
+            )
+            self._shared_limiter = AsyncMovingWindowRateLimiter(storage)
+        return self._shared_limiter
+
+    async def check(
+        self,
+        headers: Mapping[str, str],
+        query: Mapping[str, str],
+        client: str,
+        *,
+        allow_query: bool = False,
+        key: str | None = None,
+    ) -> Tenant:
+        """Authenticate and count one request against the caller's rate: ``ApiError`` 401 or
+        429, and with shared state ``503 shared_state_unavailable`` when Redis does not answer."""
+        shared = self._shared
+        if shared is None:
+            tenant = self.authenticate(headers, query, client, allow_query=allow_query, key=key)
+            self.hit(tenant)
+            return tenant
+        limiter = self._redis_limiter(shared)
+        if not self.config.auth:
+            tenant = self._anonymous(client)
+        else:
+            address = _address_key(client)
+            if not await shared.call(limiter.test(self._failed_rate, "failed", address)):
+                reset_at, _ = await shared.call(
+                    limiter.get_window_stats(self._failed_rate, "failed", address)
+                )
+                raise _failed_error(_retry_after(reset_at))
+            try:
+                tenant = self._check_key(headers, query, allow_query=allow_query, key=key)
+            except ApiError:
+                await shared.call(limiter.hit(self._failed_rate, "failed", address))
+                raise
+        item = self._item(tenant.rate)
+        if not await shared.call(limiter.hit(item, "rate", tenant.name)):
+            reset_at, _ = await shared.call(limiter.get_window_stats(item, "rate", tenant.name))
+            raise _rate_error(tenant, _retry_after(reset_at))
+        current_tenant.set(tenant)
+        return tenant
 
     def authenticate(
         self,
@@ -107,23 +212,13 @@ class Gatekeeper:
         """The tenant behind ``key`` (if given) or these headers, or ``ApiError(401)`` (``429``
         once this address has failed too often)."""
         if not self.config.auth:
-            tenant = Tenant(
-                name=f"anonymous:{client}",
-                profiles=(),
-                rate=self.config.anonymous_rate,
-                max_concurrent=self.config.anonymous_max_concurrent,
-            )
+            tenant = self._anonymous(client)
             current_tenant.set(tenant)
             return tenant
         address = _address_key(client)
         if not self._limiter.test(self._failed_rate, "failed", address):
             reset_at, _ = self._limiter.get_window_stats(self._failed_rate, "failed", address)
-            retry = max(1, math.ceil(reset_at - time.time()))
-            raise ApiError(
-                429, "too_many_failed_attempts",
-                f"too many requests without a valid API key from this address; retry in {retry} s",
-                headers={"Retry-After": str(retry)},
-            )  # fmt: skip
+            raise _failed_error(_retry_after(reset_at))
         try:
             tenant = self._check_key(headers, query, allow_query=allow_query, key=key)
         except ApiError:
@@ -176,16 +271,10 @@ class Gatekeeper:
         return Tenant(match.name, match.profiles, match.rate, match.max_concurrent)
 
     def hit(self, tenant: Tenant) -> None:
-        """Count one request against the rate; ``ApiError(429)`` with Retry-After when over."""
-        item = self._rates.get(tenant.rate)
-        if item is None:
-            item = self._rates[tenant.rate] = parse(tenant.rate)
+        """Count one request against the rate (in memory); ``ApiError(429)`` with Retry-After
+        when over."""
+        item = self._item(tenant.rate)
         if self._limiter.hit(item, "rate", tenant.name):
             return
         reset_at, _remaining = self._limiter.get_window_stats(item, "rate", tenant.name)
-        retry = max(1, math.ceil(reset_at - time.time()))
-        raise ApiError(
-            429, "rate_limited",
-            f"rate limit of {tenant.rate} for this API key reached; retry in {retry} s",
-            headers={"Retry-After": str(retry)},
-        )  # fmt: skip
+        raise _rate_error(tenant, _retry_after(reset_at))

@@ -73,7 +73,7 @@ class Service:
         self.config = config
         # the state shared with other replicas (Redis), or None: everything local (one host)
         self.shared: SharedState | None = SharedState.from_config(config)
-        self.gatekeeper = Gatekeeper(config)
+        self.gatekeeper = Gatekeeper(config, self.shared)
         self.admission = Admission(
             config.max_running,
             config.max_queue,
@@ -125,20 +125,19 @@ class Service:
             ) from None
 
     # -- who and what ----------------------------------------------------------------------
-    def caller(
+    async def caller(
         self, conn: HTTPConnection, *, allow_query_key: bool = False, key: str | None = None
     ) -> Tenant:
         """Authenticate (``key`` when given, else the headers) and count one request against the
-        caller's rate limit."""
+        caller's rate limit (shared by every replica with ``redis_url``)."""
         try:
-            tenant = self.gatekeeper.authenticate(
+            tenant = await self.gatekeeper.check(
                 conn.headers,
                 conn.query_params,
                 client_address(conn),
                 allow_query=allow_query_key,
                 key=key,
             )
-            self.gatekeeper.hit(tenant)
         except ApiError as exc:
             self.metrics.rejections.labels(exc.code).inc()
             raise

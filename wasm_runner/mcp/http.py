@@ -19,7 +19,7 @@ memory budget together with its HTTP sessions.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -37,7 +37,7 @@ from .server import ToolConfig, build_server, headers_of
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
 
-Authenticate = Callable[[HTTPConnection], "CallerLike | Response"]
+Authenticate = Callable[[HTTPConnection], Awaitable["CallerLike | Response"]]
 CALLER_HEADER = "x-wasm-runner-caller"  # set by McpHttp after its key check, never by a client
 CLIENT_HEADER = "x-wasm-runner-client"
 _INTERNAL = (CALLER_HEADER.encode(), CLIENT_HEADER.encode())
@@ -93,7 +93,7 @@ class McpHttp:
         caller: CallerLike = self._anonymous
         if self._authenticate is not None:
             try:
-                verdict = self._authenticate(HTTPConnection(scope))
+                verdict = await self._authenticate(HTTPConnection(scope))
             except Exception:
                 verdict = _unauthorized()
             if isinstance(verdict, Response):
@@ -126,9 +126,9 @@ class McpHttp:
         config = service.config
         chosen = config.profile(profile)
 
-        def authenticate(conn: HTTPConnection) -> CallerLike | Response:
+        async def authenticate(conn: HTTPConnection) -> CallerLike | Response:
             try:
-                tenant = service.caller(conn)
+                tenant = await service.caller(conn)
             except ApiError as exc:
                 return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
             if not tenant.may_use(chosen.name):

@@ -66,20 +66,20 @@ def _exercise(request: Request) -> tuple[Service, Exercise]:
 
 async def list_exercises(request: Request) -> Response:
     service = service_of(request)
-    service.caller(request)
+    await service.caller(request)
     return SafeJSONResponse({"exercises": [{"id": e.id, "title": e.title}
                                            for e in _exercises(service).values()]})
 
 
 async def get_exercise(request: Request) -> Response:
     service, ex = _exercise(request)
-    service.caller(request)
+    await service.caller(request)
     return SafeJSONResponse(ex.public())
 
 
 async def get_bundle(request: Request) -> Response:
     service, ex = _exercise(request)
-    service.caller(request)
+    await service.caller(request)
     if not ex.browser:
         raise ApiError(404, "server_only", f"exercise {ex.id!r} is checked on the server only "
                        "(its checks are not sent to browsers)")
@@ -88,7 +88,7 @@ async def get_bundle(request: Request) -> Response:
 
 async def check_exercise(request: Request) -> Response:
     service, ex = _exercise(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     body = await read_model(request, CheckRequest, service.config.max_body_bytes)
     profile, base_limits, runtime = service.policy(tenant, body.profile, None)
     # the harness reports through /out: every check run collects it, whatever the profile says

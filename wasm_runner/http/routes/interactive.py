@@ -127,7 +127,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
     await ws.accept(subprotocol=WS_SUBPROTOCOL if WS_SUBPROTOCOL in offered else None)
     try:
         message, key = await _first_message(ws, service, first_max)
-        tenant = service.caller(ws, allow_query_key=True, key=key)
+        tenant = await service.caller(ws, allow_query_key=True, key=key)
         _set_max_message(ws, MAX_MESSAGE_BYTES + 1024)
         start = parse_model(WsStart, message)
         profile, limits, runtime = service.policy(

@@ -36,7 +36,7 @@ async def openapi(request: Request) -> Response:
 
 async def profiles(request: Request) -> Response:
     service = service_of(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     return SafeJSONResponse(
         {
             "default": service.config.default_profile,

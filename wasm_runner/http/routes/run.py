@@ -17,7 +17,7 @@ from ._common import service_of
 
 async def job_from_request(service: Service, request: Request, kind: str) -> tuple[Job, RunRequest]:
     """Authenticate, read and validate a run request and resolve its policy (shared with stream)."""
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     body = await read_model(request, RunRequest, service.config.max_body_bytes)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     job = Job(

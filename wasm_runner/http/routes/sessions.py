@@ -22,7 +22,7 @@ from ._common import service_of
 
 async def create_session(request: Request) -> Response:
     service = service_of(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     body = await read_model(request, SessionCreate, service.config.max_body_bytes, empty_ok=True)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     live = await service.sessions.create(tenant, profile, limits, runtime)
@@ -31,14 +31,14 @@ async def create_session(request: Request) -> Response:
 
 async def show_session(request: Request) -> Response:
     service = service_of(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     live = service.sessions.get(request.path_params["session_id"], tenant)
     return SafeJSONResponse(live.describe())
 
 
 async def delete_session(request: Request) -> Response:
     service = service_of(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     live = service.sessions.get(request.path_params["session_id"], tenant)
     await service.sessions.close(live.id)
     return Response(status_code=204)
@@ -46,7 +46,7 @@ async def delete_session(request: Request) -> Response:
 
 async def run_in_session(request: Request) -> Response:
     service = service_of(request)
-    tenant = service.caller(request)
+    tenant = await service.caller(request)
     live = service.sessions.get(request.path_params["session_id"], tenant)
     body = await read_model(request, SessionRunRequest, service.config.max_body_bytes)
     limits = service.tighten(live.limits, body.limits)
