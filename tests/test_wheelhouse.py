@@ -297,3 +297,18 @@ def test_archive_links_are_refused(tmp_path):
     out = tmp_path / "wh"
     import_release(make_archive(release, tmp_path / "good.zip"), ["numpy"], out)
     assert (out / NUMPY_FILE).is_file()
+
+
+def test_the_real_release_lock_is_read_by_pyodide_lock_and_its_dependencies_followed(tmp_path):
+    """The lock shipped in the npm package is the release's (same schema, 350+ entries)."""
+    from wasm_runner.browser.pyodide_tools import lock_tool
+    from wasm_runner.browser.release import Release
+
+    real = web_dir() / "node_modules" / "pyodide" / "pyodide-lock.json"
+    answer = lock_tool({"op": "read", "lock": str(real)})
+    release = Release.open(tmp_path, answer["lock"], answer["raw_info"])
+    chosen = release.select(["pandas"])
+    expected = {"pandas", *answer["lock"]["packages"]["pandas"]["depends"]}
+    assert expected <= set(chosen) and "numpy" in chosen
+    assert all(set(entry["depends"]) <= set(chosen) for entry in chosen.values())  # closed under depends
+    assert len(release.select([])) == len(answer["lock"]["packages"])
