@@ -10,6 +10,7 @@ the message naming the index that could not be reached.
 
 from __future__ import annotations
 
+import json
 import os
 import re
 import subprocess
@@ -120,6 +121,11 @@ def test_a_wheel_changed_after_the_import_is_not_served(site):
     with pytest.raises(urllib.error.HTTPError) as refused:
         urllib.request.urlopen(site["base"] + pyodide_base + site["tampered"], timeout=5)
     assert refused.value.code == 404
+    with urllib.request.urlopen(site["base"] + pyodide_base + "pyodide-lock.json", timeout=5) as served:
+        packages = json.load(served)["packages"]
+    local = {"numpy", "standin-helper", "tiny-pkg", "six"}
+    assert all("://" not in packages[name]["file_name"] for name in local)  # served from here
+    assert "tampered-pkg" not in packages and "pandas" in packages  # pandas: from the official index
     with urllib.request.urlopen(site["base"] + pyodide_base + NUMPY_FILE, timeout=5) as good:
         assert good.status == 200
     result = run_in_browser(site["page"], "import tampered_pkg")
