@@ -42,7 +42,7 @@ log = logging.getLogger("wasm_runner.execution")
 
 __all__ = [
     "Caller", "CallerLike", "Executor", "Gate", "Job", "LiveSession", "Policy", "PolicyLike",
-    "Refused", "SessionStore", "Ticket",
+    "Refused", "SessionListener", "SessionStore", "Ticket",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -450,6 +450,18 @@ class LiveSession:
         }
 
 
+class SessionListener(Protocol):
+    """Told when a session opens, is used and closes (the HTTP server's session directory, so
+    other replicas can find a session's owner). ``opened`` may refuse with an exception: the
+    session is then closed and the exception raised to the caller."""
+
+    async def opened(self, live: LiveSession) -> None: ...
+
+    async def used(self, live: LiveSession) -> None: ...
+
+    async def closed(self, live: LiveSession) -> None: ...
+
+
 class SessionStore:
     """The one session manager: open sessions by id, for every face of one executor.
 
@@ -477,6 +489,7 @@ class SessionStore:
         self._sessions: dict[str, LiveSession] = {}
         self._opening: dict[str, int] = {}  # caller -> sessions being opened right now
         self._ended: dict[str, str] = {}  # id -> caller, of recently ended sessions
+        self.listener: SessionListener | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -559,7 +572,17 @@ class SessionStore:
         if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
             reservation.expires_in = live.expires_in  # type: ignore[union-attr]
         self._sessions[live.id] = live
+        if self.listener is not None:
+            try:
+                await self.listener.opened(live)
+            except BaseException:
+                await self.close(live.id)
+                raise
         return live
+
+    def holds(self, session_id: str) -> bool:
+        """Whether ``session_id`` is open here (whoever owns it)."""
+        return session_id in self._sessions
 
     def get(self, session_id: str, tenant: CallerLike) -> LiveSession:
         """``tenant``'s open session ``session_id``, or ``Refused(404)``."""
@@ -627,6 +650,8 @@ class SessionStore:
                 live.cancel = None
                 if not live.session.alive:
                     await self.close(live.id)
+                elif self.listener is not None:
+                    await self._tell("used", live)
             return result
 
     async def upload(self, live: LiveSession, name: str, data: bytes) -> str:
@@ -643,7 +668,17 @@ class SessionStore:
             except ValueError as exc:
                 raise Refused(422, "file_rejected", str(exc)) from None
             live.last_used = time.monotonic()
+            if self.listener is not None:
+                await self._tell("used", live)
             return path
+
+    async def _tell(self, event: str, live: LiveSession) -> None:
+        """``listener.used`` / ``listener.closed``; a failure is logged, never raised (the entry
+        expires on its own)."""
+        try:
+            await getattr(self.listener, event)(live)
+        except Exception:
+            log.warning("session listener failed on %s of a session", event, exc_info=True)
 
     async def close(self, session_id: str) -> bool:
         """End the session (a running call stops at once) and delete its folders."""
@@ -656,6 +691,8 @@ class SessionStore:
             self._ended.pop(next(iter(self._ended)))
         if live.cancel is not None:
             live.cancel.set()
+        if self.listener is not None:
+            await self._tell("closed", live)
         try:
             await self.executor.call(live.session.close)
         finally:

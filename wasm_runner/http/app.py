@@ -3,7 +3,8 @@ behind the same keys and rate limits), extra routes (the playground pages), midd
 handlers and the background sweep that ends expired sessions.
 
 Middleware, outermost first: security headers; ``HostGuard`` (only ``allowed_hosts``); ``BodyGuard``
-(body size and read time); CORS. The bounds that must act before a request reaches the app
+(body size and read time); ``InternalGuard`` (internal-hop headers: only a signed call from
+another replica, ``hop.py``); CORS. The bounds that must act before a request reaches the app
 (header size and time, connections per address, a WebSocket's first message) are in
 ``serving.uvicorn_config``, which ``wasm-runner serve`` uses."""
 
@@ -22,6 +23,7 @@ from starlette.routing import BaseRoute
 from ..mcp.http import McpHttp
 from .config import ServerConfig
 from .errors import install_error_handlers
+from .hop import InternalGuard, audit_refusal
 from .middleware import BodyGuard, HostGuard, SecurityHeaders
 from .routes import api_routes
 from .serving import install_log_redaction
@@ -80,6 +82,8 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             total_seconds=config.body_timeout_seconds,
             idle_seconds=config.body_idle_seconds,
         ),
+        # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (hop.py)
+        Middleware(InternalGuard, hop=service.hop, on_refused=audit_refusal(service)),
         Middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),

@@ -1,7 +1,8 @@
 """The audit log: one JSON line per run saying who ran what, under which limits, and how it ended.
 
 Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
-written, only the tenant's name.
+written, only the tenant's name. Refusals that are not runs (a forged internal-hop request) are
+lines with an ``event`` field instead (``AuditLog.event``).
 """
 
 from __future__ import annotations
@@ -80,6 +81,20 @@ class AuditLog:
         }
         if self.keep_code:
             entry["code"] = code
+        line = json.dumps(entry, ensure_ascii=True) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def event(self, event: str, **fields: str) -> None:
+        """One line for something refused that is not a run (e.g. ``internal_forbidden``: a
+        request with internal-hop headers but no valid signature)."""
+        if self.path is None:
+            return
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+            "event": event,
+            **fields,
+        }
         line = json.dumps(entry, ensure_ascii=True) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)

@@ -8,6 +8,11 @@ when the store is full the links dropped are those of a tenant holding more than
 gets no room (larger than the quota, or a store full of others' smaller holdings) gets no link:
 ``put`` returns None and the caller sends it inline.
 The tenant is the caller of the current request (``auth.current_tenant``) unless given.
+
+With several replicas (``redis_url``) every link is also registered in the download directory
+(``directory.py``), so ``GET /api/files/<token>`` works on any replica: the others pass it to this
+one (``hop.py``). A link that cannot be registered (Redis down) is not handed out: the file is sent
+inline instead, so no link works on only some replicas.
 """
 
 from __future__ import annotations
@@ -19,6 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .auth import current_tenant
+from .directory import Directory, LocalDirectory
 
 __all__ = ["DownloadStore", "Download"]
 
@@ -35,8 +41,15 @@ class DownloadStore:
     """Token -> file, expiring after ``ttl`` seconds, at most ``max_bytes`` held at once and
     ``tenant_bytes`` per tenant."""
 
-    def __init__(self, ttl: float, max_bytes: int, tenant_bytes: int | None = None) -> None:
+    def __init__(
+        self,
+        ttl: float,
+        max_bytes: int,
+        tenant_bytes: int | None = None,
+        directory: Directory | None = None,
+    ) -> None:
         self.ttl = ttl
+        self.directory = directory or LocalDirectory()
         self.max_bytes = max_bytes
         self.tenant_bytes = min(tenant_bytes or max_bytes, max_bytes)
         self._items: OrderedDict[str, Download] = OrderedDict()
@@ -73,6 +86,11 @@ class DownloadStore:
             self._items[token] = Download(name, content, time.monotonic() + self.ttl, tenant)
             self._bytes += size
             self._by_tenant[tenant] = self._by_tenant.get(tenant, 0) + size
+        if not self.directory.put_download(token, tenant, self.ttl):
+            with self._lock:
+                if token in self._items:
+                    self._remove(token)
+            return None
         return token
 
     def get(self, token: str) -> Download | None:

@@ -74,6 +74,7 @@ def _errors(*statuses: int) -> dict[str, Any]:
         403: "This key may not use the profile",
         404: "Unknown session or file",
         409: "The session is running another call",
+        410: "The replica holding this session or file is gone (session_lost, download_lost)",
         413: "Body too large",
         415: "Body is not application/json",
         422: "Invalid fields, limits, base64 or profile",
@@ -214,12 +215,12 @@ def openapi_document() -> dict[str, Any]:
                     "summary": "Describe a session",
                     "responses": {
                         "200": {"description": "The session", "content": _json("Session")},
-                        **_errors(401, 404, 429),
+                        **_errors(401, 404, 410, 429),
                     },
                 },
                 "delete": {
                     "summary": "End a session",
-                    "responses": {"204": {"description": "Ended"}, **_errors(401, 404, 429)},
+                    "responses": {"204": {"description": "Ended"}, **_errors(401, 404, 410, 429)},
                 },
             },
             "/api/sessions/{session_id}/run": {
@@ -232,7 +233,22 @@ def openapi_document() -> dict[str, Any]:
                             "description": "The result object plus the session's state",
                             "content": _json("SessionResult"),
                         },
-                        **_errors(400, 401, 404, 409, 413, 415, 422, 429),
+                        **_errors(400, 401, 404, 409, 410, 413, 415, 422, 429),
+                    },
+                },
+            },
+            "/api/sessions/{session_id}/run/stream": {
+                "parameters": [session_id],
+                "post": {
+                    "summary": "Run code in a session, streaming output as Server-Sent Events",
+                    "requestBody": {"required": True, "content": _json("SessionRunRequest")},
+                    "responses": {
+                        "200": {
+                            "description": "Events: start, stdout, stderr, then result (the "
+                            "result object plus the session's state)",
+                            "content": {"text/event-stream": {"schema": _SSE_EVENT}},
+                        },
+                        **_errors(400, 401, 404, 409, 410, 413, 415, 422, 429),
                     },
                 },
             },
@@ -252,7 +268,7 @@ def openapi_document() -> dict[str, Any]:
                                 }
                             },
                         },
-                        **_errors(404),
+                        **_errors(404, 410),
                     },
                 },  # fmt: skip
             },

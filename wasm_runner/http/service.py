@@ -25,9 +25,11 @@ from .admission import Admission, Busy
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from .config import Profile, ServerConfig
+from .directory import directory_for
 from .downloads import DownloadStore
 from .errors import ApiError
 from .guests import busy_error
+from .hop import Hop
 from .metrics import Metrics
 from .schemas import FileIn, LimitsRequest
 from .shared import SharedState
@@ -85,8 +87,11 @@ class Service:
         )
         self.metrics = Metrics()
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
+        # where sessions and download links live, for every replica (directory.py, hop.py)
+        self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(
-            config.download_ttl_seconds, config.download_store_bytes, config.download_tenant_bytes
+            config.download_ttl_seconds, config.download_store_bytes, config.download_tenant_bytes,
+            directory=self.directory,
         )
         self._pool_lock = threading.Lock()
         self.executor = Executor(
@@ -102,6 +107,9 @@ class Service:
         )
         self.runner = self.executor  # short blocking calls: ``await service.runner.call(fn)``
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
+        if self.directory.shared:
+            self.sessions.listener = self.directory
+        self.hop = Hop(config, self.directory, self.sessions, config.cluster_secret)
         self.metrics.watch(
             queue_depth=lambda: self.admission.waiting,
             running=lambda: self.admission.running,
@@ -275,7 +283,9 @@ class Service:
         return body
 
     async def shutdown(self) -> None:
-        await self.sessions.close_all()
+        await self.sessions.close_all()  # drops their directory entries too
+        await self.hop.aclose()
+        await self.directory.aclose()
         self.executor.shutdown()
         from ..sandbox import default_sandboxes
 

@@ -1,4 +1,9 @@
-"""``GET /api/files/{token}``: download a file a run wrote (``files_as: "url"``), while it lasts."""
+"""``GET /api/files/{token}``: download a file a run wrote (``files_as: "url"``), while it lasts.
+
+With several replicas the link works on every one: a replica that does not hold the file passes
+the request to the one that does (``hop.py``); if that replica is gone the answer is ``410
+download_lost``.
+"""
 
 from __future__ import annotations
 
@@ -13,8 +18,13 @@ from ._common import service_of
 
 
 async def download_endpoint(request: Request) -> Response:
-    item = service_of(request).downloads.get(request.path_params["token"])
+    service = service_of(request)
+    token = request.path_params["token"]
+    item = service.downloads.get(token)
     if item is None:
+        relayed = await service.hop.download(request, token)
+        if relayed is not None:
+            return relayed
         raise ApiError(404, "unknown_file", "no such file: the link is wrong or has expired")
     return Response(
         item.content,

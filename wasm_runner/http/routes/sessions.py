@@ -1,8 +1,14 @@
 """Session routes: ``POST /api/sessions``, ``GET|DELETE /api/sessions/{id}``,
-``POST /api/sessions/{id}/run``.
+``POST /api/sessions/{id}/run`` and ``POST /api/sessions/{id}/run/stream`` (the same cell, its
+output as Server-Sent Events while it runs: the events of ``POST /api/run/stream``, the last
+``result`` with ``"session"`` added).
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
 whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
+
+With several replicas a session lives on the replica that opened it; a call for it that reaches
+another replica is passed on to the owner (``hop.py``), or answered ``410 session_lost`` when the
+owner is gone. Creating a session is always local.
 """
 
 from __future__ import annotations
@@ -13,11 +19,15 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
+from ...execution import LiveSession
+from ..auth import Tenant
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
+from ..hop import caller_of, client_of
 from ..schemas import SessionCreate, SessionRunRequest, read_model
-from ..service import Job, client_address
+from ..service import Job, Service
 from ._common import service_of
+from .stream import RunEventStream
 
 
 async def create_session(request: Request) -> Response:
@@ -29,31 +39,45 @@ async def create_session(request: Request) -> Response:
     return SafeJSONResponse(live.describe(), status_code=201)
 
 
-async def show_session(request: Request) -> Response:
+async def _session_or_hop(
+    request: Request,
+) -> tuple[Service, Tenant, LiveSession | None, Response | None]:
+    """Who calls, and either their session here or the owner's answer from another replica."""
     service = service_of(request)
-    tenant = await service.caller(request)
-    live = service.sessions.get(request.path_params["session_id"], tenant)
+    tenant = await caller_of(service, request)
+    session_id = request.path_params["session_id"]
+    relayed = await service.hop.session_call(request, session_id, tenant)
+    if relayed is not None:
+        return service, tenant, None, relayed
+    return service, tenant, service.sessions.get(session_id, tenant), None
+
+
+async def show_session(request: Request) -> Response:
+    _, _, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
     return SafeJSONResponse(live.describe())
 
 
 async def delete_session(request: Request) -> Response:
-    service = service_of(request)
-    tenant = await service.caller(request)
-    live = service.sessions.get(request.path_params["session_id"], tenant)
+    service, _, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
     await service.sessions.close(live.id)
     return Response(status_code=204)
 
 
-async def run_in_session(request: Request) -> Response:
-    service = service_of(request)
-    tenant = await service.caller(request)
-    live = service.sessions.get(request.path_params["session_id"], tenant)
+async def _session_job(
+    request: Request, service: Service, tenant: Tenant, live: LiveSession, kind: str
+) -> tuple[Job, SessionRunRequest]:
     body = await read_model(request, SessionRunRequest, service.config.max_body_bytes)
     limits = service.tighten(live.limits, body.limits)
     job = Job(
         tenant=tenant,
-        client=client_address(request),
-        kind="session",
+        client=client_of(request),
+        kind=kind,
         profile=live.profile,
         limits=limits,
         runtime=live.runtime,
@@ -64,11 +88,40 @@ async def run_in_session(request: Request) -> Response:
         filename=body.filename,
         session_id=live.id,
     )
+    return job, body
+
+
+async def run_in_session(request: Request) -> Response:
+    service, tenant, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
+    job, body = await _session_job(request, service, tenant, live, "session")
     work = asyncio.ensure_future(service.sessions.run(live, job))
     result = await cancel_on_disconnect(request.receive, work)
     payload = service.render(result, body.files_as)
     payload["session"] = live.describe()
     return SafeJSONResponse(payload)
+
+
+async def stream_in_session(request: Request) -> Response:
+    service, tenant, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
+    job, body = await _session_job(request, service, tenant, live, "session_stream")
+    session = live
+
+    def add_session(payload: dict[str, object]) -> None:
+        payload["session"] = session.describe()
+
+    return RunEventStream(
+        service,
+        job,
+        body.files_as,
+        run=lambda **kw: service.sessions.run(session, job, **kw),
+        finish=add_session,
+    )
 
 
 def routes() -> list[BaseRoute]:
@@ -77,4 +130,5 @@ def routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}", show_session, methods=["GET"]),
         Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
         Route("/api/sessions/{session_id}/run", run_in_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}/run/stream", stream_in_session, methods=["POST"]),
     ]

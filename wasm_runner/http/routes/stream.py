@@ -28,13 +28,15 @@ whole output again. Should the run fail inside the server after the stream start
 is ``event: error`` with ``{"error": {"code", "message"}}`` instead. Closing the connection cancels
 the run at once.
 
-The same events are available over a WebSocket with interactive input: see ``interactive.py``.
+The same events are available over a WebSocket with interactive input: see ``interactive.py``,
+and for a cell of a session at ``POST /api/sessions/{id}/run/stream`` (``sessions.py``).
 """
 
 from __future__ import annotations
 
 import asyncio
 import json
+from collections.abc import Awaitable, Callable
 from typing import Any
 
 from starlette.requests import Request
@@ -44,6 +46,8 @@ from starlette.types import Receive, Scope, Send
 
 from ..errors import ApiError, error_response
 from ..guests import OutputBridge, until_disconnected
+from ...execution import Refused
+from ...result import Result
 from ..service import Job, Service
 from ._common import service_of
 from .run import job_from_request
@@ -166,12 +170,25 @@ def sse_event(event: str, data: Any) -> bytes:
 
 
 class RunEventStream(Response):
-    """An ASGI response that admits the job, then streams its output and result as SSE."""
+    """An ASGI response that admits the job, then streams its output and result as SSE.
 
-    def __init__(self, service: Service, job: Job, files_as: str) -> None:
+    ``run(on_output=..., on_admitted=...)`` runs the job (default: ``service.run_job``; a session
+    cell: ``sessions.run``); ``finish(payload)`` may add to the result event (the session)."""
+
+    def __init__(
+        self,
+        service: Service,
+        job: Job,
+        files_as: str,
+        *,
+        run: Callable[..., Awaitable[Result]] | None = None,
+        finish: Callable[[dict[str, Any]], None] | None = None,
+    ) -> None:
         self.service = service
         self.job = job
         self.files_as = files_as
+        self.run = run or (lambda **kw: service.run_job(job, **kw))
+        self.finish = finish
         self.background = None
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
@@ -179,9 +196,7 @@ class RunEventStream(Response):
         bridge = OutputBridge(loop)
         admitted = asyncio.Event()
         disconnected = asyncio.ensure_future(until_disconnected(receive))
-        work = asyncio.ensure_future(
-            self.service.run_job(self.job, on_output=bridge, on_admitted=admitted.set)
-        )
+        work = asyncio.ensure_future(self.run(on_output=bridge, on_admitted=admitted.set))
         admitted_wait = asyncio.ensure_future(admitted.wait())
         try:
             await asyncio.wait(
@@ -192,7 +207,7 @@ class RunEventStream(Response):
             if not admitted.is_set():  # refused before the stream started: an ordinary 4xx
                 try:
                     work.result()
-                except ApiError as exc:
+                except Refused as exc:  # ApiError, or the session store's refusals
                     await error_response(exc)(scope, receive, send)
                 return
             await send(
@@ -255,8 +270,11 @@ class RunEventStream(Response):
         for stream, text in events.drain(bridge.flush()):
             await self._body(send, sse_event(stream, {"data": text}))
         try:
-            final = sse_event("result", self.service.render(work.result(), self.files_as))
-        except ApiError as exc:
+            payload = self.service.render(work.result(), self.files_as)
+            if self.finish is not None:
+                self.finish(payload)
+            final = sse_event("result", payload)
+        except Refused as exc:
             final = sse_event("error", exc.body())
         except Exception:
             error = ApiError(500, "internal_error", "the run failed inside the server")

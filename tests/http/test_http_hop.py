@@ -1,0 +1,373 @@
+"""Sessions and download links from any replica: two real ``wasm-runner serve`` processes on
+127.0.0.1 sharing a real redis-server, hit directly (no balancer), and the internal hop between
+them (``wasm_runner/http/hop.py``, ``directory.py``)."""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import subprocess
+import sys
+import time
+from collections.abc import Iterator
+from contextlib import contextmanager
+from dataclasses import dataclass
+from pathlib import Path
+
+import httpx
+import pytest
+from http_harness import wait_until
+
+from wasm_runner.http.hop import sign
+
+ROOT = Path(__file__).resolve().parents[2]
+ALICE = "alice-hop-key"
+BOB = "bob-hop-key"
+SECRET = secrets.token_hex(32)
+CONFIG = f"""
+[server]
+default_profile = "quick"
+max_running = 2
+max_sessions = 8
+
+[profiles.quick]
+image = "plain"
+cpu_seconds = 5
+wall_seconds = 15
+memory_mb = 64
+
+[profiles.analyst]
+pool_size = 0
+
+[[api_keys]]
+name = "alice"
+key = "{ALICE}"
+rate = "10000/minute"
+max_concurrent = 4
+
+[[api_keys]]
+name = "bob"
+key = "{BOB}"
+rate = "10000/minute"
+"""
+
+
+@dataclass
+class RedisServer:
+    """A real redis-server on a free loopback port, nothing saved to disk."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+
+
+@contextmanager
+def redis_server(folder: Path) -> Iterator[RedisServer]:
+    port = _free_port()
+    proc = subprocess.Popen(
+        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
+         "--appendonly", "no", "--dir", str(folder)],
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    server = RedisServer(f"redis://127.0.0.1:{port}/0", proc)
+    try:
+        import redis as redis_py
+
+        client = redis_py.Redis(host="127.0.0.1", port=port, socket_timeout=1)
+
+        def answers() -> bool:
+            try:
+                return bool(client.ping())
+            except redis_py.RedisError:
+                return False
+
+        assert wait_until(answers, timeout=20), "redis-server did not start"
+        client.close()
+        yield server
+    finally:
+        proc.terminate()
+        proc.wait(10)
+
+
+@dataclass
+class Replica:
+    """One ``wasm-runner serve`` process."""
+
+    url: str
+    proc: subprocess.Popen[bytes]
+    audit: Path
+
+    def client(self, key: str | None = ALICE) -> httpx.Client:
+        headers = {"Authorization": f"Bearer {key}"} if key else {}
+        return httpx.Client(base_url=self.url, headers=headers, timeout=60, trust_env=False)
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGTERM)
+            try:
+                self.proc.wait(30)
+            except subprocess.TimeoutExpired:
+                self.proc.kill()
+                self.proc.wait(10)
+
+
+def _free_port() -> int:
+    import socket
+
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
+
+
+def start_replica(name: str, folder: Path, redis: RedisServer) -> Replica:
+    """A replica with this module's config, the shared Redis and cluster secret."""
+    config = folder / "cluster.toml"
+    if not config.exists():
+        config.write_text(CONFIG)
+    port = _free_port()
+    url = f"http://127.0.0.1:{port}"
+    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")}
+    if "WASM_RUNNER_CACHE" in os.environ:  # CI's fresh cache: the compiled modules
+        env["WASM_RUNNER_CACHE"] = os.environ["WASM_RUNNER_CACHE"]
+    env.update(
+        PYTHONPATH=str(ROOT),
+        WASM_RUNNER_REDIS_URL=redis.url,
+        WASM_RUNNER_ADVERTISE_URL=url,
+        WASM_RUNNER_CLUSTER_SECRET=SECRET,
+        WASM_RUNNER_AUDIT_LOG=str(folder / f"{name}-audit.jsonl"),
+    )
+    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "wasm_runner.cli", "serve", "--host", "127.0.0.1",
+         "--port", str(port), "--config", str(config), "--log-level", "warning"],
+        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
+    )  # fmt: skip
+    replica = Replica(url, proc, folder / f"{name}-audit.jsonl")
+
+    def up() -> bool:
+        if proc.poll() is not None:
+            raise RuntimeError(f"replica {name} exited: {(folder / f'{name}.log').read_text()}")
+        try:
+            return httpx.get(f"{url}/healthz", timeout=2, trust_env=False).status_code == 200
+        except httpx.HTTPError:
+            return False
+
+    if not wait_until(up, timeout=90, step=0.1):
+        replica.stop()
+        raise RuntimeError(f"replica {name} did not start")
+    return replica
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
+    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def pair(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> Iterator[tuple[Replica, Replica]]:
+    folder = tmp_path_factory.mktemp("replicas")
+    a = start_replica("a", folder, redis)
+    try:
+        b = start_replica("b", folder, redis)
+    except BaseException:
+        a.stop()
+        raise
+    try:
+        yield a, b
+    finally:
+        a.stop()
+        b.stop()
+
+
+def open_session(replica: Replica) -> str:
+    with replica.client() as api:
+        r = api.post("/api/sessions", json={})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def cell(replica: Replica, sid: str, code: str, key: str = ALICE) -> httpx.Response:
+    with replica.client(key) as api:
+        return api.post(f"/api/sessions/{sid}/run", json={"code": code})
+
+
+def audit_lines(replica: Replica) -> list[dict[str, object]]:
+    if not replica.audit.exists():
+        return []
+    return [json.loads(line) for line in replica.audit.read_text().splitlines() if line]
+
+
+def test_a_session_runs_its_cells_on_either_replica(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    sid = open_session(a)
+    for i in range(10):
+        code = "x = 0\nprint(x)" if i == 0 else "x += 1\nprint(x)"
+        r = cell(a if i % 2 == 0 else b, sid, code)
+        assert r.status_code == 200, r.text
+        assert r.json()["stdout"] == f"{i}\n"
+        assert r.json()["session"]["calls"] == i + 1
+    # the owner ran every cell (and audited it), with the client's address, under alice
+    runs = [e for e in audit_lines(a) if e.get("session") == sid]
+    assert len(runs) == 10 and {e["tenant"] for e in runs} == {"alice"}
+    assert {e["client"] for e in runs} == {"127.0.0.1"}
+    assert not [e for e in audit_lines(b) if e.get("session") == sid]
+
+
+def test_describe_and_delete_from_the_other_replica(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    sid = open_session(a)
+    with b.client() as via_b, a.client() as via_a:
+        described = via_b.get(f"/api/sessions/{sid}")
+        assert described.status_code == 200, described.text
+        assert described.json()["id"] == sid and described.json()["alive"] is True
+        assert described.headers["content-type"].startswith("application/json")
+        assert via_b.delete(f"/api/sessions/{sid}").status_code == 204
+        for api in (via_a, via_b):
+            gone = api.get(f"/api/sessions/{sid}")
+            assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_session"
+
+
+def test_another_key_gets_404_through_either_replica(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    sid = open_session(a)
+    for replica in (b, a):
+        r = cell(replica, sid, "print('not yours')", key=BOB)
+        assert r.status_code == 404 and r.json()["error"]["code"] == "unknown_session"
+        with replica.client(BOB) as api:
+            assert api.get(f"/api/sessions/{sid}").status_code == 404
+            assert api.delete(f"/api/sessions/{sid}").status_code == 404
+    assert cell(b, sid, "print('mine')").json()["stdout"] == "mine\n"  # untouched for alice
+
+
+def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair
+    sid = open_session(a)
+    assert cell(a, sid, "word = 'streamed'").status_code == 200
+    code = "import time\nprint(word, flush=True)\ntime.sleep(2)\nprint('done')"
+    events: list[tuple[str, dict[str, object]]] = []
+    running_when_first_arrived = None
+    with b.client() as api, api.stream(
+        "POST", f"/api/sessions/{sid}/run/stream", json={"code": code}
+    ) as r:
+        assert r.status_code == 200
+        assert r.headers["content-type"].startswith("text/event-stream")
+        kind = None
+        for line in r.iter_lines():
+            if line.startswith("event: "):
+                kind = line[len("event: ") :]
+            elif line.startswith("data: ") and kind:
+                events.append((kind, json.loads(line[len("data: ") :])))
+                if kind == "stdout" and running_when_first_arrived is None:
+                    # relayed while the cell still runs on A: not buffered by B
+                    running_when_first_arrived = httpx.get(f"{a.url}/healthz").json()["running"]
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "start" and kinds[-1] == "result"
+    assert events[kinds.index("stdout")][1] == {"data": "streamed\n"}
+    assert running_when_first_arrived == 1
+    result = events[-1][1]
+    assert result["stdout"] == "streamed\ndone\n"
+    assert result["session"]["id"] == sid and result["session"]["calls"] == 2  # type: ignore[index]
+
+
+def test_a_download_link_from_one_replica_works_on_the_other(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    with a.client() as api:
+        r = api.post(
+            "/api/run",
+            json={"code": "open('/out/report.txt', 'w').write('made on a')", "files_as": "url"},
+        )
+    assert r.status_code == 200, r.text
+    url = r.json()["files"][0]["url"]
+    for replica in (b, a):
+        with replica.client(key=None) as anyone:
+            got = anyone.get(url)
+            assert got.status_code == 200 and got.content == b"made on a"
+            assert "report.txt" in got.headers["content-disposition"]
+            missing = anyone.get("/api/files/" + "x" * 32)
+            assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_file"
+
+
+def _forged(sid: str, **overrides: str) -> dict[str, str]:
+    headers = {
+        "X-Wasm-Runner-Internal-Tenant": "alice",
+        "X-Wasm-Runner-Internal-Client": "127.0.0.1",
+        "X-Wasm-Runner-Internal-Replica": "r",
+        "X-Wasm-Runner-Internal-Time": f"{time.time():.3f}",
+        "X-Wasm-Runner-Internal-Nonce": secrets.token_urlsafe(18),
+        "X-Wasm-Runner-Internal-Mac": secrets.token_hex(32),
+    }
+    headers.update(overrides)
+    return headers
+
+
+def test_internal_headers_without_a_valid_mac_are_refused(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    sid = open_session(a)
+    body = json.dumps({"code": "print('forged')"}).encode()
+    path = f"/api/sessions/{sid}/run"
+    attempts = [
+        ({"X-Wasm-Runner-Internal-Tenant": "alice"}, None),  # no MAC at all
+        (_forged(sid), None),  # a wrong MAC
+        (_forged(sid), ALICE),  # a wrong MAC next to a valid API key
+    ]
+    for target in (a, b):
+        for headers, key in attempts:
+            with target.client(key) as api:
+                r = api.post(path, content=body, headers={**headers, "Content-Type": "application/json"})
+            assert r.status_code == 403, r.text
+            assert r.json()["error"]["code"] == "internal_forbidden"
+        with target.client(None) as api:  # on any other route too
+            r = api.post("/api/run", json={"code": "1"}, headers=_forged(sid))
+            assert r.status_code == 403
+
+    # a signature made with the secret, but too old or replayed, is refused as well
+    def signed(when: float, nonce: str) -> dict[str, str]:
+        fields = {"tenant": "alice", "client": "127.0.0.1", "replica": "r",
+                  "timestamp": f"{when:.3f}", "nonce": nonce}  # fmt: skip
+        mac = sign(SECRET, method="POST", target=path, body=body, **fields)
+        return {f"X-Wasm-Runner-Internal-{k.title() if k != 'timestamp' else 'Time'}": v
+                for k, v in fields.items()} | {"X-Wasm-Runner-Internal-Mac": mac}  # fmt: skip
+
+    with a.client(None) as api:
+        old = api.post(path, content=body, headers=signed(time.time() - 60, "n1"))
+        assert old.status_code == 403
+        # a good signature for another replica process: the session is not this one's
+        fresh = signed(time.time(), secrets.token_urlsafe(12))
+        first = api.post(path, content=body, headers=fresh)
+        assert first.status_code == 410 and first.json()["error"]["code"] == "session_lost"
+        replayed = api.post(path, content=body, headers=fresh)
+        assert replayed.status_code == 403
+    refusals = [e for e in audit_lines(a) if e.get("event") == "internal_forbidden"]
+    assert len(refusals) >= 5 and {e["path"] for e in refusals} >= {path, "/api/run"}
+    # and the replicas still answer, the session is untouched
+    assert cell(b, sid, "print('still here')").json()["stdout"] == "still here\n"
+
+
+def test_a_killed_owner_answers_410_session_lost_at_once(
+    pair: tuple[Replica, Replica], redis: RedisServer, tmp_path: Path
+) -> None:
+    _, b = pair
+    owner = start_replica("owner", tmp_path, redis)
+    try:
+        sid = open_session(owner)
+        assert cell(b, sid, "v = 7").status_code == 200
+        with owner.client() as api:
+            link = api.post(
+                "/api/run", json={"code": "open('/out/f.txt', 'w').write('x')", "files_as": "url"}
+            ).json()["files"][0]["url"]
+        owner.proc.send_signal(signal.SIGKILL)
+        owner.proc.wait(10)
+        with b.client() as api:
+            lost = api.post(f"/api/sessions/{sid}/run", json={"code": "print(v)"}, timeout=10)
+            assert lost.status_code == 410 and lost.json()["error"]["code"] == "session_lost"
+            again = api.get(f"/api/sessions/{sid}", timeout=10)  # the entry was cleaned up
+            assert again.status_code == 404 and again.json()["error"]["code"] == "unknown_session"
+            gone = api.get(link, timeout=10)
+            assert gone.status_code == 410 and gone.json()["error"]["code"] == "download_lost"
+            assert api.get("/healthz").status_code == 200
+    finally:
+        owner.stop()

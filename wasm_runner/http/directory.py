@@ -1,0 +1,230 @@
+"""Where a session or a download link lives, so every replica can find it: the session directory
+and the download-token directory.
+
+One host (no ``redis_url``): nothing to share. ``LocalDirectory`` knows nothing beyond this
+process: a session or a link is either in this replica's own store or unknown (404), as before.
+
+Several replicas (``redis_url``): ``RedisDirectory`` keeps one Redis key per open session and per
+download link, naming its owner (the replica's ``advertise_url`` and the ``replica_id`` of the
+process that holds it) and its tenant::
+
+    wasm-runner:session:<id>      {"owner": "http://10.0.0.5:8000", "replica": "…", "tenant": "…"}
+    wasm-runner:download:<token>  the same, for a file link
+
+A session's key lives as long as the session may (``LiveSession.expires_in``: the sooner of its
+idle and lifetime expiry, plus ``GRACE_SECONDS``) and is refreshed on every call; it is written
+when the session opens and deleted when it closes (a ``DELETE``, a limit that ended it, expiry,
+drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
+key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
+own, and the first call that finds the owner gone deletes the key (``hop.py``: ``410``).
+
+The directory says where to go, never whether the caller may: the owner checks the tenant again.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import time
+from dataclasses import dataclass
+from typing import TYPE_CHECKING, Any
+
+from ..execution import LiveSession
+
+if TYPE_CHECKING:
+    from .shared import SharedState
+
+__all__ = ["Directory", "Entry", "LocalDirectory", "RedisDirectory", "directory_for", "GRACE_SECONDS"]
+
+log = logging.getLogger("wasm_runner.http")
+
+GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expires first
+SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long
+
+
+@dataclass(frozen=True)
+class Entry:
+    """Who holds a session or a link: the owner's internal base URL, its process, the tenant."""
+
+    owner: str
+    replica: str
+    tenant: str
+
+    def dumps(self) -> bytes:
+        return json.dumps({"owner": self.owner, "replica": self.replica, "tenant": self.tenant}).encode()
+
+    @classmethod
+    def loads(cls, raw: bytes | str | None) -> Entry | None:
+        """The entry in ``raw``, or None when it is missing or not one of ours."""
+        if raw is None:
+            return None
+        try:
+            data = json.loads(raw)
+            entry = cls(str(data["owner"]), str(data["replica"]), str(data["tenant"]))
+        except (ValueError, KeyError, TypeError):
+            return None
+        return entry
+
+
+class Directory:
+    """The interface: a ``SessionListener`` for the session store, lookups for the hop, and
+    link registration for the download store. This base is the one-host directory."""
+
+    shared = False
+    replica_id = "local"
+
+    # -- execution.SessionListener ---------------------------------------------------------
+    async def opened(self, live: LiveSession) -> None:
+        """A session opened here."""
+
+    async def used(self, live: LiveSession) -> None:
+        """A call in a session ended here (its expiry moved)."""
+
+    async def closed(self, live: LiveSession) -> None:
+        """A session here ended."""
+
+    # -- lookups ---------------------------------------------------------------------------
+    async def session(self, session_id: str) -> Entry | None:
+        """Where ``session_id`` lives, or None when no replica has it."""
+        return None
+
+    async def forget_session(self, session_id: str) -> None:
+        """Drop the entry of a session whose owner is gone."""
+
+    def put_download(self, token: str, tenant: str, ttl: float) -> bool:
+        """Register a link made here (blocking, bounded); False when it could not be shared."""
+        return True
+
+    async def download(self, token: str) -> Entry | None:
+        """Where the link ``token`` lives, or None."""
+        return None
+
+    async def forget_download(self, token: str) -> None:
+        """Drop the entry of a link whose owner is gone."""
+
+    async def aclose(self) -> None:
+        """Release connections (shutdown)."""
+
+
+class LocalDirectory(Directory):
+    """One host: every session and link is in this process's stores or nowhere."""
+
+
+class RedisDirectory(Directory):
+    """Sessions and links of every replica, in Redis (through the replica's ``SharedState``)."""
+
+    shared = True
+
+    def __init__(self, shared: SharedState, advertise_url: str) -> None:
+        self.state = shared
+        self.owner = advertise_url.rstrip("/")
+        self.replica_id = shared.replica_id
+        self._sync: Any = None  # redis.Redis, made on first use (links are put from sync code)
+        self._sync_failed_at = -SYNC_BACKOFF_SECONDS
+
+    def _entry(self, tenant: str) -> Entry:
+        return Entry(self.owner, self.replica_id, tenant)
+
+    def _session_key(self, session_id: str) -> str:
+        return self.state.key("session", session_id)
+
+    def _download_key(self, token: str) -> str:
+        return self.state.key("download", token)
+
+    @staticmethod
+    def _ttl_ms(live: LiveSession) -> int:
+        return max(1, int((live.expires_in(time.monotonic()) + GRACE_SECONDS) * 1000))
+
+    # -- sessions --------------------------------------------------------------------------
+    async def opened(self, live: LiveSession) -> None:
+        await self.state.call(
+            self.state.redis.set(
+                self._session_key(live.id), self._entry(live.tenant).dumps(), px=self._ttl_ms(live)
+            ),
+            "the session directory",
+        )
+
+    async def used(self, live: LiveSession) -> None:
+        await self.state.call(
+            self.state.redis.pexpire(self._session_key(live.id), self._ttl_ms(live)),
+            "the session directory",
+        )
+
+    async def closed(self, live: LiveSession) -> None:
+        await self.state.call(
+            self.state.redis.delete(self._session_key(live.id)), "the session directory"
+        )
+
+    async def session(self, session_id: str) -> Entry | None:
+        raw = await self.state.call(
+            self.state.redis.get(self._session_key(session_id)), "the session directory"
+        )
+        return Entry.loads(raw)
+
+    async def forget_session(self, session_id: str) -> None:
+        await self.state.call(
+            self.state.redis.delete(self._session_key(session_id)), "the session directory"
+        )
+
+    # -- download links --------------------------------------------------------------------
+    def _sync_client(self) -> Any:
+        if self._sync is None:
+            from redis import Redis
+
+            self._sync = Redis.from_url(
+                self.state.url,
+                socket_timeout=self.state.timeout,
+                socket_connect_timeout=self.state.timeout,
+                retry_on_timeout=False,
+            )
+        return self._sync
+
+    def put_download(self, token: str, tenant: str, ttl: float) -> bool:
+        """One bounded SET (called from ``service.render``, which is synchronous). After a
+        failure, links stay inline for ``SYNC_BACKOFF_SECONDS`` without trying, so a Redis
+        outage costs one timeout, not one per file."""
+        from redis.exceptions import RedisError
+
+        if not self.state.up or time.monotonic() - self._sync_failed_at < SYNC_BACKOFF_SECONDS:
+            return False
+        try:
+            self._sync_client().set(
+                self._download_key(token),
+                self._entry(tenant).dumps(),
+                px=max(1, int((ttl + GRACE_SECONDS) * 1000)),
+            )
+        except (RedisError, OSError):
+            self._sync_failed_at = time.monotonic()
+            log.warning("a download link could not be registered in Redis; the file stays inline")
+            return False
+        return True
+
+    async def download(self, token: str) -> Entry | None:
+        raw = await self.state.call(
+            self.state.redis.get(self._download_key(token)), "the download directory"
+        )
+        return Entry.loads(raw)
+
+    async def forget_download(self, token: str) -> None:
+        await self.state.call(
+            self.state.redis.delete(self._download_key(token)), "the download directory"
+        )
+
+    async def aclose(self) -> None:
+        client, self._sync = self._sync, None
+        if client is not None:
+            client.close()
+
+
+def directory_for(shared: SharedState | None, advertise_url: str | None) -> Directory:
+    """The directory for this replica: Redis when state is shared and this replica has an
+    internal address to be reached at, else the local one (sessions stay on their replica)."""
+    if shared is None:
+        return LocalDirectory()
+    if not advertise_url:
+        log.warning(
+            "redis_url is set but advertise_url is not: other replicas cannot reach this one, "
+            "so its sessions and download links work only through this replica"
+        )
+        return LocalDirectory()
+    return RedisDirectory(shared, advertise_url)
