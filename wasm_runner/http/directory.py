@@ -145,12 +145,16 @@ class RedisDirectory(Directory):
         )
 
     async def used(self, live: LiveSession) -> None:
+        if not self.state.up:  # Redis known down: the entry keeps its old expiry, no wait here
+            return
         await self.state.call(
             self.state.redis.pexpire(self._session_key(live.id), self._ttl_ms(live)),
             "the session directory",
         )
 
     async def closed(self, live: LiveSession) -> None:
+        if not self.state.up:  # a drain must not wait on a dead Redis; the entry expires
+            return
         await self.state.call(
             self.state.redis.delete(self._session_key(live.id)), "the session directory"
         )

@@ -81,6 +81,7 @@ SCOPE_KEY = "wasm_runner.internal"
 
 WINDOW_SECONDS = 5.0  # a signature older (or newer: clock skew) than this is refused
 CONNECT_TIMEOUT_SECONDS = 1.0  # an owner that does not accept within this is gone
+_ID = re.compile(r"[A-Za-z0-9_-]{1,64}")  # what session ids and link tokens look like
 MAX_NONCES = 100_000  # nonces remembered for the window (replays refused); bounded
 
 # the calls a hop may carry, and what a lost owner means for each
@@ -242,7 +243,7 @@ class Hop:
         here, unknown, another tenant's, or the call already came by a hop)."""
         if not self.enabled or internal_call(request) is not None:
             return None
-        if self.sessions.holds(session_id):
+        if self.sessions.holds(session_id) or not _ID.fullmatch(session_id):
             return None
         entry = await self.directory.session(session_id)
         if entry is None or entry.tenant != tenant.name:
@@ -257,7 +258,7 @@ class Hop:
 
     async def download(self, request: Request, token: str) -> Response | None:
         """The owner's answer for the link ``token``, or None to answer here."""
-        if not self.enabled or internal_call(request) is not None:
+        if not self.enabled or internal_call(request) is not None or not _ID.fullmatch(token):
             return None
         entry = await self.directory.download(token)
         if entry is None or entry.replica == self.replica_id:
