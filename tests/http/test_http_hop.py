@@ -10,6 +10,7 @@ import secrets
 import signal
 import subprocess
 import sys
+import threading
 import time
 from collections.abc import Iterator
 from contextlib import contextmanager
@@ -353,19 +354,32 @@ def test_a_killed_owner_answers_410_session_lost_at_once(
     _, b = pair
     owner = start_replica("owner", tmp_path, redis)
     try:
-        sid = open_session(owner)
+        sid, idle = open_session(owner), open_session(owner)
         assert cell(b, sid, "v = 7").status_code == 200
         with owner.client() as api:
             link = api.post(
                 "/api/run", json={"code": "open('/out/f.txt', 'w').write('x')", "files_as": "url"}
             ).json()["files"][0]["url"]
+        in_flight: list[httpx.Response] = []
+
+        def long_cell() -> None:  # relayed by B to the owner, which dies while running it
+            in_flight.append(cell(b, sid, "import time\ntime.sleep(60)"))
+
+        worker = threading.Thread(target=long_cell)
+        worker.start()
+        assert wait_until(lambda: httpx.get(f"{owner.url}/healthz").json()["running"] == 1)
         owner.proc.send_signal(signal.SIGKILL)
         owner.proc.wait(10)
+        worker.join(20)
+        assert in_flight and in_flight[0].status_code == 410, in_flight
+        assert in_flight[0].json()["error"]["code"] == "session_lost"
         with b.client() as api:
-            lost = api.post(f"/api/sessions/{sid}/run", json={"code": "print(v)"}, timeout=10)
-            assert lost.status_code == 410 and lost.json()["error"]["code"] == "session_lost"
-            again = api.get(f"/api/sessions/{sid}", timeout=10)  # the entry was cleaned up
-            assert again.status_code == 404 and again.json()["error"]["code"] == "unknown_session"
+            refused = api.post(f"/api/sessions/{idle}/run", json={"code": "1"}, timeout=10)
+            assert refused.status_code == 410 and refused.json()["error"]["code"] == "session_lost"
+            for gone_id in (sid, idle):  # the entries were cleaned up: ended sessions now
+                again = api.get(f"/api/sessions/{gone_id}", timeout=10)
+                assert again.status_code == 404
+                assert again.json()["error"]["code"] == "unknown_session"
             gone = api.get(link, timeout=10)
             assert gone.status_code == 410 and gone.json()["error"]["code"] == "download_lost"
             assert api.get("/healthz").status_code == 200
