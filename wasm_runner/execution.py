@@ -41,8 +41,8 @@ from .result import FileOut, Result, Status
 log = logging.getLogger("wasm_runner.execution")
 
 __all__ = [
-    "Caller", "CallerLike", "Executor", "Gate", "Job", "LiveSession", "Policy", "PolicyLike",
-    "Refused", "SessionListener", "SessionStore", "Ticket",
+    "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Policy",
+    "PolicyLike", "Refused", "SessionListener", "SessionStore", "Ticket",
 ]  # fmt: skip
 
 T = TypeVar("T")
@@ -191,6 +191,14 @@ class Gate(Protocol):
     def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket: ...
 
     def note_duration(self, seconds: float) -> None: ...
+
+
+class Claims(Protocol):
+    """Counts shared with other processes (the HTTP server's leases in Redis, when several
+    replicas share one): ``claim`` holds one of ``kind`` (``session``) for ``tenant`` and returns
+    a ticket to release, or raises ``Refused`` when ``tenant`` already holds ``limit``."""
+
+    async def claim(self, kind: str, tenant: CallerLike, limit: int) -> Ticket: ...
 
 
 OnDone = Callable[[Job, Result, float], None]  # the job, how it ended, seconds it waited for a slot
@@ -383,10 +391,14 @@ class Executor:
         """Run a short blocking call (session set-up, upload, close) on the worker pool."""
         return await asyncio.get_running_loop().run_in_executor(self._pool, fn)
 
-    def shutdown(self) -> None:
-        """Cancel every running guest and stop the worker pool."""
+    def cancel_running(self) -> None:
+        """Cancel every running guest (each run ends and is answered as cancelled)."""
         for cancel in list(self._active):
             cancel.set()
+
+    def shutdown(self) -> None:
+        """Cancel every running guest and stop the worker pool."""
+        self.cancel_running()
         self._pool.shutdown(wait=False, cancel_futures=True)
 
 
@@ -417,6 +429,7 @@ class LiveSession:
     cancel: threading.Event | None = None  # the running call's
     closed: bool = False
     seen: dict[str, FileOut] = field(default_factory=dict)  # guest path -> last content seen
+    claim: Ticket | None = None  # its place in a count shared with other processes (Claims)
 
     @property
     def data_dir(self) -> Path | None:
@@ -490,6 +503,8 @@ class SessionStore:
         self._opening: dict[str, int] = {}  # caller -> sessions being opened right now
         self._ended: dict[str, str] = {}  # id -> caller, of recently ended sessions
         self.listener: SessionListener | None = None
+        # shared per-caller session counts (several server replicas), or None: counted here only
+        self.claims: Claims | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -525,9 +540,12 @@ class SessionStore:
         reservation = gate.reserve(tenant, held) if gate is not None else None
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         root: Path | None = None
+        claim: Ticket | None = None
         data_dir: Path | None
         out_dir: Path | None
         try:
+            if self.claims is not None:
+                claim = await self.claims.claim("session", tenant, tenant.max_concurrent)
             if private_folders:
                 root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
                 (root / "data").mkdir(mode=0o700)
@@ -547,6 +565,8 @@ class SessionStore:
         except BaseException:
             if reservation is not None:
                 reservation.release()
+            if claim is not None:
+                claim.release()
             if root is not None:
                 shutil.rmtree(root, ignore_errors=True)
             raise
@@ -568,6 +588,7 @@ class SessionStore:
             idle_seconds=self.idle_seconds,
             max_lifetime_seconds=self.max_lifetime_seconds,
             root=root,
+            claim=claim,
         )
         if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
             reservation.expires_in = live.expires_in  # type: ignore[union-attr]
@@ -698,6 +719,8 @@ class SessionStore:
         finally:
             if live.reservation is not None:
                 live.reservation.release()
+            if live.claim is not None:
+                live.claim.release()
             if live.root is not None:
                 shutil.rmtree(live.root, ignore_errors=True)
         return True

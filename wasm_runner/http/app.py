@@ -1,6 +1,8 @@
 """Assembles the Starlette app: API routes, the MCP tools at ``/mcp`` (``wasm_runner.mcp.http``,
 behind the same keys and rate limits), extra routes (the playground pages), middleware, error
-handlers and the background sweep that ends expired sessions.
+handlers, the background sweep that ends expired sessions, and the replica's lifecycle (warming
+until the default sandbox is loaded, ``/readyz``; the Redis client of ``shared`` with
+``redis_url``, started here and closed at shutdown).
 
 Middleware, outermost first: security headers; ``HostGuard`` (only ``allowed_hosts``); ``BodyGuard``
 (body size and read time); ``InternalGuard`` (internal-hop headers: only a signed call from
@@ -47,14 +49,15 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
                 await asyncio.sleep(SWEEP_SECONDS)
                 await service.sessions.sweep()
 
-        async def warm() -> None:  # load the default runtime before the first request needs it
+        async def warm() -> None:  # load the default profile's sandbox before a request needs it
+            default = service.config.profile(None)
             try:
-                await service.runner.call(
-                    lambda: service.sandbox(service.config.profile(None).runtime)
-                )
+                await service.runner.call(lambda: service.sandbox(default.runtime, default.image))
                 await service.runner.call(service.start_pools)
             except Exception:
                 log.exception("warming the sandbox failed; the first run will try again")
+            finally:
+                service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)
 
         if service.shared is not None:
             await service.shared.start()

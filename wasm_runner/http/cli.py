@@ -69,9 +69,7 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
-    """``wasm-runner serve [options]``; returns the exit status."""
-    import uvicorn
-
+    """``wasm-runner serve [options]``; returns the exit status (0 after a drain on SIGTERM)."""
     from .config import LOOPBACK_HOSTS, ConfigError, load_config
 
     args = _parser().parse_args(argv)
@@ -136,17 +134,21 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     from server import create_app
 
+    from .lifecycle import AFTER_DRAIN_SECONDS, DrainingServer
     from .serving import uvicorn_config
 
-    server = uvicorn.Server(
+    app = create_app(config)
+    server = DrainingServer(
         uvicorn_config(
-            create_app(config),
+            app,
             config,
             host=args.host,
             port=args.port,
             log_level=args.log_level,
-            timeout_graceful_shutdown=config.drain_seconds,
-        )
+            timeout_graceful_shutdown=AFTER_DRAIN_SECONDS,
+        ),
+        app.state.service,
+        config.drain_seconds,
     )
     server.run()
     return 0

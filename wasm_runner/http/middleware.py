@@ -36,7 +36,7 @@ class SecurityHeaders:
             await self.app(scope, receive, send)
             return
         path: str = scope.get("path", "")
-        is_api = path.startswith("/api/") or path in ("/healthz", "/metrics", "/mcp")
+        is_api = path.startswith("/api/") or path in ("/healthz", "/readyz", "/metrics", "/mcp")
         request_id = secrets.token_hex(8)
 
         async def send_with_headers(message: Message) -> None:
@@ -85,17 +85,20 @@ def host_allowed(value: str | None, allowed: tuple[str, ...]) -> bool:
     return False
 
 
+PROBE_PATHS = ("/healthz", "/readyz")  # what load balancers and orchestrators probe by address
+
+
 class HostGuard:
     """Serves only requests whose ``Host`` is one of ``allowed_hosts`` (DNS rebinding: a page on
     another site that resolves its own name to 127.0.0.1 still sends its own name as Host).
-    ``/healthz`` answers whatever the Host, so probes by address keep working."""
+    ``/healthz`` and ``/readyz`` answer whatever the Host, so probes by address keep working."""
 
     def __init__(self, app: ASGIApp, allowed_hosts: tuple[str, ...]) -> None:
         self.app = app
         self.allowed = tuple(allowed_hosts)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        if scope["type"] not in ("http", "websocket") or scope.get("path") == "/healthz":
+        if scope["type"] not in ("http", "websocket") or scope.get("path") in PROBE_PATHS:
             await self.app(scope, receive, send)
             return
         host = Headers(scope=scope).get("host")

@@ -151,6 +151,23 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }  # fmt: skip
             },
+            "/readyz": {
+                "get": {
+                    "summary": "Readiness (for a load balancer)",
+                    "security": [],
+                    "responses": {
+                        "200": {
+                            "description": "Ready: status is 'ready'",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                        "503": {
+                            "description": "Not ready: status is 'warming', 'draining' or "
+                            "'shared_state_unavailable'",
+                            "content": {"application/json": {"schema": {"type": "object"}}},
+                        },
+                    },
+                }  # fmt: skip
+            },
             "/metrics": {
                 "get": {
                     "summary": "Prometheus metrics",

@@ -31,6 +31,8 @@ from .errors import ApiError
 from .guests import busy_error
 from .hop import Hop
 from .metrics import Metrics
+from .leases import Lease, Leases
+from .lifecycle import Lifecycle
 from .schemas import FileIn, LimitsRequest
 from .shared import SharedState
 
@@ -43,21 +45,65 @@ def client_address(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client else "unknown"
 
 
-class AdmissionGate:
-    """The server's admission as the executor's ``Gate``: a refusal becomes a 429 and a metric."""
+class _LeasedTicket:
+    """A run slot of this replica plus its lease in the count shared by all replicas."""
 
-    def __init__(self, admission: Admission, metrics: Metrics) -> None:
+    def __init__(self, ticket: Ticket, lease: Lease) -> None:
+        self.ticket = ticket
+        self.lease = lease
+
+    def release(self) -> None:
+        self.ticket.release()
+        self.lease.release()
+
+
+class AdmissionGate:
+    """The server's admission as the executor's ``Gate``: a refusal becomes a 429 and a metric.
+
+    With shared state a run first takes a lease of its key's ``max_concurrent`` across the
+    replicas (``leases.Leases``), then a slot of this replica's own admission; while the replica
+    drains, new work gets ``503 draining``."""
+
+    def __init__(
+        self,
+        admission: Admission,
+        metrics: Metrics,
+        leases: Leases | None = None,
+        lifecycle: Lifecycle | None = None,
+    ) -> None:
         self.admission = admission
         self.metrics = metrics
+        self.leases = leases
+        self.lifecycle = lifecycle or Lifecycle()
 
     async def acquire(self, tenant: CallerLike, memory_mb: int) -> Ticket:
         try:
-            return await self.admission.acquire(tenant.name, memory_mb, tenant.max_concurrent)
-        except Busy as exc:
+            self.lifecycle.check_admit()
+            lease = None
+            if self.leases is not None:
+                lease = await self.leases.claim(
+                    "run", tenant, tenant.max_concurrent, self.admission.retry_after()
+                )
+        except ApiError as exc:
             self.metrics.rejections.labels(exc.code).inc()
-            raise busy_error(exc) from None
+            raise
+        try:
+            ticket = await self.admission.acquire(tenant.name, memory_mb, tenant.max_concurrent)
+        except BaseException as exc:
+            if lease is not None:
+                lease.release()
+            if isinstance(exc, Busy):
+                self.metrics.rejections.labels(exc.code).inc()
+                raise busy_error(exc) from None
+            raise
+        return ticket if lease is None else _LeasedTicket(ticket, lease)
 
     def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket:
+        try:
+            self.lifecycle.check_admit()
+        except ApiError as exc:
+            self.metrics.rejections.labels(exc.code).inc()
+            raise
         try:
             return self.admission.reserve(tenant.name, memory_mb)
         except Busy as exc:
@@ -86,6 +132,9 @@ class Service:
             hold_seconds=config.session_idle_seconds,
         )
         self.metrics = Metrics()
+        self.lifecycle = Lifecycle()  # warming / ready / draining (/readyz, SIGTERM)
+        # per-key runs in flight and open sessions counted across replicas, or None (local)
+        self.leases: Leases | None = Leases(self.shared) if self.shared is not None else None
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
         # where sessions and download links live, for every replica (directory.py, hop.py)
         self.directory = directory_for(self.shared, config.advertise_url)
@@ -96,7 +145,7 @@ class Service:
         self._pool_lock = threading.Lock()
         self.executor = Executor(
             self.sandbox,
-            gate=AdmissionGate(self.admission, self.metrics),
+            gate=AdmissionGate(self.admission, self.metrics, self.leases, self.lifecycle),
             on_done=self.record,
             pool_for=self.pool_for,
             memory_for=self.resident_mb,
@@ -110,6 +159,7 @@ class Service:
         if self.directory.shared:
             self.sessions.listener = self.directory
         self.hop = Hop(config, self.directory, self.sessions, config.cluster_secret)
+        self.sessions.claims = self.leases  # open sessions per key, across replicas
         self.metrics.watch(
             queue_depth=lambda: self.admission.waiting,
             running=lambda: self.admission.running,
@@ -284,6 +334,8 @@ class Service:
 
     async def shutdown(self) -> None:
         await self.sessions.close_all()  # drops their directory entries too
+        if self.leases is not None:
+            await self.leases.release_all()
         await self.hop.aclose()
         await self.directory.aclose()
         self.executor.shutdown()

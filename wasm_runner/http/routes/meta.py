@@ -1,4 +1,5 @@
-"""``/healthz``, ``/metrics``, ``/api/openapi.json`` and ``/api/profiles``."""
+"""``/healthz`` (liveness), ``/readyz`` (readiness for a load balancer), ``/metrics``,
+``/api/openapi.json`` and ``/api/profiles``."""
 
 from __future__ import annotations
 
@@ -20,6 +21,21 @@ async def healthz(request: Request) -> Response:
             "queued": service.admission.waiting,
             "sessions": len(service.sessions),
         }
+    )
+
+
+async def readyz(request: Request) -> Response:
+    """200 ``{"status": "ready"}`` when this replica takes work; else 503 with the reason
+    (``warming``, ``draining``, ``shared_state_unavailable``) in ``status``."""
+    service = service_of(request)
+    ready, reason = await service.lifecycle.readiness(service)
+    body = {"status": reason, "ready": ready}
+    if service.shared is not None:
+        body["shared_state"] = "up" if service.shared.up else "down"
+    return SafeJSONResponse(
+        body,
+        status_code=200 if ready else 503,
+        headers={"Cache-Control": "no-store", **({} if ready else {"Retry-After": "5"})},
     )
 
 
@@ -58,6 +74,7 @@ async def profiles(request: Request) -> Response:
 def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
+        Route("/readyz", readyz, methods=["GET"]),
         Route("/metrics", metrics, methods=["GET"]),
         Route("/api/openapi.json", openapi, methods=["GET"]),
         Route("/api/profiles", profiles, methods=["GET"]),
