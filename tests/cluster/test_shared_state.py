@@ -1,0 +1,289 @@
+"""Shared state across replicas, end to end: a real redis-server and real ``wasm-runner serve``
+processes on 127.0.0.1 with the same Redis and secret, hit directly (no balancer).
+
+- a key's rate holds across the replicas (exactly its 20 answers, then 429 with Retry-After);
+- its ``max_concurrent`` holds across them (leases), and so does its count of open sessions;
+- the leases of a replica killed with -9 expire within their TTL;
+- Redis stopped mid-run: 503 ``shared_state_unavailable`` fast (no hang), ``/readyz`` 503; Redis
+  back on the same port: the replicas recover without a restart;
+- SIGTERM: the replica drains (``/readyz`` 503 ``draining``, new runs 503 ``draining``), the run
+  in flight is answered, its sessions are closed (files gone, leases released), exit code 0.
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import subprocess
+import sys
+import threading
+import time
+from collections.abc import Callable, Iterator
+from concurrent.futures import ThreadPoolExecutor
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+from redis_harness import RedisProcess, free_port
+
+SECRET = "cluster-secret-for-tests-" + "0123456789abcdef"
+TTL = 3.0  # lease_ttl_seconds of the replicas here
+CONFIG = f"""
+[server]
+default_profile = "tiny"
+max_running = 2
+max_queue = 4
+memory_budget_mb = 2048
+tenant_memory_share = 1.0
+lease_ttl_seconds = {TTL}
+drain_seconds = 20
+
+[profiles.tiny]
+image = "plain"
+memory_mb = 32
+cpu_seconds = 5
+wall_seconds = 20
+
+[[api_keys]]
+name = "rated"
+key = "k-rated"
+rate = "20/minute"
+
+[[api_keys]]
+name = "conc"
+key = "k-conc"
+rate = "1000/minute"
+max_concurrent = 2
+
+[[api_keys]]
+name = "sess"
+key = "k-sess"
+rate = "1000/minute"
+max_concurrent = 2
+
+[[api_keys]]
+name = "solo"
+key = "k-solo"
+rate = "1000/minute"
+max_concurrent = 1
+
+[[api_keys]]
+name = "free"
+key = "k-free"
+rate = "1000/minute"
+max_concurrent = 4
+"""
+SLEEP = "import time\ntime.sleep({})\nprint('slept')"
+
+
+class Replica:
+    """One ``wasm-runner serve`` process on a free loopback port."""
+
+    def __init__(self, config: Path, redis: RedisProcess, folder: Path) -> None:
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.workdir = folder / "work"
+        self.workdir.mkdir(parents=True)
+        env = dict(os.environ, WASM_RUNNER_CLUSTER_SECRET=SECRET, WASM_RUNNER_WORKDIR=str(self.workdir))
+        env.pop("WASM_RUNNER_CONFIG", None)
+        self.log = (folder / "serve.log").open("wb")
+        self.proc = subprocess.Popen(
+            [sys.executable, "-m", "wasm_runner.cli", "serve", "--config", str(config),
+             "--port", str(self.port), "--redis-url", redis.url, "--log-level", "warning"],
+            env=env, stdout=self.log, stderr=subprocess.STDOUT,
+        )  # fmt: skip
+
+    def wait_ready(self, timeout: float = 90.0) -> Replica:
+        end = time.monotonic() + timeout
+        while time.monotonic() < end:
+            assert self.proc.poll() is None, f"replica exited with {self.proc.returncode}"
+            try:
+                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
+                    return self
+            except httpx.TransportError:
+                pass
+            time.sleep(0.1)
+        raise AssertionError(f"replica {self.url} not ready in {timeout} s")
+
+    def client(self, key: str) -> httpx.Client:
+        return httpx.Client(base_url=self.url, headers={"X-API-Key": key}, timeout=60)
+
+    def run(self, key: str, code: str) -> httpx.Response:
+        with self.client(key) as c:
+            return c.post("/api/run", json={"code": code})
+
+    def running(self) -> int:
+        return int(httpx.get(self.url + "/healthz", timeout=10).json()["running"])
+
+    def stop(self) -> None:
+        if self.proc.poll() is None:
+            self.proc.kill()
+        self.proc.wait(30)
+        self.log.close()
+
+
+def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if predicate():
+            return True
+        time.sleep(step)
+    return predicate()
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    # this module's own Redis: one test stops it (redis_harness.redis_server is shared)
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    path = tmp_path_factory.mktemp("cluster") / "server.toml"
+    path.write_text(CONFIG, encoding="utf-8")
+    return path
+
+
+@pytest.fixture(scope="module")
+def spawn(
+    redis: RedisProcess, config_file: Path, tmp_path_factory: pytest.TempPathFactory
+) -> Iterator[Callable[[], Replica]]:
+    started: list[Replica] = []
+
+    def start() -> Replica:
+        replica = Replica(config_file, redis, tmp_path_factory.mktemp("replica"))
+        started.append(replica)
+        return replica
+
+    yield start
+    for replica in started:
+        replica.stop()
+
+
+@pytest.fixture(scope="module")
+def pair(spawn: Callable[[], Replica]) -> tuple[Replica, Replica]:
+    a, b = spawn(), spawn()
+    return a.wait_ready(), b.wait_ready()
+
+
+def test_rate_limit_holds_across_replicas(pair: tuple[Replica, Replica]) -> None:
+    answers: list[httpx.Response] = []
+    for i in range(30):
+        with pair[i % 2].client("k-rated") as c:
+            answers.append(c.get("/api/profiles"))
+    ok = [r for r in answers if r.status_code == 200]
+    limited = [r for r in answers if r.status_code == 429]
+    assert len(ok) == 20 and len(limited) == 10
+    assert all(r.json()["error"]["code"] == "rate_limited" for r in limited)
+    assert all(1 <= int(r.headers["Retry-After"]) <= 60 for r in limited)
+    assert {pair[i % 2].url for i, r in enumerate(answers) if r.status_code == 429} == {
+        pair[0].url, pair[1].url
+    }  # both replicas refuse: they count in one window
+    assert pair[1].run("k-free", "print(6 * 7)").json()["stdout"] == "42\n"  # others still served
+
+
+def test_max_concurrent_holds_across_replicas(pair: tuple[Replica, Replica]) -> None:
+    a, b = pair
+    with ThreadPoolExecutor(2) as pool:
+        slow = [pool.submit(r.run, "k-conc", SLEEP.format(3)) for r in (a, b)]
+        assert wait_for(lambda: a.running() == 1 and b.running() == 1, timeout=30)
+        for replica in (a, b):
+            third = replica.run("k-conc", "print(1)")
+            assert third.status_code == 429, third.text
+            assert third.json()["error"]["code"] == "tenant_concurrency"
+            assert int(third.headers["Retry-After"]) >= 1
+        assert all(f.result().json()["stdout"] == "slept\n" for f in slow)
+    assert a.run("k-conc", "print(2)").json()["stdout"] == "2\n"  # the leases were released
+
+
+def test_leases_of_a_killed_replica_expire_within_their_ttl(
+    pair: tuple[Replica, Replica], spawn: Callable[[], Replica]
+) -> None:
+    a = pair[0]
+    doomed = spawn().wait_ready()
+    with doomed.client("k-sess") as c:
+        assert all(c.post("/api/sessions", json={}).status_code == 201 for _ in range(2))
+    with ThreadPoolExecutor(1) as pool:
+        pool.submit(doomed.run, "k-solo", SLEEP.format(15))  # its answer is lost with the replica
+        assert wait_for(lambda: doomed.running() == 1, timeout=30)
+        with a.client("k-sess") as c:
+            refused = c.post("/api/sessions", json={})
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_sessions"
+        assert a.run("k-solo", "print(1)").json()["error"]["code"] == "tenant_concurrency"
+        doomed.proc.send_signal(signal.SIGKILL)
+        killed = time.monotonic()
+        doomed.proc.wait(10)
+
+        def session_opens() -> bool:
+            with a.client("k-sess") as c:
+                return c.post("/api/sessions", json={}).status_code == 201
+
+        assert wait_for(session_opens, timeout=TTL + 3, step=0.25)
+        assert wait_for(lambda: a.run("k-solo", "print(1)").status_code == 200, TTL + 3, 0.25)
+        assert time.monotonic() - killed <= TTL + 3
+
+
+def test_redis_down_fails_closed_then_recovers(
+    pair: tuple[Replica, Replica], redis: RedisProcess
+) -> None:
+    a, b = pair
+    redis.stop()
+    try:
+        started = time.monotonic()
+        refused = a.run("k-free", "print(1)")
+        assert time.monotonic() - started < 5  # bounded: no hang on a dead Redis
+        assert refused.status_code == 503, refused.text
+        assert refused.json()["error"]["code"] == "shared_state_unavailable"
+        assert int(refused.headers["Retry-After"]) >= 1
+        with b.client("k-free") as c:
+            assert c.post("/api/sessions", json={}).json()["error"]["code"] == "shared_state_unavailable"
+        ready = httpx.get(a.url + "/readyz", timeout=10)
+        assert ready.status_code == 503 and ready.json()["status"] == "shared_state_unavailable"
+        assert httpx.get(a.url + "/healthz", timeout=10).status_code == 200  # alive, not ready
+    finally:
+        redis.start()  # the same port: the replicas find it again on their own
+    for replica in (a, b):
+        assert wait_for(
+            lambda r=replica: httpx.get(r.url + "/readyz", timeout=10).status_code == 200, 15, 0.2
+        )
+        assert replica.run("k-free", "print(3)").json()["stdout"] == "3\n"
+
+
+def test_sigterm_drains_answers_the_run_in_flight_and_exits_0(
+    pair: tuple[Replica, Replica], spawn: Callable[[], Replica], redis: RedisProcess
+) -> None:
+    replica = spawn().wait_ready()
+    with replica.client("k-free") as c:
+        opened = c.post("/api/sessions", json={})
+        assert opened.status_code == 201
+        session = opened.json()["id"]
+        cell = c.post(f"/api/sessions/{session}/run", json={"code": "open('/tmp/x', 'w').write('1')\nx = 1"})
+        assert cell.status_code == 200, cell.text
+    assert redis.command("ZCARD", "wasm-runner:lease:session:free") == b":1"
+    assert list(replica.workdir.iterdir())  # the open session's folder
+    result: dict[str, Any] = {}
+
+    def slow() -> None:
+        result["response"] = replica.run("k-free", SLEEP.format(2))
+
+    thread = threading.Thread(target=slow)
+    thread.start()
+    assert wait_for(lambda: replica.running() == 1, timeout=30)
+    replica.proc.send_signal(signal.SIGTERM)
+    ready = httpx.get(replica.url + "/readyz", timeout=10)
+    assert ready.status_code == 503 and ready.json()["status"] == "draining"
+    refused = replica.run("k-free", "print(1)")
+    assert refused.status_code == 503 and refused.json()["error"]["code"] == "draining"
+    assert int(refused.headers["Retry-After"]) >= 1
+    thread.join(30)
+    assert result["response"].status_code == 200 and result["response"].json()["stdout"] == "slept\n"
+    assert replica.proc.wait(30) == 0
+    # its session was closed, not left to expire: lease gone, files gone
+    assert redis.command("ZCARD", "wasm-runner:lease:session:free") == b":0"
+    assert list(replica.workdir.iterdir()) == []
+    assert pair[0].run("k-free", "print(4)").json()["stdout"] == "4\n"  # the others serve on
