@@ -4,6 +4,8 @@ One module per concept:
 
 - ``config``: settings and policy profiles (TOML + ``WASM_RUNNER_*`` environment).
 - ``auth``: API keys and per-key rate limits; ``admission``: global cap, memory budget, queue.
+- ``shared``: the replica's Redis client (``redis_url``); ``leases``: per-key counts across
+  replicas; ``lifecycle``: ``/readyz`` and the drain on SIGTERM.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
 - ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
   ``wasm_runner.execution.Executor``: admission as its gate, metrics and audit as its record of

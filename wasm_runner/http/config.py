@@ -176,7 +176,8 @@ class ServerConfig:
     max_json_structure: int = 65536  # JSON bytes outside strings (bounds element count, depth)
     max_json_depth: int = 32
     # scale-out (docs/configuration.md, "Several replicas"); without redis_url all state is local
-    redis_url: str | None = None  # redis://host:port/db; shared rate limits, leases, directory
+    # redis://[:password@]host:port/db; shared rate limits, leases, directory (may hold a password)
+    redis_url: str | None = field(default=None, repr=False)
     advertise_url: str | None = None  # this replica's internal base URL, e.g. http://10.0.0.5:8000
     cluster_secret: str | None = field(default=None, repr=False)  # the replicas' internal hop
     redis_timeout_seconds: float = 1.0  # bound of every Redis call (connect, read, write)
@@ -270,9 +271,10 @@ class ServerConfig:
             raise ConfigError(f"drain_seconds must be a number of seconds of at least 0, got {drain!r}")
         if self.redis_url is not None:
             if not isinstance(self.redis_url, str) or urlsplit(self.redis_url).scheme not in REDIS_SCHEMES:
+                shown = urlsplit(str(self.redis_url)).scheme or "no scheme"  # never a password
                 raise ConfigError(
                     "redis_url must look like redis://host:6379/0 (or rediss://, unix://), got "
-                    f"{self.redis_url!r}"
+                    f"a URL with {shown!r}"
                 )
             if not self.cluster_secret:
                 raise ConfigError(
