@@ -30,6 +30,7 @@ __all__ = [
 
 # binary -> the Debian package that installs it (scripts/setup.sh installs both)
 DEBIAN_PACKAGES = {"redis-server": "redis-server", "haproxy": "haproxy"}
+SYSTEM_PATH = "/usr/sbin:/usr/bin"  # searched too: a user's $PATH often lacks /usr/sbin (haproxy)
 _PR_SET_PDEATHSIG = 1
 
 
@@ -39,7 +40,7 @@ class MissingBinary(RuntimeError):
 
 def require_binary(name: str) -> str:
     """The path of ``name`` on ``$PATH`` (and /usr/sbin), or ``MissingBinary`` naming its package."""
-    path = shutil.which(name) or shutil.which(name, path="/usr/sbin:/usr/bin")
+    path = shutil.which(name) or shutil.which(name, path=SYSTEM_PATH)
     if path is None:
         package = DEBIAN_PACKAGES.get(name, name)
         raise MissingBinary(

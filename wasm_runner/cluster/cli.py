@@ -118,12 +118,12 @@ def main(argv: Sequence[str] | None = None) -> int:
         _say(f"{signal.Signals(signum).name}: stopping (replicas drain first)")
         stop.set()
 
-    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     try:
         cluster = Cluster(options, config, _say)
     except MissingBinary as exc:
         _say(str(exc))
         return 2
+    previous = {s: signal.signal(s, on_signal) for s in (signal.SIGINT, signal.SIGTERM)}
     status = 0
     try:
         cluster.start()
