@@ -232,6 +232,9 @@ def test_redis_down_fails_closed_then_recovers(
     pair: tuple[Replica, Replica], redis: RedisProcess
 ) -> None:
     a, b = pair
+    with a.client("k-solo") as c:  # its one session, held across the outage
+        held = c.post("/api/sessions", json={})
+        assert held.status_code == 201
     redis.stop()
     try:
         started = time.monotonic()
@@ -252,6 +255,14 @@ def test_redis_down_fails_closed_then_recovers(
             lambda r=replica: httpx.get(r.url + "/readyz", timeout=10).status_code == 200, 15, 0.2
         )
         assert replica.run("k-free", "print(3)").json()["stdout"] == "3\n"
+    # Redis came back empty; a's next refresh writes its lease again, so b counts that session
+    key = "wasm-runner:lease:session:solo"
+    assert wait_for(lambda: redis.command("ZCARD", key) == b":1", timeout=TTL, step=0.1)
+    with b.client("k-solo") as c:
+        refused = c.post("/api/sessions", json={})
+    assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_sessions"
+    with a.client("k-solo") as c:
+        assert c.delete(f"/api/sessions/{held.json()['id']}").status_code == 204
 
 
 def test_sigterm_drains_answers_the_run_in_flight_and_exits_0(

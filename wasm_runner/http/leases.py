@@ -39,18 +39,18 @@ redis.call('PEXPIRE', KEYS[1], 2 * tonumber(ARGV[3]))
 return 1
 """
 
-# KEYS: sets; ARGV[1] ttl ms, ARGV[2..] the lease id in the matching set. Extends only leases
-# still present (XX): one that expired meanwhile is not brought back over someone else's.
+# KEYS: sets; ARGV[1] ttl ms, ARGV[2..] the lease id in the matching set. Writes each lease again
+# (also one that is missing: a Redis restarted empty learns what this replica holds within one
+# refresh; only a replica that stalled past the TTL can put back one that was counted out).
 _REFRESH = """
 local t = redis.call('TIME')
 local now = t[1] * 1000 + math.floor(t[2] / 1000)
 local ttl = tonumber(ARGV[1])
-local kept = 0
 for i, key in ipairs(KEYS) do
-  kept = kept + redis.call('ZADD', key, 'XX', 'CH', now + ttl, ARGV[i + 1])
+  redis.call('ZADD', key, now + ttl, ARGV[i + 1])
   redis.call('PEXPIRE', key, 2 * ttl)
 end
-return kept
+return #KEYS
 """
 
 # KEYS[1] the set. Returns how many unexpired leases it holds.
@@ -172,6 +172,10 @@ class Leases:
             await self.shared.call(script)
         except SharedStateUnavailable:
             log.warning("could not refresh %d leases: Redis is unavailable", len(held))
+            return
+        for lease in held:  # released while the refresh was on its way: remove it (again)
+            if lease.released:
+                self._drop(lease)
 
     async def release_all(self) -> None:
         """Release every lease this replica holds and wait (bounded) for Redis to drop them."""
