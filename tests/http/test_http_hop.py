@@ -13,13 +13,13 @@ import sys
 import threading
 import time
 from collections.abc import Iterator
-from contextlib import contextmanager
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
 from http_harness import wait_until
+from redis_harness import RedisProcess, free_port
 
 from wasm_runner.http.hop import sign
 
@@ -43,52 +43,16 @@ memory_mb = 64
 pool_size = 0
 
 [[api_keys]]
-name = "alice"
+name = "hop-alice"
 key = "{ALICE}"
 rate = "10000/minute"
-max_concurrent = 4
+max_concurrent = 8
 
 [[api_keys]]
-name = "bob"
+name = "hop-bob"
 key = "{BOB}"
 rate = "10000/minute"
 """
-
-
-@dataclass
-class RedisServer:
-    """A real redis-server on a free loopback port, nothing saved to disk."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-
-
-@contextmanager
-def redis_server(folder: Path) -> Iterator[RedisServer]:
-    port = _free_port()
-    proc = subprocess.Popen(
-        ["redis-server", "--bind", "127.0.0.1", "--port", str(port), "--save", "",
-         "--appendonly", "no", "--dir", str(folder)],
-        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    server = RedisServer(f"redis://127.0.0.1:{port}/0", proc)
-    try:
-        import redis as redis_py
-
-        client = redis_py.Redis(host="127.0.0.1", port=port, socket_timeout=1)
-
-        def answers() -> bool:
-            try:
-                return bool(client.ping())
-            except redis_py.RedisError:
-                return False
-
-        assert wait_until(answers, timeout=20), "redis-server did not start"
-        client.close()
-        yield server
-    finally:
-        proc.terminate()
-        proc.wait(10)
 
 
 @dataclass
@@ -113,20 +77,12 @@ class Replica:
                 self.proc.wait(10)
 
 
-def _free_port() -> int:
-    import socket
-
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def start_replica(name: str, folder: Path, redis: RedisServer) -> Replica:
+def start_replica(name: str, folder: Path, redis: RedisProcess) -> Replica:
     """A replica with this module's config, the shared Redis and cluster secret."""
     config = folder / "cluster.toml"
     if not config.exists():
         config.write_text(CONFIG)
-    port = _free_port()
+    port = free_port()
     url = f"http://127.0.0.1:{port}"
     env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")}
     if "WASM_RUNNER_CACHE" in os.environ:  # CI's fresh cache: the compiled modules
@@ -161,13 +117,19 @@ def start_replica(name: str, folder: Path, redis: RedisServer) -> Replica:
 
 
 @pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisServer]:
-    with redis_server(tmp_path_factory.mktemp("redis")) as server:
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """This module's own redis-server (the harness's process, not the shared one)."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    try:
         yield server
+    finally:
+        server.stop()
 
 
 @pytest.fixture(scope="module")
-def pair(tmp_path_factory: pytest.TempPathFactory, redis: RedisServer) -> Iterator[tuple[Replica, Replica]]:
+def pair(
+    tmp_path_factory: pytest.TempPathFactory, redis: RedisProcess
+) -> Iterator[tuple[Replica, Replica]]:
     folder = tmp_path_factory.mktemp("replicas")
     a = start_replica("a", folder, redis)
     try:
@@ -194,6 +156,11 @@ def cell(replica: Replica, sid: str, code: str, key: str = ALICE) -> httpx.Respo
         return api.post(f"/api/sessions/{sid}/run", json={"code": code})
 
 
+def close(replica: Replica, sid: str) -> None:
+    with replica.client() as api:
+        assert api.delete(f"/api/sessions/{sid}").status_code == 204
+
+
 def audit_lines(replica: Replica) -> list[dict[str, object]]:
     if not replica.audit.exists():
         return []
@@ -211,9 +178,10 @@ def test_a_session_runs_its_cells_on_either_replica(pair: tuple[Replica, Replica
         assert r.json()["session"]["calls"] == i + 1
     # the owner ran every cell (and audited it), with the client's address, under alice
     runs = [e for e in audit_lines(a) if e.get("session") == sid]
-    assert len(runs) == 10 and {e["tenant"] for e in runs} == {"alice"}
+    assert len(runs) == 10 and {e["tenant"] for e in runs} == {"hop-alice"}
     assert {e["client"] for e in runs} == {"127.0.0.1"}
     assert not [e for e in audit_lines(b) if e.get("session") == sid]
+    close(b, sid)
 
 
 def test_describe_and_delete_from_the_other_replica(pair: tuple[Replica, Replica]) -> None:
@@ -240,6 +208,7 @@ def test_another_key_gets_404_through_either_replica(pair: tuple[Replica, Replic
             assert api.get(f"/api/sessions/{sid}").status_code == 404
             assert api.delete(f"/api/sessions/{sid}").status_code == 404
     assert cell(b, sid, "print('mine')").json()["stdout"] == "mine\n"  # untouched for alice
+    close(a, sid)
 
 
 def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
@@ -272,6 +241,7 @@ def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
     result = events[-1][1]
     assert result["stdout"] == "streamed\ndone\n"
     assert result["session"]["id"] == sid and result["session"]["calls"] == 2  # type: ignore[index]
+    close(a, sid)
 
 
 def test_a_download_link_from_one_replica_works_on_the_other(pair: tuple[Replica, Replica]) -> None:
@@ -294,7 +264,7 @@ def test_a_download_link_from_one_replica_works_on_the_other(pair: tuple[Replica
 
 def _forged(sid: str, **overrides: str) -> dict[str, str]:
     headers = {
-        "X-Wasm-Runner-Internal-Tenant": "alice",
+        "X-Wasm-Runner-Internal-Tenant": "hop-alice",
         "X-Wasm-Runner-Internal-Client": "127.0.0.1",
         "X-Wasm-Runner-Internal-Replica": "r",
         "X-Wasm-Runner-Internal-Time": f"{time.time():.3f}",
@@ -311,7 +281,7 @@ def test_internal_headers_without_a_valid_mac_are_refused(pair: tuple[Replica, R
     body = json.dumps({"code": "print('forged')"}).encode()
     path = f"/api/sessions/{sid}/run"
     attempts = [
-        ({"X-Wasm-Runner-Internal-Tenant": "alice"}, None),  # no MAC at all
+        ({"X-Wasm-Runner-Internal-Tenant": "hop-alice"}, None),  # no MAC at all
         (_forged(sid), None),  # a wrong MAC
         (_forged(sid), ALICE),  # a wrong MAC next to a valid API key
     ]
@@ -327,7 +297,7 @@ def test_internal_headers_without_a_valid_mac_are_refused(pair: tuple[Replica, R
 
     # a signature made with the secret, but too old or replayed, is refused as well
     def signed(when: float, nonce: str) -> dict[str, str]:
-        fields = {"tenant": "alice", "client": "127.0.0.1", "replica": "r",
+        fields = {"tenant": "hop-alice", "client": "127.0.0.1", "replica": "r",
                   "timestamp": f"{when:.3f}", "nonce": nonce}  # fmt: skip
         mac = sign(SECRET, method="POST", target=path, body=body, **fields)
         return {f"X-Wasm-Runner-Internal-{k.title() if k != 'timestamp' else 'Time'}": v
@@ -346,10 +316,11 @@ def test_internal_headers_without_a_valid_mac_are_refused(pair: tuple[Replica, R
     assert len(refusals) >= 5 and {e["path"] for e in refusals} >= {path, "/api/run"}
     # and the replicas still answer, the session is untouched
     assert cell(b, sid, "print('still here')").json()["stdout"] == "still here\n"
+    close(a, sid)
 
 
 def test_a_killed_owner_answers_410_session_lost_at_once(
-    pair: tuple[Replica, Replica], redis: RedisServer, tmp_path: Path
+    pair: tuple[Replica, Replica], redis: RedisProcess, tmp_path: Path
 ) -> None:
     _, b = pair
     owner = start_replica("owner", tmp_path, redis)
