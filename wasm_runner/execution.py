@@ -605,6 +605,10 @@ class SessionStore:
         """Whether ``session_id`` is open here (whoever owns it)."""
         return session_id in self._sessions
 
+    def open_sessions(self) -> list[LiveSession]:
+        """The sessions open here now (a copy)."""
+        return list(self._sessions.values())
+
     def get(self, session_id: str, tenant: CallerLike) -> LiveSession:
         """``tenant``'s open session ``session_id``, or ``Refused(404)``."""
         live = self._sessions.get(session_id) if isinstance(session_id, str) else None

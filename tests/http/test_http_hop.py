@@ -319,6 +319,29 @@ def test_internal_headers_without_a_valid_mac_are_refused(pair: tuple[Replica, R
     close(a, sid)
 
 
+def test_a_redis_that_restarts_empty_gets_the_entries_back(
+    pair: tuple[Replica, Replica], redis: RedisProcess
+) -> None:
+    a, b = pair
+    sid = open_session(a)
+    assert cell(a, sid, "kept = 'yes'").status_code == 200
+    with a.client() as api:
+        link = api.post(
+            "/api/run", json={"code": "open('/out/r.txt', 'w').write('again')", "files_as": "url"}
+        ).json()["files"][0]["url"]
+    redis.stop()
+    redis.start()  # the same port, nothing in it: every directory entry is gone
+
+    def found_through_b() -> bool:
+        r = cell(b, sid, "print(kept)")
+        return r.status_code == 200 and r.json()["stdout"] == "yes\n"
+
+    assert wait_until(found_through_b, timeout=30, step=0.5)  # A published its entries again
+    with b.client(key=None) as anyone:
+        assert anyone.get(link).content == b"again"
+    close(b, sid)
+
+
 def test_a_killed_owner_answers_410_session_lost_at_once(
     pair: tuple[Replica, Replica], redis: RedisProcess, tmp_path: Path
 ) -> None:

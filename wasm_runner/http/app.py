@@ -62,12 +62,16 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
         if service.shared is not None:
             await service.shared.start()
         sweeper = asyncio.ensure_future(sweep_forever())
+        publisher = asyncio.ensure_future(  # directory entries back after a Redis restart
+            service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)
+        )
         warming = asyncio.ensure_future(warm())
         try:
             async with mcp_http.lifespan():
                 yield
         finally:
             sweeper.cancel()
+            publisher.cancel()
             warming.cancel()
             try:
                 await service.shutdown()

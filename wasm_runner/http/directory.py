@@ -16,20 +16,25 @@ idle and lifetime expiry, plus ``GRACE_SECONDS``) and is refreshed on every call
 when the session opens and deleted when it closes (a ``DELETE``, a limit that ended it, expiry,
 drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
-own, and the first call that finds the owner gone deletes the key (``hop.py``: ``410``).
+own, and the first call that finds the owner gone deletes the key (``hop.py``: ``410``). A Redis
+that restarts empty loses the keys; each replica notices its marker key is gone and writes its
+entries again within ``REPUBLISH_SECONDS`` (``keep_published``).
 
 The directory says where to go, never whether the caller may: the owner checks the tenant again.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
 from ..execution import LiveSession
+from .shared import SharedStateUnavailable
 
 if TYPE_CHECKING:
     from .shared import SharedState
@@ -39,7 +44,8 @@ __all__ = ["Directory", "Entry", "LocalDirectory", "RedisDirectory", "directory_
 log = logging.getLogger("wasm_runner.http")
 
 GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expires first
-SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long
+SYNC_BACKOFF_SECONDS = 2.0
+REPUBLISH_SECONDS = 5.0  # how soon a Redis that restarted empty has this replica's entries again  # after a failed link registration, links stay inline this long
 
 
 @dataclass(frozen=True)
@@ -101,6 +107,14 @@ class Directory:
 
     async def forget_download(self, token: str) -> None:
         """Drop the entry of a link whose owner is gone."""
+
+    async def keep_published(
+        self,
+        sessions: Callable[[], list[LiveSession]],
+        links: Callable[[], list[tuple[str, str, float]]],
+    ) -> None:
+        """Run until cancelled: keep this replica's entries in the directory (a Redis that
+        restarted empty gets them back). One host: nothing to do."""
 
     async def aclose(self) -> None:
         """Release connections (shutdown)."""
@@ -213,6 +227,35 @@ class RedisDirectory(Directory):
         await self.state.call(
             self.state.redis.delete(self._download_key(token)), "the download directory"
         )
+
+    # -- healing ---------------------------------------------------------------------------
+    async def keep_published(
+        self,
+        sessions: Callable[[], list[LiveSession]],
+        links: Callable[[], list[tuple[str, str, float]]],
+    ) -> None:
+        """Every ``REPUBLISH_SECONDS``: if this replica's marker key is gone (Redis restarted
+        empty, or was flushed), write every entry of its open sessions and live links again,
+        then the marker. Steady state costs one command per period."""
+        marker = self.state.key("directory", self.replica_id)
+        ttl_ms = int(REPUBLISH_SECONDS * 3 * 1000)
+        while True:
+            await asyncio.sleep(REPUBLISH_SECONDS)
+            try:
+                if await self.state.call(self.state.redis.pexpire(marker, ttl_ms)):
+                    continue
+                pipe = self.state.redis.pipeline(transaction=False)
+                for live in sessions():
+                    pipe.set(self._session_key(live.id), self._entry(live.tenant).dumps(),
+                             px=self._ttl_ms(live))  # fmt: skip
+                for token, tenant, left in links():
+                    if left > 0:
+                        pipe.set(self._download_key(token), self._entry(tenant).dumps(),
+                                 px=max(1, int((left + GRACE_SECONDS) * 1000)))  # fmt: skip
+                pipe.set(marker, b"1", px=ttl_ms)
+                await self.state.call(pipe.execute(), "the session directory")
+            except SharedStateUnavailable:
+                continue  # Redis down: try again next period
 
     async def aclose(self) -> None:
         client, self._sync = self._sync, None

@@ -98,6 +98,13 @@ class DownloadStore:
             self._expire(time.monotonic())
             return self._items.get(token)
 
+    def links(self) -> list[tuple[str, str, float]]:
+        """``(token, tenant, seconds left)`` of every live link (to publish them again)."""
+        now = time.monotonic()
+        with self._lock:
+            self._expire(now)
+            return [(t, d.tenant, d.expires_at - now) for t, d in self._items.items()]
+
     def _drop_oldest_of(self, tenant: str) -> None:
         for token, item in self._items.items():
             if item.tenant == tenant:
