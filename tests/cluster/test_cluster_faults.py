@@ -35,6 +35,11 @@ def _whole(cluster: LiveCluster, timeout: float = 60.0) -> None:
         assert api.post("/api/run", json={"code": "print('ok')"}).json()["stdout"] == "ok\n"
 
 
+def _running(cluster: LiveCluster, replica: str) -> bool:
+    with cluster.direct(replica) as direct:
+        return bool(direct.get("/healthz").json()["running"])
+
+
 def _run_ok(cluster: LiveCluster, key: str = "redis") -> bool:
     try:
         with cluster.client(key, timeout=10) as api:
@@ -46,6 +51,15 @@ def _run_ok(cluster: LiveCluster, key: str = "redis") -> bool:
 def test_redis_hung_then_back_and_killed_then_restarted(cluster: LiveCluster) -> None:
     _whole(cluster)
     redis_pid = cluster.parts["redis"].pid
+    in_flight: list[httpx.Response] = []
+
+    def admitted_before() -> None:  # a run admitted while Redis was up, still running when it hangs
+        with cluster.client("redis") as api:
+            in_flight.append(api.post("/api/run", json={"code": "import time; time.sleep(2); print('kept')"}))
+
+    t = threading.Thread(target=admitted_before)
+    t.start()
+    assert wait_until(lambda: any(_running(cluster, name) for name in cluster.replicas), 10)
     os.kill(redis_pid, signal.SIGSTOP)  # Redis hangs: calls to it time out (redis_timeout_seconds)
     try:
         answers = []
@@ -54,8 +68,11 @@ def test_redis_hung_then_back_and_killed_then_restarted(cluster: LiveCluster) ->
                 t0 = time.monotonic()
                 r = api.post("/api/run", json={"code": "print(1)"})
                 answers.append((r, time.monotonic() - t0))
+        t.join(30)
     finally:
         os.kill(redis_pid, signal.SIGCONT)
+    (kept,) = in_flight  # the run admitted before the outage finished and was answered
+    assert kept.status_code == 200 and kept.json()["stdout"] == "kept\n", kept.text
     for r, seconds in answers:  # fail closed, with a clear code, at once: no hang, no traceback
         assert r.status_code == 503, r.text
         assert r.json()["error"]["code"] in ("shared_state_unavailable", "no_replica_ready"), r.text
