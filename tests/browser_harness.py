@@ -104,6 +104,11 @@ def shared_server() -> str:
             pytest.fail(
                 "web/node_modules is missing: run scripts/setup.sh (npm ci in web/)"
             )
+        # the Pyodide snapshot first (cached by `wasm-runner warm`), so every page load uses it
+        from wasm_runner.browser.locations import web_dir
+        from wasm_runner.browser.pyodide_snapshot import SnapshotStore
+
+        SnapshotStore(web_dir()).ensure()
         process, base = start_uvicorn("server:app", {
             "WASM_RUNNER_AUTH": "off",
             "WASM_RUNNER_EXERCISES_DIR": str(REPO / "tests" / "exercises"),

@@ -15,6 +15,7 @@ import argparse
 import importlib
 import os
 import select
+import subprocess
 import sys
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -92,7 +93,8 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.main(args_list[1:]) or 0)
     args = _parser().parse_args(args_list)
     if args.cmd == "warm":
-        return _warm(args.runtime)
+        status = _warm(args.runtime)
+        return _warm_browser() or status
     if args.cmd == "snapshot":
         return _snapshot(args.image, fuel=not args.no_fuel)
     return _run(args)
@@ -135,6 +137,22 @@ def _warm(names: list[str] | None) -> int:
                 print(f"{name}: unavailable: {e}", file=sys.stderr)
                 status = 1
     return status
+
+
+def _warm_browser() -> int:
+    """Build the browser tier's Pyodide memory snapshot (when web/ is set up); 0 unless it failed."""
+    from .browser.locations import web_dir
+    from .browser.pyodide_snapshot import SnapshotStore, snapshot_enabled
+
+    if not snapshot_enabled() or not (web_dir() / "node_modules" / "pyodide").is_dir():
+        return 0
+    try:
+        snap = SnapshotStore(web_dir()).ensure()
+    except (OSError, RuntimeError, subprocess.SubprocessError) as e:
+        print(f"browser snapshot: failed ({e}); browser workers will start Python normally", file=sys.stderr)
+        return 1
+    print(f"browser snapshot: {snap.name}, {len(snap.content) // 1024} KiB (gzip)")
+    return 0
 
 
 def _snapshot(names: list[str] | None, *, fuel: bool) -> int:

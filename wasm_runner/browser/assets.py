@@ -21,6 +21,7 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from .locations import package_index_url, pyodide_version, web_dir, wheelhouse_dir
+from .pyodide_snapshot import Snapshot, SnapshotStore, snapshot_enabled
 from .wheelhouse import read_manifest, rewrite_lock
 
 try:  # Brotli is optional: gzip is always there
@@ -30,7 +31,7 @@ except ImportError:  # pragma: no cover - brotli is a declared dependency
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["APP_SUFFIXES", "COMPRESSIBLE", "PYODIDE_FILES", "Asset", "WebAssets", "get_assets"]
+__all__ = ["APP_SUFFIXES", "COMPRESSIBLE", "PYODIDE_FILES", "RELAYED", "Asset", "WebAssets", "get_assets"]
 
 PYODIDE_FILES = (
     "pyodide.mjs",
@@ -38,6 +39,8 @@ PYODIDE_FILES = (
     "pyodide.asm.wasm",
     "python_stdlib.zip",
 )
+# fetched by the page and handed to the frame, whose opaque origin has no HTTP cache
+RELAYED = ("pyodide.asm.wasm", "python_stdlib.zip")
 APP_SUFFIXES = (".js", ".css", ".svg")
 COMPRESSIBLE = (".js", ".mjs", ".css", ".svg", ".json", ".wasm", ".html")
 mimetypes.add_type("text/javascript", ".mjs")
@@ -56,7 +59,12 @@ class Asset:
 class WebAssets:
     """Content-hashed asset groups, compressed once (Brotli, gzip) and kept in memory."""
 
-    def __init__(self, root: Path | None = None, index_url: str | None = None) -> None:
+    def __init__(
+        self,
+        root: Path | None = None,
+        index_url: str | None = None,
+        snapshots: SnapshotStore | None = None,
+    ) -> None:
         self.root = root or web_dir()
         self.version = pyodide_version(self.root)
         self.index_url = (
@@ -67,6 +75,48 @@ class WebAssets:
         self.pyodide_files = self._collect_pyodide_files()
         self.app_hash = _digest(self.app_files)
         self.pyodide_hash = f"{self.version}-{_digest(self.pyodide_files)}"
+        self.snapshot: Snapshot | None = None
+        self.snapshots = snapshots
+        if self.snapshots is None and snapshot_enabled():
+            self.snapshots = SnapshotStore(self.root)
+
+    def start_snapshot(self) -> None:
+        """Serve the cached snapshot now, or build it in the background (served once built)."""
+        if self.snapshots is None:
+            return
+        try:
+            cached = self.snapshots.cached()
+        except OSError:
+            cached = None
+        if cached is not None:
+            self.use_snapshot(cached)
+        else:
+            self.snapshots.ensure_in_background(self.use_snapshot)
+
+    def use_snapshot(self, snapshot: Snapshot) -> None:
+        """Serve ``snapshot`` next to Pyodide's files (its name carries its hash)."""
+        with self._lock:
+            if self.snapshot is not None:
+                self.pyodide_files.pop(self.snapshot.name, None)
+            self.pyodide_files[snapshot.name] = Asset(
+                None, snapshot.content, "application/octet-stream"
+            )
+            self.snapshot = snapshot
+
+    def snapshot_config(self, origin: str) -> dict[str, str] | None:
+        """What the sandbox page tells the worker: the snapshot's URL and sha256, or None."""
+        snapshot = self.snapshot
+        if snapshot is None:
+            return None
+        return {"url": origin + self.pyodide_base + snapshot.name, "sha256": snapshot.sha256}
+
+    def relay_urls(self, origin: str, snapshot: bool = True) -> list[str]:
+        """The large files the page fetches for the sandbox frame (see client.js)."""
+        urls = [origin + self.pyodide_base + name for name in RELAYED]
+        config = self.snapshot_config(origin) if snapshot else None
+        if config is not None:
+            urls.append(config["url"])
+        return urls
 
     def _collect_app_files(self) -> dict[str, Asset]:
         files: dict[str, Asset] = {}
@@ -151,7 +201,7 @@ class WebAssets:
     def precompress(self) -> None:
         """Compress every asset now (the first page load then pays nothing)."""
         for group in (self.app_files, self.pyodide_files):
-            for name, asset in group.items():
+            for name, asset in list(group.items()):
                 if name.endswith(COMPRESSIBLE):
                     for encoding in ("br", "gzip") if brotli else ("gzip",):
                         self._encoded(asset, encoding)
@@ -215,6 +265,7 @@ def get_assets() -> WebAssets:
     with _assets_lock:
         if _assets is None:
             _assets = WebAssets()
+            _assets.start_snapshot()
             # compress everything in the background so the first visitor does not wait for it
             threading.Thread(
                 target=_assets.precompress, name="precompress", daemon=True

@@ -50,6 +50,11 @@ def _request_origin(request: Request) -> str:
     return f"{request.url.scheme}://{request.url.netloc}"
 
 
+def _snapshot_wanted(request: Request) -> bool:
+    """``?snapshot=off`` starts Python normally (benchmarks compare both; nothing else changes)."""
+    return request.query_params.get("snapshot", "on") != "off"
+
+
 def _asset_response(request: Request, group: str) -> Response:
     assets = get_assets()
     files = assets.app_files if group == "app" else assets.pyodide_files
@@ -90,9 +95,20 @@ def _isolation_headers() -> dict[str, str]:
 async def _playground(request: Request) -> Response:
     assets = get_assets()
     isolated = request.query_params.get("isolation", "on") != "off"
-    config = {"tier": "auto", "base": "/", "isolated": isolated}
+    snapshot = _snapshot_wanted(request)
+    origin = _request_origin(request)
+    # The page starts fetching what the sandbox frame needs while it is still parsing (preload
+    # links in <head>, then client.js hands the bytes over); see docs/browser.md.
+    relay = assets.relay_urls(origin, snapshot=snapshot)
+    config = {
+        "tier": "auto",
+        "base": "/",
+        "isolated": isolated,
+        "relay": relay,
+        "sandbox": "sandbox" if snapshot else "sandbox?snapshot=off",
+    }
     html = assets.render(
-        "playground.html", config_json=json.dumps(config), isolated=isolated
+        "playground.html", config_json=json.dumps(config), isolated=isolated, relay=relay
     )
     headers = {
         "content-security-policy": (
@@ -111,10 +127,13 @@ async def _playground(request: Request) -> Response:
 async def _sandbox(request: Request) -> Response:
     assets = get_assets()
     origin = _request_origin(request)
-    pyodide = {
+    pyodide: dict[str, Any] = {
         "indexURL": origin + assets.pyodide_base,
         "lockFileURL": origin + assets.pyodide_base + "pyodide-lock.json",
     }
+    snapshot = assets.snapshot_config(origin) if _snapshot_wanted(request) else None
+    if snapshot is not None:
+        pyodide["snapshot"] = snapshot
     html = assets.render(
         "sandbox.html", config_json=json.dumps({"pyodide": pyodide}), origin=origin
     )
@@ -135,7 +154,10 @@ async def _embed_script(request: Request) -> Response:
         '// wasm-runner embed: <script type="module" src=".../embed.js"></script>, then\n'
         "// <wasm-runner tier=\"browser\" readonly>print('hi')</wasm-runner>\n"
         f"import {{ defineRunnerElement }} from {json.dumps(module)};\n"
-        'defineRunnerElement({ base: new URL("/", import.meta.url).href });\n'
+        'const base = new URL("/", import.meta.url).href;\n'
+        "// Pyodide's large files, fetched by this page for the sandbox frame as soon as an example needs it\n"
+        f"const relay = {json.dumps(assets.relay_urls(''))}.map((path) => new URL(path, base).href);\n"
+        "defineRunnerElement({ base, relay });\n"
     )
     headers = {**CROSS_ORIGIN_HEADERS, "cache-control": "public, max-age=300"}
     return Response(body, media_type="text/javascript; charset=utf-8", headers=headers)

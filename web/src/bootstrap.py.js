@@ -1,5 +1,7 @@
-// Python installed once per worker, after Pyodide loads: the run helper, input(), an
-// interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra file.
+// Python installed once per interpreter, as the module `_wasm_runner`: the run helper, input(),
+// an interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra
+// file. It runs before a memory snapshot is made (see worker-core.js), so nothing at its top
+// level may depend on the browser it will run in: ask `_host` at run time instead.
 export const BOOTSTRAP_PY = String.raw`
 import ast, base64, builtins, inspect, io, linecache, os, sys, time, traceback
 import _wasm_runner_host as _host
@@ -144,7 +146,6 @@ def _plain_sleep(seconds):
 
 builtins.input = _input
 _stdin = _Stdin()
-_sleeper = _sleep if _host.shared() else _plain_sleep
 
 # What every run starts from: a program that replaces builtins, streams, the recursion limit or
 # time.sleep changes nothing for the next one.
@@ -203,7 +204,7 @@ def _reset(filename, code):
     sys.setprofile(None)
     sys.excepthook = sys.__excepthook__
     _real_setrecursionlimit(_RECURSION_LIMIT + _depth)
-    time.sleep = _sleeper
+    time.sleep = _sleep if _host.shared() else _plain_sleep  # asked per run: a snapshot holds no answer
     try:
         os.chdir(_CWD)
     except OSError:
@@ -361,4 +362,15 @@ async def _run_async(code, filename):
 
 def _python_version():
     return "%d.%d" % sys.version_info[:2]
+
+def _attach():
+    """Called once the interpreter is live, after a normal start or after a memory snapshot was
+    restored: what a snapshot cannot carry over. Fresh randomness (a module seeded when the
+    snapshot was made would repeat its numbers in every browser) and wasm-runner's folder first
+    on sys.path (Pyodide adds '' again when it restores a snapshot)."""
+    random = sys.modules.get("random")
+    if random is not None:
+        random.seed()
+    path = [entry for entry in dict.fromkeys(sys.path) if entry != "/wasm-runner"]
+    sys.path[:] = ["/wasm-runner"] + path
 `;

@@ -13,9 +13,28 @@ const STARTED = new WeakSet(); // server results of runs that started there
  * @param {string} [options.base]  the server's base URL; defaults to where this module came from
  * @param {string} [options.tier]  "browser" | "server" | "auto" (default "auto")
  */
+// Pyodide's large files (and the snapshot), fetched once per page for every runner's frame.
+const relayCache = new Map(); // url -> Promise<ArrayBuffer | null>
+
+function fetchForFrame(url) {
+  if (!relayCache.has(url)) {
+    relayCache.set(url, fetch(url).then((response) => (response.ok ? response.arrayBuffer() : null)).catch(() => null));
+  }
+  return relayCache.get(url);
+}
+
 export class Runner {
-  constructor({ base, tier = "auto", apiKey = null } = {}) {
+  /**
+   * `relay`: URLs of Pyodide's large files (the server lists them in the page or embed.js); they
+   * are fetched as soon as the frame is wanted, while the frame and its worker start.
+   * `sandbox`: the frame's path under `base` ("sandbox?snapshot=off" starts Python normally).
+   */
+  constructor({ base, tier = "auto", apiKey = null, relay = [], sandbox = "sandbox" } = {}) {
     this.base = new URL(base || new URL("../../", import.meta.url).href);
+    this.relay = Array.isArray(relay) ? relay.filter((url) => typeof url === "string") : [];
+    this.sandboxPath = typeof sandbox === "string" && /^sandbox(\?[\w=&]*)?$/.test(sandbox) ? sandbox : "sandbox";
+    this.notice = ""; // what the frame said while loading (e.g. that the snapshot was not used)
+    this.onNotice = null;
     this.tier = TIERS.includes(tier) ? tier : "auto";
     this.apiKey = apiKey; // only for servers that require keys for the server tier
     this.frame = null;
@@ -48,7 +67,8 @@ export class Runner {
     frame.setAttribute("aria-hidden", "true");
     frame.tabIndex = -1;
     frame.style.cssText = "position:absolute;width:1px;height:1px;border:0;opacity:0;pointer-events:none;left:-10px;top:-10px";
-    frame.src = new URL("sandbox", this.base).href;
+    frame.src = new URL(this.sandboxPath, this.base).href;
+    for (const url of this.relay) if (this.mayRelay(url)) fetchForFrame(url); // start now, in parallel with the frame
     this.frame = frame;
     window.addEventListener("message", this.onMessage);
     this.frameReady = new Promise((resolve) => { this.resolveFrame = resolve; });
@@ -56,22 +76,23 @@ export class Runner {
     return this.frameReady;
   }
 
+  /** Only files under this runner's /pyodide/ are fetched for the frame. */
+  mayRelay(url) {
+    return typeof url === "string" && url.startsWith(new URL("pyodide/", this.base).href);
+  }
+
   /**
-   * Fetch Pyodide's large files for the frame: its opaque origin gets no HTTP cache, this page
-   * does. Only URLs under this runner's /pyodide/ are fetched; a failure sends nothing for it.
+   * Hand Pyodide's large files to the frame: its opaque origin gets no HTTP cache, this page
+   * does. A file that failed to fetch is left out (the frame fetches it itself). The bytes are
+   * copied, not transferred, so a second runner on the page reuses them.
    */
   async relayAssets(urls) {
-    const allowed = new URL("pyodide/", this.base).href;
     const files = {};
-    await Promise.all(urls.filter((url) => url.startsWith(allowed)).map(async (url) => {
-      try {
-        const response = await fetch(url, { credentials: "omit" });
-        if (response.ok) files[url] = await response.arrayBuffer();
-      } catch {
-        // the frame fetches it itself
-      }
+    await Promise.all(urls.filter((url) => this.mayRelay(url)).map(async (url) => {
+      const body = await fetchForFrame(url);
+      if (body) files[url] = body;
     }));
-    this.frame.contentWindow.postMessage(message("assets", { files }), "*", Object.values(files));
+    this.frame.contentWindow.postMessage(message("assets", { files }), "*");
   }
 
   post(msg) {
@@ -87,6 +108,12 @@ export class Runner {
       this.frameIsolated = msg.isolated;
       this.relayAssets(msg.relay);
       this.resolveFrame();
+      return;
+    }
+    if (msg.type === "status" && msg.id === undefined) {
+      this.notice = msg.text; // said while Python loads, e.g. that it started without the snapshot
+      console.warn(`wasm-runner: ${msg.text}`);
+      if (typeof this.onNotice === "function") this.onNotice(msg.text);
       return;
     }
     if (msg.type === "ready") {

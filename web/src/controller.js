@@ -19,11 +19,16 @@ const DEFAULT_TIMINGS = Object.freeze({
  * @param {object} options.workerConfig  indexURL, lockFileURL, packageBaseUrl for Pyodide
  * @param {boolean} options.isolated  true when SharedArrayBuffer can be shared with the worker
  * @param {(event: object) => void} [options.onEvent]  stream / input-request / output / status / ready
+ * @param {boolean} [options.spare]  keep a spare worker loaded (started after the first run), so
+ *   the Run after a Stop that had to end the worker does not wait for a new one
  */
 export class RunController {
-  constructor({ spawnWorker, workerConfig, isolated, onEvent = () => {}, timings = {} }) {
+  constructor({ spawnWorker, workerConfig, isolated, onEvent = () => {}, timings = {}, spare = false }) {
     this.spawnWorker = spawnWorker;
     this.workerConfig = workerConfig;
+    this.assets = null; // what the frame relays to every worker (files, compiled wasm), once known
+    this.spareWanted = Boolean(spare);
+    this.spare = null; // a second, idle worker, loaded, that replaces one a Stop had to end
     this.isolated = Boolean(isolated) && typeof SharedArrayBuffer === "function";
     this.onEvent = onEvent;
     this.timings = { ...DEFAULT_TIMINGS, ...timings };
@@ -39,8 +44,39 @@ export class RunController {
     return this.ensureWorker().ready;
   }
 
+  /** Files the frame relays (Pyodide's wasm, stdlib, snapshot): to the workers now and later. */
+  provideAssets(assets) {
+    if (this.assets) return;
+    this.assets = assets;
+    for (const state of [this.worker, this.spare]) {
+      if (state && !state.dead && !state.hasAssets) {
+        state.hasAssets = true;
+        state.post(message("assets", { assets }));
+      }
+    }
+  }
+
   ensureWorker() {
     if (this.worker) return this.worker;
+    if (this.spare && !this.spare.dead) {
+      // the spare takes over; it was loaded (or is loading) with nothing run in it
+      this.worker = this.spare;
+      this.spare = null;
+      if (this.worker.info) this.onEvent(message("ready", { info: this.worker.info }));
+      return this.worker;
+    }
+    this.worker = this.spawnState();
+    return this.worker;
+  }
+
+  /** Start the spare worker, once the active one is ready and idle. */
+  ensureSpare() {
+    if (!this.spareWanted || this.spare || !this.worker || !this.worker.info) return;
+    this.spare = this.spawnState();
+    this.spare.isSpare = true;
+  }
+
+  spawnState() {
     const buffer = this.isolated ? new SharedArrayBuffer(SHARED_HEADER_BYTES + SHARED_INPUT_BYTES) : null;
     const handle = this.spawnWorker();
     const state = {
@@ -66,23 +102,32 @@ export class RunController {
       if (!state.info && isMessage(msg, "fatal")) this.workerFailed(state, msg.message);
     });
     handle.onError((error) => this.workerFailed(state, `the worker failed: ${error && error.message ? error.message : error}`));
-    handle.post(message("init", { config: { ...this.workerConfig, shared: buffer }, port: channel.port2 }), [channel.port2]);
-    this.worker = state;
+    const config = { ...this.workerConfig, shared: buffer };
+    if (this.assets) {
+      config.assets = this.assets;
+      state.hasAssets = true;
+    }
+    handle.post(message("init", { config, port: channel.port2 }), [channel.port2]);
     return state;
   }
 
   fromWorker(state, msg) {
-    if (state.dead || state !== this.worker) return;
+    if (state.dead || (state !== this.worker && state !== this.spare)) return;
     if (!isMessage(msg)) return;
     if (msg.type === "ready") {
       this.loadFailures = 0;
-      state.info = msg.info;
-      state.resolveReady(msg.info);
-      this.onEvent(msg);
+      state.info = state.isSpare ? { ...msg.info, spare: true } : msg.info;
+      state.resolveReady(state.info);
+      if (state === this.worker) this.onEvent(message("ready", { info: state.info }));
       return;
     }
     if (msg.type === "fatal") {
       this.workerFailed(state, msg.message);
+      return;
+    }
+    if (state !== this.worker) return; // the spare runs nothing
+    if (msg.type === "status" && msg.id === undefined) {
+      this.onEvent(msg); // said while loading, e.g. that the snapshot was not used
       return;
     }
     const run = this.active;
@@ -112,6 +157,11 @@ export class RunController {
     if (state.dead) return;
     if (!state.info) this.loadFailures += 1;
     this.kill(state);
+    if (state === this.spare) {
+      this.spare = null;
+      state.rejectReady(new Error(why));
+      return;
+    }
     state.rejectReady(new Error(why));
     const run = this.active;
     if (run && run.worker === state && run.stopReason) {
@@ -164,6 +214,7 @@ export class RunController {
       // already gone
     }
     if (this.worker === state) this.worker = null;
+    if (this.spare === state) this.spare = null;
   }
 
   /**
@@ -329,6 +380,8 @@ export class RunController {
     if (run.stopAt !== undefined) result.stop_ms = Math.round((performance.now() - run.stopAt) * 1000) / 1000;
     if (this.active === run) this.active = null;
     run.resolve(result);
+    // Now idle: load the spare (after the first run, so it never slows the first result down).
+    this.ensureSpare();
   }
 
   /** Answer the program's input() request: `text` is one line, or null for end of input. */
@@ -361,5 +414,6 @@ export class RunController {
   dispose() {
     if (this.active) this.escalate(this.active, "cancel");
     if (this.worker) this.kill(this.worker);
+    if (this.spare) this.kill(this.spare);
   }
 }

@@ -37,10 +37,10 @@ input { flex: 1; min-width: 0; font: inherit; padding: .25rem .4rem; }
 // Examples on one page share Python runtimes (one sandbox frame and Pyodide each), at most
 // MAX_RUNTIMES of them; an example whose Run finds them all busy says that it waits.
 const MAX_RUNTIMES = 2;
-const pools = new Map(); // base -> {runners: [{runner, busy}], waiters: [resolve]}
+const pools = new Map(); // base -> {runners: [{runner, busy}], waiters: [resolve], relay}
 
-function poolFor(base) {
-  if (!pools.has(base)) pools.set(base, { runners: [], waiters: [] });
+function poolFor(base, relay) {
+  if (!pools.has(base)) pools.set(base, { runners: [], waiters: [], relay: relay || [] });
   return pools.get(base);
 }
 
@@ -50,7 +50,7 @@ function idleRuntime(base) {
   const idle = pool.runners.find((entry) => !entry.busy);
   if (idle) return idle;
   if (pool.runners.length < MAX_RUNTIMES) {
-    const entry = { runner: new Runner({ base }), busy: false };
+    const entry = { runner: new Runner({ base, relay: pool.relay }), busy: false };
     pool.runners.push(entry);
     return entry;
   }
@@ -81,9 +81,10 @@ function releaseRuntime(base, entry) {
   if (waiter) waiter();
 }
 
-/** Define the <wasm-runner> element for scripts served from `base`. */
-export function defineRunnerElement({ base, name = "wasm-runner" } = {}) {
+/** Define the <wasm-runner> element for scripts served from `base`; `relay`: see Runner. */
+export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } = {}) {
   if (customElements.get(name)) return;
+  poolFor(base, relay); // the URLs of Pyodide's large files, fetched by this page for the frame
 
   class WasmRunnerElement extends HTMLElement {
     connectedCallback() {

@@ -2,7 +2,9 @@
 // module worker through a RunController and talks to its parent only by checked messages.
 import { RunController } from "./controller.js";
 import { isMessage, message } from "./protocol.js";
+import { sha256 } from "./worker-core.js";
 
+const frameStart = performance.timeOrigin + performance.now();
 const config = JSON.parse(document.getElementById("wasm-runner-config").textContent);
 const workerURL = new URL("worker.js", import.meta.url).href;
 
@@ -29,22 +31,47 @@ import(${JSON.stringify(workerURL)}).catch((e) => postMessage({ channel: "wasm-r
 const toParent = (msg) => window.parent.postMessage(msg, "*");
 
 // This frame's origin is opaque, so Chromium never caches what it fetches. The parent page
-// (a normal origin, whose HTTP cache works) fetches Pyodide's two large files and hands the
-// bytes over; the worker then serves them to Pyodide from memory.
-const RELAY = ["pyodide.asm.wasm", "python_stdlib.zip"].map((name) => new URL(name, config.pyodide.indexURL).href);
+// (a normal origin, whose HTTP cache works) fetches Pyodide's large files and the snapshot and
+// hands the bytes over; the workers then serve them to Pyodide from memory. The frame compiles
+// the wasm once, so a spare or respawned worker only instantiates it.
+const WASM_URL = new URL("pyodide.asm.wasm", config.pyodide.indexURL).href;
+const RELAY = [WASM_URL, new URL("python_stdlib.zip", config.pyodide.indexURL).href];
+if (config.pyodide.snapshot) RELAY.push(config.pyodide.snapshot.url);
 const RELAY_WAIT_MS = 15000; // the parent always answers; this only guards against one that does not
-let receiveAssets;
-const relayed = new Promise((resolve) => {
-  receiveAssets = resolve;
-  setTimeout(() => resolve({}), RELAY_WAIT_MS);
-});
 
-const controllerReady = relayed.then((files) => new RunController({
+const controller = new RunController({
   spawnWorker: spawnBrowserWorker,
-  workerConfig: { ...config.pyodide, relayed: files },
+  workerConfig: { ...config.pyodide, relay: RELAY },
   isolated: Boolean(globalThis.crossOriginIsolated),
   onEvent: (event) => toParent(event),
-}));
+  spare: true,
+});
+controller.prefetch().catch(() => {}); // this frame exists because the page wants Python: start now
+
+let relayed = false;
+async function receiveAssets(files) {
+  if (relayed) return;
+  relayed = true;
+  const arrived = performance.timeOrigin + performance.now();
+  // Compile the wasm (off this thread) while the snapshot's sha256 is checked here.
+  const compiling = files[WASM_URL] ? WebAssembly.compile(files[WASM_URL]).catch(() => null) : Promise.resolve(null);
+  const snapshot = config.pyodide.snapshot;
+  let checked = null;
+  if (snapshot && files[snapshot.url]) {
+    checked = await sha256(new Uint8Array(files[snapshot.url]));
+    if (checked !== snapshot.sha256) {
+      delete files[snapshot.url]; // the worker fetches it itself, checks it and, failing that, starts normally
+      checked = null;
+    }
+  }
+  const hashed = performance.timeOrigin + performance.now();
+  const module = await compiling;
+  const kept = {};
+  for (const [url, body] of Object.entries(files)) if (url !== WASM_URL || !module) kept[url] = body;
+  const marks = { frame_start: frameStart, relay_arrived: arrived, hashed, compiled: performance.timeOrigin + performance.now() };
+  controller.provideAssets({ files: kept, module, checked, marks });
+}
+setTimeout(() => receiveAssets({}), RELAY_WAIT_MS);
 
 window.addEventListener("message", (event) => {
   // Only the embedding page may drive this frame, and only with well-formed requests.
@@ -60,8 +87,7 @@ window.addEventListener("message", (event) => {
   handleRequest(msg);
 });
 
-async function handleRequest(msg) {
-  const controller = await controllerReady;
+function handleRequest(msg) {
   if (msg.type === "prefetch") {
     controller.prefetch().catch(() => {});
   } else if (msg.type === "run") {

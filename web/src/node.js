@@ -19,9 +19,16 @@ export function spawnNodeWorker() {
 export function createNodeController(options = {}) {
   return new RunController({
     spawnWorker: spawnNodeWorker,
-    workerConfig: {},
+    workerConfig: options.workerConfig || {},
     isolated: options.isolated !== false,
     onEvent: options.onEvent,
     timings: options.timings,
+    spare: Boolean(options.spare),
   });
+}
+
+/** A Pyodide memory snapshot made in this Node (what web/snapshot.mjs writes), for tests. */
+export async function makeNodeSnapshot() {
+  const [{ loadPyodide }, { makeSnapshot }] = await Promise.all([import("pyodide"), import("./worker-core.js")]);
+  return makeSnapshot(loadPyodide);
 }

@@ -26,10 +26,17 @@ let current = null; // the run in progress: {abort: AbortController, ended: Abor
 const storedTier = new URLSearchParams(location.search).get("tier");
 tierSelect.value = ["auto", "browser", "server"].includes(storedTier) ? storedTier : config.tier;
 
-const runner = new Runner({ base: new URL(config.base, location.href).href, tier: tierSelect.value });
+const runner = new Runner({
+  base: new URL(config.base, location.href).href, tier: tierSelect.value, relay: config.relay, sandbox: config.sandbox,
+});
+runner.onNotice = (text) => {
+  if (!current) stateText.textContent = "Loading Python (without the snapshot)…";
+  $("where").textContent = text;
+};
 runner.onReady = (info) => {
   if (!current) stateText.textContent = "Ready";
   const notes = [`Browser runtime: Python ${info.python || "?"} (${info.runtime})`, info.shared ? "cross-origin isolated" : "not isolated (Stop restarts Python)"];
+  if (info.snapshot === "rejected") notes.push(`started without the snapshot: ${info.snapshot_note}`);
   if (!info.interactive) notes.push("input() reads stdin given up front only");
   $("where").textContent = notes.join(" · ");
 };

@@ -3,6 +3,7 @@
 // (worker.js) and Node tests wire it to their own message port.
 import { BOOTSTRAP_PY } from "./bootstrap.py.js";
 import { TURTLE_PY } from "./pylib.js";
+import { sha256Hex } from "./sha256.js";
 import {
   INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
 } from "./protocol.js";
@@ -31,13 +32,104 @@ function describeIndex(pyodide, config) {
   return { url, modules };
 }
 
+/** What the Python side's `_wasm_runner_host` module becomes when a snapshot is restored. */
+const HOST_TOKEN = "wasm-runner-host";
+
+/**
+ * Modules imported before a snapshot is made (besides the bootstrap's own), so a program that
+ * uses them finds them loaded. Part of the snapshot's content hash (this file is an input).
+ * `random` is reseeded after every restore (`_attach`).
+ */
+export const SNAPSHOT_PRELOAD = Object.freeze([
+  "collections", "dataclasses", "functools", "itertools", "json", "math", "random", "re", "string", "typing",
+]);
+
+/** SHA-256 (hex) of `bytes`: SubtleCrypto where there is one, else plain JavaScript. */
+export async function sha256(bytes) {
+  if (globalThis.crypto && globalThis.crypto.subtle) {
+    const digest = new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes));
+    return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+  return sha256Hex(bytes);
+}
+
+/** The snapshot travels gzipped (a sixth of its 30 MB); DecompressionStream is native. */
+async function gunzip(bytes) {
+  const stream = new Blob([bytes]).stream().pipeThrough(new DecompressionStream("gzip"));
+  return new Uint8Array(await new Response(stream).arrayBuffer());
+}
+
+/**
+ * Pyodide's module factory, wrapped so that restoring a snapshot keeps this engine's choice of
+ * CPython's call trampoline. Emscripten writes it into `_PyRuntime` before Python starts (a
+ * wasm helper where the engine can build one, else a JavaScript one); the snapshot's memory
+ * holds the choice of the engine that made it (Node), and with the JavaScript trampoline a
+ * JSPI suspension (input() without cross-origin isolation) fails with "trying to suspend JS
+ * frames". So the value is read before the restore and written back after it.
+ */
+function keepTrampoline(loadModule) {
+  return async (settings) => {
+    const create = await loadModule();
+    const Module = await create(settings);
+    const API = Module.API;
+    const restore = API.restoreSnapshot;
+    API.restoreSnapshot = (snapshot) => {
+      const heap = Module.HEAP32;
+      const slot = (Module.__PyRuntime + heap[Module.__PyEM_EMSCRIPTEN_TRAMPOLINE_OFFSET >>> 2]) >>> 2;
+      const trampoline = heap[slot];
+      const config = Reflect.apply(restore, API, [snapshot]);
+      Module.HEAP32[slot] = trampoline;
+      return config;
+    };
+    return Module;
+  };
+}
+
+/**
+ * wasm-runner's Python in a fresh interpreter: the host module, the bootstrap as the module
+ * `_wasm_runner`, and (for a snapshot) the preloaded modules. Same code for a normal start and
+ * for the snapshot, so both give the same interpreter.
+ */
+function installBootstrap(pyodide, host, preload = []) {
+  pyodide.registerJsModule("_wasm_runner_host", host);
+  const scratch = pyodide.globals.get("dict")();
+  pyodide.runPython("import sys, types\nsys.modules['_wasm_runner'] = types.ModuleType('_wasm_runner')", { globals: scratch });
+  const module = pyodide.pyimport("_wasm_runner");
+  const namespace = module.__dict__;
+  pyodide.runPython(BOOTSTRAP_PY, { globals: namespace, filename: "<wasm-runner>" });
+  namespace.destroy();
+  module.destroy();
+  if (preload.length) pyodide.runPython(`for name in ${JSON.stringify(preload)}: __import__(name)`, { globals: scratch });
+  scratch.destroy();
+}
+
+/**
+ * Make a memory snapshot of an interpreter with wasm-runner's bootstrap installed (run by
+ * `wasm-runner warm` / the server through snapshot.mjs, in Node). Returns the snapshot bytes;
+ * `createWorkerRuntime` loads them (after checking their sha256) and falls back to a normal
+ * start when they do not load.
+ */
+export async function makeSnapshot(loadPyodide, options = {}) {
+  const placeholder = {}; // stands for the host object; restored as the worker's real one
+  const pyodide = await loadPyodide({ ...options, _makeSnapshot: true, stdout: () => {}, stderr: () => {} });
+  installBootstrap(pyodide, placeholder, SNAPSHOT_PRELOAD);
+  return pyodide.makeMemorySnapshot({
+    serializer: (obj) => {
+      if (obj === placeholder) return HOST_TOKEN;
+      throw new Error("the bootstrap holds a JavaScript object a snapshot cannot keep");
+    },
+  });
+}
+
 /**
  * Create the runtime. `post(msg)` sends to the controller (over a MessagePort the program cannot
  * reach); `loadPyodide` is Pyodide's loader; `timers` (optional) tracks the timers and workers a
- * run creates so they can be cleared when it ends (see trackTimers).
+ * run creates so they can be cleared when it ends (see trackTimers); `onLoaded(info)` (optional)
+ * is called once Python is ready, before "ready" is posted; `loadModule()` resolves with the
+ * default export of Pyodide's `pyodide.asm.mjs` (needed to restore a snapshot).
  * Returns `{handle(msg)}`: feed it the controller's "init", "run" and "input" messages.
  */
-export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
+export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = null, onLoaded = null }) {
   let pyodide = null;
   let runPy = null;
   let runPyAsync = null;
@@ -199,6 +291,39 @@ export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
     },
   };
 
+  /**
+   * Load Pyodide from the memory snapshot the server made (web/snapshot.mjs; served gzipped).
+   * Its bytes are given (Node), or fetched (the browser worker serves them from what the page
+   * relayed). Their sha256 must be the one the sandbox page named: checked here, unless the
+   * frame checked these very bytes already (`checked`). Runs while Pyodide's JS loads.
+   */
+  function loadFromSnapshot(options, snapshot) {
+    const bytes = (async () => {
+      let data = snapshot.bytes;
+      if (!data) {
+        const response = await fetch(snapshot.url);
+        if (!response.ok) throw new Error(`fetching it answered ${response.status}`);
+        data = await response.arrayBuffer();
+      }
+      data = data instanceof Uint8Array ? data : new Uint8Array(data);
+      if ((await snapshot.checked) !== snapshot.sha256) {
+        const digest = await sha256(data);
+        if (digest !== snapshot.sha256) throw new Error(`its sha256 is ${digest.slice(0, 12)}…, expected ${String(snapshot.sha256).slice(0, 12)}…`);
+      }
+      return gunzip(data);
+    })();
+    bytes.catch(() => {});
+    return loadPyodide({
+      ...options,
+      createPyodideModule: keepTrampoline(loadModule),
+      _loadSnapshot: bytes,
+      _snapshotDeserializer: (token) => {
+        if (token === HOST_TOKEN) return host;
+        throw new Error(`unknown object ${JSON.stringify(token)} in the snapshot`);
+      },
+    });
+  }
+
   async function init(config) {
     const started = performance.now();
     if (typeof SharedArrayBuffer === "function" && config.shared instanceof SharedArrayBuffer) {
@@ -215,24 +340,42 @@ export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
     if (config.packageBaseUrl) options.packageBaseUrl = config.packageBaseUrl;
     options.stdout = () => {};
     options.stderr = () => {};
-    pyodide = await loadPyodide(options);
+    // A memory snapshot holds the interpreter with the bootstrap already run; verified by its
+    // sha256 first. Anything wrong with it (tampered, stale, another build) means a normal start.
+    let snapshotState = config.snapshot ? "used" : "none";
+    if (config.snapshot && config.snapshotChecked) config.snapshot.checked = config.snapshotChecked;
+    let snapshotNote = "";
+    if (config.snapshot) {
+      try {
+        pyodide = await loadFromSnapshot(options, config.snapshot);
+      } catch (error) {
+        pyodide = null;
+        snapshotState = "rejected";
+        snapshotNote = String(error && error.message ? error.message : error).split("\n")[0].slice(0, 200);
+        post(message("status", { text: `The Python snapshot was not used (${snapshotNote}); starting Python normally.` }));
+      }
+    }
+    delete config.snapshot;
+    if (!pyodide) {
+      pyodide = await loadPyodide(options);
+      installBootstrap(pyodide, host);
+    }
     const loaded = performance.now();
     runtimeName = `pyodide-${pyodide.version}`;
     pyodide.setInterruptBuffer(control);
     pyodide.setStdout({ write: (b) => write("stdout", b), isatty: false });
     pyodide.setStderr({ write: (b) => write("stderr", b), isatty: false });
     jspi = typeof WebAssembly.Suspending === "function";
-    pyodide.registerJsModule("_wasm_runner_host", host);
-    const namespace = pyodide.globals.get("dict")();
-    pyodide.runPython(BOOTSTRAP_PY, { globals: namespace, filename: "<wasm-runner>" });
-    // `import turtle`: wasm-runner's window-less turtle (as on the server), ahead of the stdlib's
+    // `import turtle`: wasm-runner's window-less turtle (as on the server), ahead of the stdlib's.
+    // Files live outside the wasm memory, so they are written after a snapshot restore too.
     pyodide.FS.mkdirTree("/wasm-runner");
     pyodide.FS.writeFile("/wasm-runner/turtle.py", TURTLE_PY);
-    pyodide.runPython("import sys; sys.path.insert(0, '/wasm-runner')");
-    runPy = namespace.get("_run");
-    runPyAsync = namespace.get("_run_async");
-    pythonVersion = String(namespace.get("_python_version")());
-    namespace.destroy();
+    const module = pyodide.pyimport("_wasm_runner");
+    module._attach();
+    runPy = module._run.copy(); // attribute proxies are borrowed from `module`: keep copies
+    runPyAsync = module._run_async.copy();
+    pythonVersion = String(module._python_version());
+    module.destroy();
     packageIndex = describeIndex(pyodide, config);
     const info = {
       runtime: runtimeName,
@@ -241,11 +384,15 @@ export function createWorkerRuntime({ post, loadPyodide, timers = null }) {
       shared,
       jspi,
       interactive: shared || jspi,
+      snapshot: snapshotState,
+      snapshot_note: snapshotNote,
       load_ms: Math.round(performance.now() - started),
       pyodide_ms: Math.round(loaded - started),
       bootstrap_ms: Math.round(performance.now() - loaded),
       worker_started_ms: config.workerStartedAt === undefined ? null : Math.round(config.workerStartedAt),
+      marks: config.marks || null,
     };
+    if (onLoaded) onLoaded(info);
     post(message("ready", { info }));
     return info;
   }

@@ -11,7 +11,8 @@ parentPort.on("message", (msg) => {
   const port = msg.port;
   delete msg.port;
   parentPort.removeAllListeners("message");
-  runtime = createWorkerRuntime({ post: (m) => port.postMessage(m), loadPyodide, timers });
+  const loadModule = () => import("pyodide/pyodide.asm.mjs").then((m) => m.default);
+  runtime = createWorkerRuntime({ post: (m) => port.postMessage(m), loadPyodide, loadModule, timers });
   port.on("message", (m) => runtime.handle(m));
   runtime.handle(msg);
 });
