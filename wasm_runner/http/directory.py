@@ -16,7 +16,8 @@ idle and lifetime expiry, plus ``GRACE_SECONDS``) and is refreshed on every call
 when the session opens and deleted when it closes (a ``DELETE``, a limit that ended it, expiry,
 drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
-own, and the first call that finds the owner gone deletes the key (``hop.py``: ``410``). A Redis
+own, and the first call that finds the owner gone replaces the key by a tombstone for the rest of
+its life (``hop.py``: ``410`` at once for every later call too, without trying the owner). A Redis
 that restarts empty loses the keys; each replica notices its marker key is gone and writes its
 entries again within ``REPUBLISH_SECONDS`` (``keep_published``).
 
@@ -44,8 +45,8 @@ __all__ = ["Directory", "Entry", "LocalDirectory", "RedisDirectory", "directory_
 log = logging.getLogger("wasm_runner.http")
 
 GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expires first
-SYNC_BACKOFF_SECONDS = 2.0
-REPUBLISH_SECONDS = 5.0  # how soon a Redis that restarted empty has this replica's entries again  # after a failed link registration, links stay inline this long
+SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long
+REPUBLISH_SECONDS = 5.0  # how soon a Redis that restarted empty has this replica's entries again
 
 
 @dataclass(frozen=True)
@@ -55,9 +56,13 @@ class Entry:
     owner: str
     replica: str
     tenant: str
+    lost: bool = False  # the owner is gone: a tombstone, so later calls get 410 at once too
 
     def dumps(self) -> bytes:
-        return json.dumps({"owner": self.owner, "replica": self.replica, "tenant": self.tenant}).encode()
+        data: dict[str, object] = {"owner": self.owner, "replica": self.replica, "tenant": self.tenant}
+        if self.lost:
+            data["lost"] = True
+        return json.dumps(data).encode()
 
     @classmethod
     def loads(cls, raw: bytes | str | None) -> Entry | None:
@@ -66,7 +71,8 @@ class Entry:
             return None
         try:
             data = json.loads(raw)
-            entry = cls(str(data["owner"]), str(data["replica"]), str(data["tenant"]))
+            entry = cls(str(data["owner"]), str(data["replica"]), str(data["tenant"]),
+                        lost=data.get("lost") is True)  # fmt: skip
         except (ValueError, KeyError, TypeError):
             return None
         return entry
@@ -95,7 +101,11 @@ class Directory:
         return None
 
     async def forget_session(self, session_id: str) -> None:
-        """Drop the entry of a session whose owner is gone."""
+        """Drop a stale entry (this process no longer holds the session)."""
+
+    async def mark_lost(self, kind: str, key_id: str, entry: Entry) -> None:
+        """Replace the entry of a session (``kind`` ``session``) or link (``download``) whose
+        owner is gone by a tombstone that lives as long as the entry would have."""
 
     def put_download(self, token: str, tenant: str, ttl: float) -> bool:
         """Register a link made here (blocking, bounded); False when it could not be shared."""
@@ -105,8 +115,6 @@ class Directory:
         """Where the link ``token`` lives, or None."""
         return None
 
-    async def forget_download(self, token: str) -> None:
-        """Drop the entry of a link whose owner is gone."""
 
     async def keep_published(
         self,
@@ -223,10 +231,15 @@ class RedisDirectory(Directory):
         )
         return Entry.loads(raw)
 
-    async def forget_download(self, token: str) -> None:
-        await self.state.call(
-            self.state.redis.delete(self._download_key(token)), "the download directory"
-        )
+    async def mark_lost(self, kind: str, key_id: str, entry: Entry) -> None:
+        key = self._session_key(key_id) if kind == "session" else self._download_key(key_id)
+        left = await self.state.call(self.state.redis.pttl(key), "the session directory")
+        if isinstance(left, int) and left > 0:  # XX: never (re)create a key that just expired
+            tombstone = Entry("", "", entry.tenant, lost=True)
+            await self.state.call(
+                self.state.redis.set(key, tombstone.dumps(), px=left, xx=True),
+                "the session directory",
+            )
 
     # -- healing ---------------------------------------------------------------------------
     async def keep_published(

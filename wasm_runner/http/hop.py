@@ -20,7 +20,8 @@ arrives: an SSE stream is relayed chunk by chunk, never buffered. A runs the cal
 local: admission, the tenant check (another key: ``404``), the audit log and the metrics are A's.
 A connection A refuses or does not accept within ``CONNECT_TIMEOUT_SECONDS`` (1 s), or a replica
 that now runs a different process than the directory names, means the session is lost: ``410
-session_lost`` (a link: ``410 download_lost``) at once, and its directory entry is deleted.
+session_lost`` (a link: ``410 download_lost``) at once, and its directory entry becomes a
+tombstone, so every later call for it gets the same ``410`` at once until it would have expired.
 
 Receiving (``InternalGuard``, ASGI middleware). Any request carrying a header that starts with
 ``X-Wasm-Runner-Internal-`` must carry a valid signature made within ``WINDOW_SECONDS``, a nonce
@@ -251,10 +252,7 @@ class Hop:
         if entry.replica == self.replica_id:
             await self.directory.forget_session(session_id)  # stale: this process lost it
             return None
-        return await self._relay(
-            request, entry, tenant.name, "session",
-            lambda: self.directory.forget_session(session_id),
-        )  # fmt: skip
+        return await self._owner_answer(request, entry, tenant.name, "session", session_id)
 
     async def download(self, request: Request, token: str) -> Response | None:
         """The owner's answer for the link ``token``, or None to answer here."""
@@ -263,9 +261,22 @@ class Hop:
         entry = await self.directory.download(token)
         if entry is None or entry.replica == self.replica_id:
             return None
-        return await self._relay(
-            request, entry, entry.tenant, "download", lambda: self.directory.forget_download(token)
-        )
+        return await self._owner_answer(request, entry, entry.tenant, "download", token)
+
+    async def _owner_answer(
+        self, request: Request, entry: Entry, tenant: str, kind: str, key_id: str
+    ) -> Response:
+        """410 for a tombstone or an owner at this replica's own address (it restarted: this
+        is the new process), else the owner's answer relayed."""
+
+        async def mark() -> None:
+            await self.directory.mark_lost(kind, key_id, entry)
+
+        if entry.lost:
+            return error_response(_LOST[kind])
+        if entry.owner == getattr(self.directory, "owner", None):
+            return await self._lost(kind, entry, mark)
+        return await self._relay(request, entry, tenant, kind, mark)
 
     def signed_headers(
         self, request: HTTPConnection, entry: Entry, tenant: str, body: bytes, target: str
@@ -333,6 +344,9 @@ class Hop:
             raise ApiError(
                 504, "hop_timeout", "the replica holding this session did not answer in time"
             ) from None
+        if upstream.status_code == 410:  # the owner's address runs another process now
+            with contextlib.suppress(ApiError):
+                await forget()
         relayed = {k: v for k, v in upstream.headers.items() if k.lower() in _RELAYED_HEADERS}
         return Relay(upstream, relayed, kind)
 
@@ -350,7 +364,7 @@ class Hop:
         self, kind: str, entry: Entry, forget: Callable[[], Awaitable[None]]
     ) -> Response:
         log.info("internal hop: the %s owner at %s is gone", kind, entry.owner)
-        with contextlib.suppress(ApiError):  # Redis down too: the key expires on its own
+        with contextlib.suppress(ApiError):  # Redis down too: the entry expires on its own
             await forget()
         return error_response(_LOST[kind])
 
