@@ -84,6 +84,9 @@ class AdmissionGate:
                 lease = await self.leases.claim(
                     "run", tenant, tenant.max_concurrent, self.admission.retry_after()
                 )
+                if self.lifecycle.draining:  # the drain began while Redis answered
+                    lease.release()
+                    self.lifecycle.check_admit()
         except ApiError as exc:
             self.metrics.rejections.labels(exc.code).inc()
             raise
