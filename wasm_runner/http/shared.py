@@ -6,7 +6,7 @@ everything stays in this process's memory. The client is created in the app's li
 
 - rate limits (``auth.Gatekeeper``: the ``limits`` library's Redis storage on this client's pool);
 - leases (``leases``: per-key runs in flight and open sessions, refreshed by their owner);
-- the session directory and download tokens (``wasm_runner.http`` routes of the internal hop).
+- the session directory and download tokens (``directory``), for the internal hop (``hop``).
 
 Every call goes through ``call``, which bounds it by ``redis_timeout_seconds`` and turns any
 failure (refused connection, timeout, Redis error) into ``SharedStateUnavailable``: a ``503
