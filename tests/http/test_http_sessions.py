@@ -7,6 +7,7 @@ from pathlib import Path
 
 import httpx
 from http_harness import OTHER_KEY, LiveServer, b64, live_server, make_config, wait_until
+from test_http_stream import sse_events
 
 
 def open_session(api: httpx.Client, **body: object) -> str:
@@ -132,3 +133,26 @@ def test_session_count_is_capped_per_key(warm_sandbox: None, tmp_path: Path) -> 
         api.delete(f"/api/sessions/{first}")
         open_session(api)
         api.delete(f"/api/sessions/{second}")
+
+
+def test_a_cell_can_stream_its_output(api: httpx.Client, server: LiveServer) -> None:
+    sid = open_session(api)
+    call(api, sid, "name = 'Ada'")
+    with api.stream(
+        "POST", f"/api/sessions/{sid}/run/stream",
+        json={"code": "import sys\nprint('hi', name)\nprint('oops', file=sys.stderr)"},
+    ) as r:  # fmt: skip
+        assert r.status_code == 200 and r.headers["content-type"].startswith("text/event-stream")
+        events = list(sse_events(r))
+    kinds = [kind for kind, _ in events]
+    assert kinds[0] == "start" and kinds[-1] == "result"
+    assert ("stdout", {"data": "hi Ada\n"}) in events and ("stderr", {"data": "oops\n"}) in events
+    result = events[-1][1]
+    assert result["stdout"] == "hi Ada\n" and result["session"]["calls"] == 2
+    # refusals come before the stream, as JSON: another key, an ended session
+    with server.client(OTHER_KEY) as bob:
+        other = bob.post(f"/api/sessions/{sid}/run/stream", json={"code": "1"})
+        assert other.status_code == 404 and other.json()["error"]["code"] == "unknown_session"
+    api.delete(f"/api/sessions/{sid}")
+    ended = api.post(f"/api/sessions/{sid}/run/stream", json={"code": "1"})
+    assert ended.status_code == 404 and ended.json()["error"]["code"] == "unknown_session"
