@@ -22,6 +22,7 @@ from __future__ import annotations
 import secrets
 import shutil
 import signal
+import sys
 import tempfile
 import threading
 import time
@@ -92,16 +93,20 @@ class Cluster:
         self.parts: list[_Watched] = []
         self.url = f"http://{'[' + options.host + ']' if ':' in options.host else options.host}:{options.port}"
         self._lock = threading.Lock()
+        self.redis_quiet = True  # until it first answers PING, and again while it restarts
 
     # -- start ---------------------------------------------------------------------------------
 
     def start(self) -> None:
         """Start Redis, the replicas and HAProxy (raises ``ClusterError`` with a plain reason)."""
-        redis_child = Child("redis", redis_argv(self.redis_bin, self.redis_port, self.workdir))
+        # Redis's start-up banner is noise; later lines (a crash, a warning) are shown
+        redis_child = Child("redis", redis_argv(self.redis_bin, self.redis_port, self.workdir),
+                            echo=self._redis_line)  # fmt: skip
         self._launch(_Watched(redis_child, "redis", self.redis_url))
         if not wait_for_redis(self.redis_url, time.monotonic() + 10):
             raise ClusterError(f"redis-server did not answer on {self.redis_url}: "
                                + " | ".join(redis_child.tail))  # fmt: skip
+        self.redis_quiet = False
         self.say(f"redis-server {self.redis_url} (pid {redis_child.pid})")
         env = environ_with({CLUSTER_SECRET_ENV: self.secret})
         backends = []
@@ -125,6 +130,10 @@ class Cluster:
         proxy = Child("haproxy", haproxy_argv(self.haproxy_bin, cfg))
         self._launch(_Watched(proxy, "haproxy", self.url))
         self.say(f"haproxy {self.url} (pid {proxy.pid}, stats socket {self.stats_socket})")
+
+    def _redis_line(self, line: str) -> None:
+        if not self.redis_quiet:
+            print(line, file=sys.stderr, flush=True)
 
     def _launch(self, part: _Watched) -> None:
         part.child.start()
@@ -192,11 +201,14 @@ class Cluster:
                 elif now >= part.restart_at:
                     part.restart_at = None
                     part.restarts.append(now)
+                    if part.kind == "redis":
+                        self.redis_quiet = True
                     child.start()
                     part.back_pending = True
                     self.say(f"{child.name} restarted (pid {child.pid})")
                     if part.kind == "redis" and wait_for_redis(self.redis_url, time.monotonic() + 5):
                         part.back_pending = False
+                        self.redis_quiet = False
                         self.say(f"redis-server is back on {self.redis_url} (empty)")
         return 0
 
