@@ -441,8 +441,9 @@ class Relay(Response):
         gone = asyncio.ensure_future(until_disconnected(receive))
         try:
             await asyncio.wait({pump, gone}, return_when=asyncio.FIRST_COMPLETED)
-            if pump.done():
-                pump.result()
+            if pump.done() and not pump.cancelled() and pump.exception() is not None:
+                # the answer has started: nothing can be said to the client any more
+                log.info("internal hop: relaying stopped: %s", type(pump.exception()).__name__)
         finally:
             pump.cancel()
             gone.cancel()
