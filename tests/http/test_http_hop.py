@@ -244,6 +244,23 @@ def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
     close(a, sid)
 
 
+def test_a_client_leaving_the_other_replica_stops_the_cell_on_the_owner(
+    pair: tuple[Replica, Replica],
+) -> None:
+    a, b = pair
+    sid = open_session(a)
+    with b.client() as api, api.stream(
+        "POST", f"/api/sessions/{sid}/run/stream", json={"code": "import time\ntime.sleep(60)"}
+    ) as r:
+        assert r.status_code == 200
+        next(r.iter_lines())  # the start event: the cell runs on A
+        assert httpx.get(f"{a.url}/healthz").json()["running"] == 1
+    # B closed its call to A when the client left; A cancelled the cell (its wall limit is 15 s)
+    assert wait_until(lambda: httpx.get(f"{a.url}/healthz").json()["running"] == 0, timeout=10)
+    with a.client() as api:
+        api.delete(f"/api/sessions/{sid}")
+
+
 def test_a_download_link_from_one_replica_works_on_the_other(pair: tuple[Replica, Replica]) -> None:
     a, b = pair
     with a.client() as api:
