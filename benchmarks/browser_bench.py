@@ -1,16 +1,22 @@
-"""Browser tier benchmark: page load → first result (cold, warm) and Stop latency.
+"""Browser tier benchmark: page load → first result, with and without the Pyodide snapshot.
 
 Runs the real server (``server:app`` under uvicorn on 127.0.0.1) and Debian's Chromium
-(headless, via Playwright). Not a test: it only measures and reports.
+(headless, via Playwright). Not a test: it only measures and reports. Every figure is a median
+(with p95, min, max) over ``--loads`` page loads, all in the same run, snapshot on and off
+interleaved so both see the same machine load.
 
-- cold: a fresh browser profile (empty HTTP cache, no compiled-wasm cache); navigation start →
-  the result of ``print('hi')`` back in the page.
-- warm: the same profile, a new tab (HTTP cache and Chromium's wasm code cache filled).
-- auto (cold): the same, with tier "auto": the first run goes to the server while Pyodide loads.
-- stop: Stop pressed → result back in the page, for a busy loop and a sleep loop (interrupt), a
-  loop inside C code (terminate + respawn) and a busy loop without cross-origin isolation.
+- cold: a fresh browser profile (empty HTTP cache); navigation start → the result of
+  ``print(6*7)`` in the browser tier (tier ``browser``, not ``auto``) back in the page.
+- warm: the same profile, a new tab (the page's HTTP cache holds Pyodide and the snapshot).
+- after_stop: on a loaded page, a program looping inside C code is stopped (only ending the
+  worker stops it); then Run → result of ``print(6*7)``. The spare worker makes this fast; it
+  is loaded after each run, so the loop waits ``--pace`` seconds first, as a person would.
+- breakdown: for the snapshot runs, the median time after navigation start at which each step
+  was reached (frame script, worker, Pyodide's scripts, the relayed files, snapshot unpacked,
+  wasm instantiated, Python ready, result).
+- stop latency: Stop pressed → result back, per kind of loop (``--stops`` each).
 
-Usage: ``python benchmarks/browser_bench.py [--rounds 3] [--stops 20] [--out benchmarks/results/browser.json]``
+Usage: ``python benchmarks/browser_bench.py [--loads 5] [--stops 10] [--out benchmarks/results/browser.json]``
 """
 
 from __future__ import annotations
@@ -25,6 +31,7 @@ import tempfile
 import time
 import urllib.request
 from pathlib import Path
+from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO / "tests"))
@@ -32,10 +39,37 @@ sys.path.insert(0, str(REPO / "tests"))
 from browser_harness import CHROMIUM, CHROMIUM_ARGS, start_uvicorn, stop_process  # noqa: E402 - after the sys.path line above
 from playwright.sync_api import sync_playwright  # noqa: E402
 
-FIRST_RESULT = """async (tier) => {
-  while (!window.playground) await new Promise((r) => setTimeout(r, 5));
-  const result = await window.playground.runner.run("print('hi')", { tier });
-  return { at: performance.now(), status: result.status, stdout: result.stdout, tier: result.tier };
+from wasm_runner.browser.locations import web_dir  # noqa: E402
+from wasm_runner.browser.pyodide_snapshot import SnapshotStore  # noqa: E402
+
+FIRST_RESULT = """async () => {
+  while (!window.playground) await new Promise((r) => setTimeout(r, 2));
+  const runner = window.playground.runner;
+  const result = await runner.run("print(6*7)", { tier: "browser" });
+  const at = performance.now();
+  const info = runner.browserInfo || {};
+  const marks = {};
+  for (const [name, t] of Object.entries(info.marks || {})) marks[name] = t - performance.timeOrigin;
+  marks.result = at;
+  return { at, status: result.status, stdout: result.stdout, snapshot: info.snapshot, marks };
+}"""
+
+READY = "Boolean(window.playground && window.playground.runner.browserInfo)"
+
+AFTER_STOP = """async (paceMs) => {
+  const runner = window.playground.runner;
+  await new Promise((r) => setTimeout(r, paceMs)); // the spare loads meanwhile, as while a person types
+  let started;
+  const go = new Promise((resolve) => { started = resolve; });
+  const loop = "import collections, itertools\\nprint('go', flush=True)\\ncollections.deque(itertools.count(), maxlen=0)";
+  const pending = runner.run(loop, { tier: "browser", onOutput: (o) => { if (o.text.includes("go")) started(); } });
+  await go;
+  await new Promise((r) => setTimeout(r, 100));
+  runner.stop();
+  const stopped = await pending;
+  const t0 = performance.now();
+  const next = await runner.run("print(6*7)", { tier: "browser" });
+  return { ms: performance.now() - t0, stopped: stopped.status, status: next.status, stdout: next.stdout, spare: Boolean(runner.browserInfo.spare) };
 }"""
 
 STOP = """async ([code, settleMs]) => {
@@ -54,25 +88,25 @@ STOP = """async ([code, settleMs]) => {
 STOP_PROGRAMS = {
     "busy loop (interrupt)": "print('go', flush=True)\nwhile True:\n    pass",
     "time.sleep loop (interrupt)": "import time\nprint('go', flush=True)\nwhile True:\n    time.sleep(0.5)",
-    "C-level loop (terminate + respawn)": "import collections, itertools\nprint('go', flush=True)\ncollections.deque(itertools.count(), maxlen=0)",
+    "C-level loop (terminate, spare takes over)": "import collections, itertools\nprint('go', flush=True)\ncollections.deque(itertools.count(), maxlen=0)",
 }
 
+MODES = {"snapshot": "/?tier=browser", "no snapshot": "/?tier=browser&snapshot=off"}
 
-def first_result(context, url: str, tier: str) -> float:
+
+def first_result(context: Any, url: str, want_snapshot: str) -> dict[str, Any]:
     page = context.new_page()
     page.goto(url, wait_until="commit")
-    out = page.evaluate(FIRST_RESULT, tier)
+    out: dict[str, Any] = page.evaluate(FIRST_RESULT)
     page.close()
-    if out["status"] != "ok" or out["stdout"] != "hi\n":
+    if out["status"] != "ok" or out["stdout"] != "42\n" or out["snapshot"] != want_snapshot:
         raise RuntimeError(f"first run failed: {out}")
-    return out["at"]
+    return out
 
 
-def wait_ready(page) -> None:
+def wait_ready(page: Any) -> None:
     deadline = time.monotonic() + 120
-    while not page.evaluate(
-        "window.playground && window.playground.runner.browserInfo"
-    ):
+    while not page.evaluate(READY):
         if time.monotonic() > deadline:
             raise RuntimeError("Pyodide did not become ready")
         time.sleep(0.05)
@@ -92,82 +126,85 @@ def summary(values: list[float]) -> dict[str, float]:
 
 def main() -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
-    parser.add_argument(
-        "--rounds", type=int, default=3, help="fresh profiles for cold/warm (default 3)"
-    )
-    parser.add_argument(
-        "--stops", type=int, default=20, help="stops per kind (default 20)"
-    )
-    parser.add_argument(
-        "--out", type=Path, default=REPO / "benchmarks" / "results" / "browser.json"
-    )
+    parser.add_argument("--loads", type=int, default=5, help="page loads per figure (default 5)")
+    parser.add_argument("--stops", type=int, default=10, help="stops per kind of loop (default 10)")
+    parser.add_argument("--pace", type=float, default=4.0, help="seconds between a run and the next Stop (default 4)")
+    parser.add_argument("--out", type=Path, default=REPO / "benchmarks" / "results" / "browser.json")
     args = parser.parse_args()
 
+    SnapshotStore(web_dir()).ensure()  # as `wasm-runner warm` leaves it
     process, base = start_uvicorn("server:app", {"WASM_RUNNER_AUTH": "off"})
-    figures: dict[str, object] = {}
+    load_before = os.getloadavg()
+    figures: dict[str, Any] = {}
     try:
-        # compress and cache every asset on the server first: cold means a cold *browser*
-        html = urllib.request.urlopen(base + "/").read().decode()
-        del html
+        urllib.request.urlopen(base + "/").read()  # the server compresses its assets first
+        time.sleep(5)
         with sync_playwright() as p:
-            cold, warm, auto_cold = [], [], []
-            for _ in range(args.rounds + 1):
-                with tempfile.TemporaryDirectory() as profile:
-                    context = p.chromium.launch_persistent_context(
-                        profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS
-                    )
-                    c = first_result(context, base + "/", "browser")
-                    w = first_result(context, base + "/", "browser")
-                    context.close()
-                    cold.append(c)
-                    warm.append(w)
-                with tempfile.TemporaryDirectory() as profile:
-                    context = p.chromium.launch_persistent_context(
-                        profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS
-                    )
-                    auto_cold.append(first_result(context, base + "/", "auto"))
-                    context.close()
-            # the first round also warms the server's compression caches: drop it
-            figures["page_load_to_first_result"] = {
-                "browser_cold": summary(cold[1:]),
-                "browser_warm": summary(warm[1:]),
-                "auto_cold_first_run_on_server": summary(auto_cold[1:]),
-            }
+            cold: dict[str, list[float]] = {m: [] for m in MODES}
+            warm: dict[str, list[float]] = {m: [] for m in MODES}
+            marks: list[dict[str, float]] = []
+            for round_ in range(args.loads + 1):  # round 0 warms the server up: dropped
+                for mode, suffix in MODES.items():
+                    want = "used" if mode == "snapshot" else "none"
+                    with tempfile.TemporaryDirectory() as profile:
+                        context = p.chromium.launch_persistent_context(
+                            profile, executable_path=CHROMIUM, args=CHROMIUM_ARGS
+                        )
+                        c = first_result(context, base + suffix, want)
+                        w = first_result(context, base + suffix, want)
+                        context.close()
+                    if round_:
+                        cold[mode].append(c["at"])
+                        warm[mode].append(w["at"])
+                        if mode == "snapshot":
+                            marks.append(w["marks"])
+            after: dict[str, list[float]] = {m: [] for m in MODES}
             browser = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
-            stops: dict[str, object] = {}
-            for isolation, suffix in (
-                ("isolated", "/"),
-                ("not isolated", "/?isolation=off"),
-            ):
+            for mode, suffix in MODES.items():
                 page = browser.new_page()
                 page.goto(base + suffix)
                 wait_ready(page)
-                programs = (
-                    STOP_PROGRAMS
-                    if isolation == "isolated"
-                    else {
-                        "busy loop (terminate + respawn)": STOP_PROGRAMS[
-                            "busy loop (interrupt)"
-                        ]
-                    }
-                )
-                for name, code in programs.items():
-                    count = (
-                        args.stops if "respawn" not in name else max(3, args.stops // 4)
-                    )
-                    samples = [page.evaluate(STOP, [code, 200]) for _ in range(count)]
-                    assert all(s["status"] == "cancelled" for s in samples), samples
-                    stops[f"{name}, {isolation}"] = summary([s["ms"] for s in samples])
+                for _ in range(args.loads):
+                    out = page.evaluate(AFTER_STOP, args.pace * 1000)
+                    if out["stopped"] != "cancelled" or out["stdout"] != "42\n":
+                        raise RuntimeError(f"after stop: {out}")
+                    after[mode].append(out["ms"])
                 page.close()
+            figures["page_load_to_first_result"] = {
+                mode: {
+                    "cold": summary(cold[mode]),
+                    "warm": summary(warm[mode]),
+                    "after_terminating_stop": summary(after[mode]),
+                }
+                for mode in MODES
+            }
+            names = sorted({k for m in marks for k in m}, key=lambda k: statistics.median(m[k] for m in marks if k in m))
+            figures["breakdown_warm_snapshot_ms_after_navigation"] = {
+                k: round(statistics.median(m[k] for m in marks if k in m)) for k in names
+            }
+            stops: dict[str, Any] = {}
+            page = browser.new_page()
+            page.goto(base + "/")
+            wait_ready(page)
+            for name, code in STOP_PROGRAMS.items():
+                count = args.stops if "terminate" not in name else max(3, args.stops // 3)
+                samples = [page.evaluate(STOP, [code, 200]) for _ in range(count)]
+                if not all(s["status"] == "cancelled" for s in samples):
+                    raise RuntimeError(f"a stop did not stop: {samples}")
+                stops[name] = summary([s["ms"] for s in samples])
+            page.close()
             browser.close()
-            figures["stop_latency"] = stops
+            figures["stop_latency_isolated"] = stops
             figures["chromium"] = "system chromium (Debian), headless"
     finally:
         stop_process(process)
+    load_after = os.getloadavg()
     figures["machine"] = (
-        f"{platform.machine()}, {os.cpu_count()} cores, load average {os.getloadavg()[0]:.1f}"
+        f"{platform.machine()}, {os.cpu_count()} cores, load average {load_before[0]:.1f} before, "
+        f"{load_after[0]:.1f} after"
     )
     figures["measured_at"] = time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime())
+    figures["command"] = "python benchmarks/browser_bench.py " + " ".join(sys.argv[1:])
     args.out.parent.mkdir(parents=True, exist_ok=True)
     args.out.write_text(json.dumps(figures, indent=2) + "\n")
     print(json.dumps(figures, indent=2))

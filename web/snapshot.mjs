@@ -4,7 +4,7 @@
 // this file) and serve it next to Pyodide; the worker loads it instead of starting Python.
 import { writeFileSync } from "node:fs";
 import { loadPyodide } from "pyodide";
-import { makeSnapshot } from "./src/worker-core.js";
+import { makeSnapshot, packSnapshot } from "./src/worker-core.js";
 
 const out = process.argv[2];
 if (!out) {
@@ -20,5 +20,6 @@ if (!("Suspending" in WebAssembly) && !("Suspender" in WebAssembly)) {
   process.exit(3);
 }
 const bytes = await makeSnapshot(loadPyodide);
-writeFileSync(out, bytes);
-console.log(JSON.stringify({ bytes: bytes.length }));
+const packed = packSnapshot(bytes);
+writeFileSync(out, packed);
+console.log(JSON.stringify({ memory: bytes.length, packed: packed.length }));

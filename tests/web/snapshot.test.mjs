@@ -7,6 +7,7 @@ import { gzipSync } from "node:zlib";
 import { after, before, describe, test } from "node:test";
 import { createNodeController, makeNodeSnapshot } from "../../web/src/node.js";
 import { sha256Hex } from "../../web/src/sha256.js";
+import { packSnapshot, unpackSnapshot } from "../../web/src/worker-core.js";
 
 const sha = (bytes) => createHash("sha256").update(bytes).digest("hex");
 
@@ -15,6 +16,15 @@ test("sha256.js agrees with node:crypto at every padding boundary", () => {
     const bytes = new Uint8Array(n).map((_, i) => (i * 31 + 7) & 255);
     assert.equal(sha256Hex(bytes), sha(bytes), `length ${n}`);
   }
+});
+
+test("packing a snapshot keeps every byte and drops only pages of zeros", () => {
+  const memory = new Uint8Array(5 * 4096 + 100);
+  memory[10] = 1; memory[3 * 4096 + 5] = 2; memory[memory.length - 1] = 3;
+  const packed = packSnapshot(memory);
+  assert.ok(packed.length < memory.length / 2);
+  assert.deepEqual(unpackSnapshot(packed), memory);
+  assert.throws(() => unpackSnapshot(packed.subarray(0, packed.length - 1)), /cut short/);
 });
 
 describe("memory snapshot", () => {
@@ -83,10 +93,14 @@ describe("memory snapshot", () => {
   });
 
   test("a snapshot that verifies but is not Pyodide's memory (stale, another build) is rejected", async () => {
-    const foreign = gzipSync(Buffer.alloc(4096, 7));
+    const foreign = gzipSync(packSnapshot(new Uint8Array(8192).fill(7)));
     const { controller, info } = await start({ bytes: new Uint8Array(foreign), sha256: sha(foreign) });
     assert.equal(info.snapshot, "rejected");
-    assert.match(info.snapshot_note, /magic number/);
+    assert.match(info.snapshot_note, /magic number/); // Pyodide's own check
+    const unpacked = gzipSync(Buffer.alloc(4096, 7)); // not even packed
+    const other = await start({ bytes: new Uint8Array(unpacked), sha256: sha(unpacked) });
+    assert.equal(other.info.snapshot, "rejected");
+    assert.match(other.info.snapshot_note, /not a packed wasm-runner snapshot/);
     const result = await controller.run({ id: 1, code: "print(sum(range(10)))" });
     assert.equal(result.stdout, "45\n");
   });

@@ -2,11 +2,12 @@
 // module worker through a RunController and talks to its parent only by checked messages.
 import { RunController } from "./controller.js";
 import { isMessage, message } from "./protocol.js";
-import { sha256 } from "./worker-core.js";
+import { sha256 } from "./sha256.js";
 
 const frameStart = performance.timeOrigin + performance.now();
 const config = JSON.parse(document.getElementById("wasm-runner-config").textContent);
-const workerURL = new URL("worker.js", import.meta.url).href;
+// bundled (dist/frame.bundle.js, see build.mjs) the worker is one file too
+const workerURL = new URL(import.meta.url.endsWith(".bundle.js") ? "worker.bundle.js" : "worker.js", import.meta.url).href;
 
 function spawnBrowserWorker() {
   // An opaque-origin document may only start workers from its own blob: URLs, and Chromium

@@ -27,8 +27,8 @@ export function createNodeController(options = {}) {
   });
 }
 
-/** A Pyodide memory snapshot made in this Node (what web/snapshot.mjs writes), for tests. */
+/** A Pyodide memory snapshot made in this Node, packed (what web/snapshot.mjs writes), for tests. */
 export async function makeNodeSnapshot() {
-  const [{ loadPyodide }, { makeSnapshot }] = await Promise.all([import("pyodide"), import("./worker-core.js")]);
-  return makeSnapshot(loadPyodide);
+  const [{ loadPyodide }, { makeSnapshot, packSnapshot }] = await Promise.all([import("pyodide"), import("./worker-core.js")]);
+  return packSnapshot(await makeSnapshot(loadPyodide));
 }

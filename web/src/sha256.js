@@ -56,3 +56,12 @@ export function sha256Hex(bytes) {
   blocks(state, w, bits, 0, tailLength);
   return Array.from(state, (x) => (x >>> 0).toString(16).padStart(8, "0")).join("");
 }
+
+/** SHA-256 (hex) of `bytes`: SubtleCrypto where there is one, else the code above. */
+export async function sha256(bytes) {
+  if (globalThis.crypto && globalThis.crypto.subtle) {
+    const digest = new Uint8Array(await globalThis.crypto.subtle.digest("SHA-256", bytes));
+    return Array.from(digest, (b) => b.toString(16).padStart(2, "0")).join("");
+  }
+  return sha256Hex(bytes);
+}

@@ -86,7 +86,7 @@ async function start(msg) {
   const marks = { worker_start: startedAt };
   // Pyodide's two scripts load in parallel (pyodide.asm.mjs is 1.2 MB, never cached here).
   const asm = import(new URL("pyodide.asm.mjs", msg.config.indexURL).href);
-  asm.catch(() => {});
+  asm.then(() => { marks.asm_imported = performance.timeOrigin + performance.now(); }, () => {});
   const { loadPyodide } = await import(new URL("pyodide.mjs", msg.config.indexURL).href);
   marks.pyodide_imported = performance.timeOrigin + performance.now();
   files.arrived.then((assets) => {
