@@ -90,9 +90,9 @@ export class Runner {
     const files = {};
     await Promise.all(urls.filter((url) => this.mayRelay(url)).map(async (url) => {
       const body = await fetchForFrame(url);
-      if (body) files[url] = body;
+      if (body) files[url] = body.slice(0); // a copy to transfer; the cache keeps the original
     }));
-    this.frame.contentWindow.postMessage(message("assets", { files }), "*");
+    this.frame.contentWindow.postMessage(message("assets", { files }), "*", Object.values(files));
   }
 
   post(msg) {
