@@ -9,9 +9,13 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
+import _mcp_checks as checks
 import httpx
 import pytest
 from cluster_harness import REPLICA_HEADER, LiveCluster, start_cluster
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 
 
 @pytest.fixture(scope="module")
@@ -100,3 +104,28 @@ def test_a_download_link_works_from_every_replica(cluster: LiveCluster) -> None:
     assert {g.headers[REPLICA_HEADER] for g in through} == set(cluster.replicas)
     missing = httpx.get(cluster.url + "/api/files/not-a-token", timeout=30)
     assert missing.status_code == 404 and missing.json()["error"]["code"] == "unknown_file"
+
+
+def test_an_mcp_conversation_with_a_tool_session_works_through_the_balancer(cluster: LiveCluster) -> None:
+    """The SDK's client over streamable HTTP: one-shot runs, then a tool session whose variables
+    are kept over cells. /mcp is balanced by API key, so all of it reaches one replica."""
+    answered_by: list[str] = []
+
+    async def note(response: object) -> None:
+        answered_by.append(response.headers.get(REPLICA_HEADER, "?"))  # type: ignore[attr-defined]
+
+    async def conversation() -> None:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {cluster.keys['main']}"})
+        http.event_hooks = {"request": [], "response": [note]}
+        async with Client(streamable_http_client(f"{cluster.url}/mcp", http_client=http),
+                          read_timeout_seconds=120) as client:  # fmt: skip
+            await checks.check_run_once(client)  # initialize, then run_python twice
+            session_id = await checks.open_session(client)
+            await checks.check_state_kept(client, session_id)
+            await checks.check_close(client, session_id)
+
+    checks.run_async(conversation)
+    assert len(answered_by) >= 7 and len(set(answered_by)) == 1, answered_by  # one replica for the key
+    with cluster.client("main") as api:  # while every other call is still balanced
+        spread = {api.get("/api/profiles").headers[REPLICA_HEADER] for _ in range(3)}
+    assert spread == set(cluster.replicas)

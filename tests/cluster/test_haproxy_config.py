@@ -39,7 +39,7 @@ class _QuietServer(ThreadingHTTPServer):
 class Backend:
     """A loopback HTTP server standing in for a replica behind HAProxy: ``/readyz`` answers 200,
     ``/drop`` reads the request and closes the connection without an answer, anything else
-    answers the request headers it received as JSON. ``hits`` counts requests by path."""
+    (GET or POST) answers the request headers it received as JSON. ``hits`` counts requests by path."""
 
     def __init__(self) -> None:
         self.hits: Counter[str] = Counter()
@@ -59,6 +59,8 @@ class Backend:
                 self.send_header("Content-Length", str(len(body)))
                 self.end_headers()
                 self.wfile.write(body)
+
+            do_POST = do_GET  # noqa: N815
 
             def log_message(self, *args: object) -> None:
                 pass
@@ -141,6 +143,25 @@ def test_round_robin_without_stickiness(balanced: tuple[str, list[Backend], Path
     with httpx.Client(base_url=url, timeout=10) as client:  # one kept-alive client connection
         answered_by = [client.get("/echo").headers[REPLICA_HEADER] for _ in range(6)]
     assert Counter(answered_by) == {"r1": 3, "r2": 3}
+
+
+def test_mcp_calls_of_one_key_reach_one_replica_and_nothing_else_sticks(
+    balanced: tuple[str, list[Backend], Path],
+) -> None:
+    url, _, _ = balanced
+    homes = set()
+    with httpx.Client(base_url=url, timeout=10) as client:
+        for i in range(16):
+            key = f"key-{i:02d}-0123456789abcdef"
+            headers = {"Authorization": f"Bearer {key}"} if i % 2 else {"X-API-Key": key}
+            answered = {client.post("/mcp", headers=headers).headers[REPLICA_HEADER] for _ in range(4)}
+            assert len(answered) == 1, (i, answered)  # every MCP call of a key: one replica
+            homes |= answered
+        assert homes == {"r1", "r2"}  # and keys spread over the replicas
+        # every other call is balanced, whatever key it carries
+        other = Counter(client.get("/echo", headers={"Authorization": "Bearer key-00"}).headers[REPLICA_HEADER]
+                        for _ in range(4))  # fmt: skip
+        assert other == {"r1": 2, "r2": 2}
 
 
 def test_a_request_that_reached_a_replica_is_not_sent_again(balanced: tuple[str, list[Backend], Path]) -> None:
