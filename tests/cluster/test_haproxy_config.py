@@ -7,6 +7,7 @@ a request that reached a replica never sent again."""
 from __future__ import annotations
 
 import json
+import socket
 import threading
 import time
 from collections import Counter
@@ -74,11 +75,12 @@ class Backend:
         self.server.server_close()
 
 
-def _start_haproxy(tmp: Path, backends: list[tuple[str, int]]) -> tuple[Child, str, Path]:
+def _start_haproxy(tmp: Path, backends: list[tuple[str, int]],
+                   config: ServerConfig | None = None) -> tuple[Child, str, Path]:  # fmt: skip
     port = free_port()
     sock = tmp / "stats.sock"
     cfg = tmp / "haproxy.cfg"
-    cfg.write_text(render_config("127.0.0.1", port, backends, ServerConfig(auth=False), sock))
+    cfg.write_text(render_config("127.0.0.1", port, backends, config or ServerConfig(auth=False), sock))
     assert check_config(HAPROXY, cfg) is None
     child = Child("haproxy", haproxy_argv(HAPROXY, cfg), echo=lambda line: None)
     child.start()
@@ -115,26 +117,30 @@ def test_generated_config_is_valid_and_its_timeouts_fit_the_profiles(tmp_path: P
     longest = max(p.limits.wall_seconds for p in config.profiles.values())
     assert t["server"] >= config.queue_timeout_seconds + longest
     assert t["tunnel"] >= max(p.limits.input_wait_seconds for p in config.profiles.values())
-    assert "balance roundrobin" in text and "cookie" not in text and "stick" not in text
+    assert "balance roundrobin" in text and "cookie" not in text and "stick on" not in text
+    assert f"sc0_conn_cur gt {config.max_connections_per_address} }}" in text  # per client, here
     # and a broken file is reported in HAProxy's words, not accepted
     cfg.write_text(text.replace("balance roundrobin", "balance nonsense"))
     complaint = check_config(HAPROXY, cfg) or ""
     assert "balance only supports" in complaint and "[NOTICE]" not in complaint
 
 
-def test_internal_headers_from_clients_never_reach_a_replica(balanced: tuple[str, list[Backend], Path]) -> None:
+def test_internal_and_forwarding_headers_from_clients_never_reach_a_replica(balanced: tuple[str, list[Backend], Path]) -> None:
     url, _, _ = balanced
     forged = {
         "X-Wasm-Runner-Internal-Hop": "forged",
         "x-wasm-runner-internal-tenant": "forged",
         "X-WASM-RUNNER-INTERNAL-SIGNATURE": "forged",
         "X-Wasm-Runner-Other": "kept",
+        "X-Forwarded-For": "203.0.113.7",  # a client naming another address
+        "X-Forwarded-Proto": "https",
     }
     r = httpx.get(url + "/echo", headers=forged, timeout=10)
     assert r.status_code == 200
     seen = {k.lower(): v for k, v in r.json().items()}
     assert not [k for k in seen if k.startswith("x-wasm-runner-internal-")], seen
     assert seen["x-wasm-runner-other"] == "kept"
+    assert seen["x-forwarded-for"] == "127.0.0.1" and "x-forwarded-proto" not in seen  # HAProxy's, only
     assert r.headers[REPLICA_HEADER] in ("r1", "r2")
 
 
@@ -189,5 +195,29 @@ def test_a_connection_failure_is_retried_on_another_replica(tmp_path: Path) -> N
         assert server_states(sock)["r1"].startswith("DOWN")
         assert server_states(sock)["r2"] == "UP"
     finally:
+        child.stop()
+        live.close()
+
+
+def test_the_per_client_connection_cap_is_held_by_the_balancer(tmp_path: Path) -> None:
+    live = Backend()
+    child, url, _ = _start_haproxy(tmp_path, [("r1", live.port)], ServerConfig(auth=False, max_connections_per_address=4))
+    port = int(url.rsplit(":", 1)[1])
+    held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
+    try:
+        time.sleep(0.2)
+        try:  # the 5th: closed or reset by HAProxy, unanswered
+            with socket.create_connection(("127.0.0.1", port), timeout=5) as extra:
+                extra.sendall(b"GET /echo HTTP/1.1\r\nHost: 127.0.0.1\r\n\r\n")
+                assert extra.recv(100) == b""
+        except (ConnectionResetError, BrokenPipeError):
+            pass
+        assert live.hits["/echo"] == 0  # it never reached the replica
+        held.pop().close()
+        time.sleep(0.2)
+        assert httpx.get(url + "/echo", timeout=10).status_code == 200  # room again: served
+    finally:
+        for s in held:
+            s.close()
         child.stop()
         live.close()

@@ -13,6 +13,9 @@ What the generated configuration does, and why:
   that warms up or drains (``/readyz`` 503) gets no new requests within about a second.
 - ``http-request del-header`` of every client header starting with ``X-Wasm-Runner-Internal-``:
   those carry the authenticated hop between replicas and never come from outside.
+- ``X-Forwarded-For`` (and ``-Proto``) from clients removed, then ``option forwardfor`` sets the
+  real client address: the replicas' uvicorn takes the client address from it, since HAProxy's
+  127.0.0.1 is in its ``forwarded_allow_ips``; a client cannot name another address.
 - ``http-response set-header X-Wasm-Runner-Replica <server name>``: which replica answered (the
   tests use it to see that calls spread; harmless to show clients).
 - ``retries 2`` with ``retry-on conn-failure`` and ``option redispatch``: a request is sent again,
@@ -23,6 +26,9 @@ What the generated configuration does, and why:
   ``timeout tunnel`` covers a WebSocket waiting for a learner's ``input()``.
 - HAProxy's own answers (502 a replica went away mid-request, 503 no replica ready, 504) are JSON
   in the app's error format, with a stable code (``BALANCER_ERRORS``).
+- At most ``max_connections_per_address`` open connections per client address, counted here
+  (a stick table by source address): the replicas count only HAProxy's address, so their own
+  per-address cap cannot tell clients apart. A client over it has its new connection closed.
 - ``maxconn`` per replica below the replica's ``max_connections_per_address`` (three quarters for
   the main backend, a quarter for ``/mcp``): every connection from HAProxy comes from one address,
   so more would be refused by the replica; HAProxy queues them.
@@ -108,7 +114,13 @@ def render_config(host: str, port: int, replicas: Sequence[tuple[str, int]], con
         "",
         "frontend wasm_runner",
         f"    bind {_bind_address(host)}:{port}",
+        # the replicas see only HAProxy's address: the per-client connection cap is held here
+        "    stick-table type ipv6 size 100k expire 60s store conn_cur",
+        "    tcp-request connection track-sc0 src",
+        f"    tcp-request connection reject if {{ sc0_conn_cur gt {config.max_connections_per_address} }}",
         f"    http-request del-header {INTERNAL_HEADER_PREFIX} -m beg",
+        "    http-request del-header X-Forwarded-For",
+        "    http-request del-header X-Forwarded-Proto",
         "    option forwardfor",
         f"    use_backend mcp if {{ path {MCP_PATH} }} || {{ path_beg {MCP_PATH}/ }}",
         "    default_backend replicas",
