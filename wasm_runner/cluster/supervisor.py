@@ -7,9 +7,10 @@ advertise URL and the shared secret), then HAProxy; ready when every replica's `
 A child that dies while the cluster runs is reported (name, pid, how it ended, its last lines) and
 started again after ``RESTART_DELAY`` seconds, on the same port: a replica comes back as a fresh
 process (its sessions are gone: other replicas answer ``410 session_lost`` for them, and its leases
-expire within their TTL), Redis comes back empty (the replicas reconnect; counters and the session
-directory start over). A child already restarted ``MAX_RESTARTS`` times within
-``RESTART_WINDOW`` seconds is not started again when it dies once more; when HAProxy or Redis gives up, or no replica is
+expire within their TTL), Redis comes back empty (the replicas reconnect; rate windows start over,
+the replicas write their leases and directory entries back). A child already restarted
+``MAX_RESTARTS`` times within ``RESTART_WINDOW`` seconds is not started again when it dies once
+more; when HAProxy or Redis gives up, or no replica is
 left, the cluster stops with exit status 1.
 
 Stop (Ctrl-C, SIGTERM, or ``stop()``): SIGTERM to every replica at once, so each drains (``/readyz``
