@@ -265,6 +265,24 @@ def test_redis_down_fails_closed_then_recovers(
         assert c.delete(f"/api/sessions/{held.json()['id']}").status_code == 204
 
 
+def test_a_redis_restart_between_requests_costs_no_request(
+    pair: tuple[Replica, Replica], redis: RedisProcess
+) -> None:
+    """Pooled connections to a Redis that restarted are stale: each is retried once on a fresh
+    connection, so no request in a burst right after the restart gets a 503."""
+    a, _ = pair
+
+    def burst() -> list[int]:
+        with ThreadPoolExecutor(4) as ex:  # within k-free's max_concurrent and queue share
+            return list(ex.map(lambda i: a.run("k-free", f"print({i})").status_code, range(4)))
+
+    assert burst() == [200] * 4  # several pooled connections in use
+    redis.stop()
+    redis.start()  # same port, before any request noticed the outage
+    assert burst() == [200] * 4
+    assert httpx.get(a.url + "/readyz", timeout=10).status_code == 200
+
+
 def test_sigterm_drains_answers_the_run_in_flight_and_exits_0(
     pair: tuple[Replica, Replica], spawn: Callable[[], Replica], redis: RedisProcess
 ) -> None:

@@ -197,12 +197,7 @@ class RedisDirectory(Directory):
         if self._sync is None:
             from redis import Redis
 
-            self._sync = Redis.from_url(
-                self.state.url,
-                socket_timeout=self.state.timeout,
-                socket_connect_timeout=self.state.timeout,
-                retry_on_timeout=False,
-            )
+            self._sync = Redis.from_url(self.state.url, **self.state.client_options(asynchronous=False))
         return self._sync
 
     def put_download(self, token: str, tenant: str, ttl: float) -> bool:

@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar
 
 from .config import ServerConfig
 from .errors import ApiError
@@ -106,15 +106,29 @@ class SharedState:
         if self._client is None:
             from redis.asyncio import Redis
 
-            self._client = Redis.from_url(
-                self.url,
-                socket_timeout=self.timeout,
-                socket_connect_timeout=self.timeout,
-                retry_on_timeout=False,
-                health_check_interval=0,
-                decode_responses=False,
-            )
+            self._client = Redis.from_url(self.url, **self.client_options(), decode_responses=False)
         await self.ping()
+
+    def client_options(self, asynchronous: bool = True) -> dict[str, Any]:
+        """Options of every Redis client of this replica (async here, sync in ``directory``):
+        bounded connects and reads, and ONE immediate retry on a fresh connection after a
+        connection error, so a Redis that restarted costs no request a 503 for each stale
+        pooled connection (a Redis that is really down still fails at once)."""
+        from redis.backoff import NoBackoff
+        from redis.exceptions import ConnectionError as RedisConnectionError
+        if asynchronous:
+            from redis.asyncio.retry import Retry
+        else:
+            from redis.retry import Retry  # type: ignore[assignment]
+
+        return {
+            "socket_timeout": self.timeout,
+            "socket_connect_timeout": self.timeout,
+            "retry_on_timeout": False,
+            "retry": Retry(NoBackoff(), 1),
+            "retry_on_error": [RedisConnectionError],
+            "health_check_interval": 0,
+        }
 
     async def close(self) -> None:
         """Close the client and its connections (idempotent)."""
