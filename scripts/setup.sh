@@ -20,7 +20,7 @@ if [ ! -x .venv-pyodide/bin/python ]; then
       tool_python="$(command -v "$candidate")"; break
     fi
     if command -v pyenv >/dev/null 2>&1; then
-      version="$(pyenv versions --bare 2>/dev/null | grep -E "^${candidate#python}(\.[0-9]+)?$" | sort -V | tail -1)"
+      version="$(pyenv versions --bare 2>/dev/null | grep -E "^${candidate#python}(\.[0-9]+)?$" | sort -V | tail -1 || true)"
       if [ -n "$version" ]; then tool_python="$(PYENV_VERSION="$version" pyenv which "$candidate")"; break; fi
     fi
   done
