@@ -279,6 +279,19 @@ def test_archive_members_outside_the_folder_are_refused(tmp_path, name):
     assert list(target.iterdir()) == []  # refused before anything was written
 
 
+def test_an_archive_that_unpacks_too_large_is_refused_before_writing(tmp_path, monkeypatch):
+    import wasm_runner.browser.archives as archives
+
+    monkeypatch.setattr(archives, "MAX_TOTAL_BYTES", 1 << 10)  # the real bound is 8 GiB
+    big = tarfile.TarInfo("pyodide/big.whl")
+    big.size = 4 << 10
+    target = tmp_path / "out"
+    with pytest.raises(ArchiveError, match="unpacking to") as caught:
+        safe_extract(_tar_with(tmp_path / "big.tar.gz", big, b"x" * (4 << 10)), target)
+    assert caught.value.code == "archive_too_large"
+    assert list(target.iterdir()) == []  # refused before anything was written
+
+
 def test_archive_links_are_refused(tmp_path):
     link = tarfile.TarInfo("pyodide/numpy.whl")
     link.type = tarfile.SYMTYPE

@@ -3,7 +3,9 @@
 Only regular files and folders are written, each strictly inside the target folder: a member
 with an absolute name, a ``..`` step, a drive letter, a symlink or hard link, a device or a FIFO
 refuses the whole archive (``ArchiveError``) before anything is written, so a crafted archive
-can neither write outside the target nor plant a link that a later step would follow.
+can neither write outside the target nor plant a link that a later step would follow. An archive
+that would unpack to more than ``MAX_TOTAL_BYTES`` or ``MAX_MEMBERS`` (a decompression bomb, or
+not a Pyodide release: the full release unpacks to well under 2 GiB) is refused the same way.
 """
 
 from __future__ import annotations
@@ -14,9 +16,11 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
-__all__ = ["ARCHIVE_SUFFIXES", "ArchiveError", "is_archive", "safe_extract"]
+__all__ = ["ARCHIVE_SUFFIXES", "MAX_MEMBERS", "MAX_TOTAL_BYTES", "ArchiveError", "is_archive", "safe_extract"]
 
 ARCHIVE_SUFFIXES = (".tar.bz2", ".tar.gz", ".tgz", ".tar.xz", ".tar", ".zip")
+MAX_TOTAL_BYTES = 8 << 30  # what the members may add up to, unpacked
+MAX_MEMBERS = 100_000
 
 
 class ArchiveError(ValueError):
@@ -52,6 +56,15 @@ def _inside(target: Path, relative: PurePosixPath) -> Path:
     return path
 
 
+def _check_size(archive: Path, sizes: list[int]) -> None:
+    if len(sizes) > MAX_MEMBERS or sum(sizes) > MAX_TOTAL_BYTES:
+        raise ArchiveError(
+            "archive_too_large",
+            f"{archive.name}: refused, {len(sizes)} members unpacking to {sum(sizes) >> 20} MiB "
+            f"(at most {MAX_MEMBERS} members and {MAX_TOTAL_BYTES >> 30} GiB)",
+        )
+
+
 def safe_extract(archive: Path, target: Path) -> None:
     """Extract ``archive`` (``ARCHIVE_SUFFIXES``) into ``target`` (made if missing).
 
@@ -80,6 +93,7 @@ def _extract_tar(archive: Path, target: Path) -> None:
                 kind = "a link" if member.issym() or member.islnk() else "not a regular file"
                 raise ArchiveError("unsafe_archive", f"{archive.name}: refused, member {member.name!r} is {kind}")
             plan.append((member, _inside(target, relative)))
+        _check_size(archive, [member.size for member, _ in plan])
         for member, path in plan:
             if member.isdir():
                 path.mkdir(parents=True, exist_ok=True)
@@ -102,6 +116,7 @@ def _extract_zip(archive: Path, target: Path) -> None:
                 raise ArchiveError("unsafe_archive", f"{archive.name}: refused, member {info.filename!r} is a link "
                                    "or not a regular file")
             plan.append((info, _inside(target, relative)))
+        _check_size(archive, [info.file_size for info, _ in plan])  # zipfile reads no more than these
         for info, path in plan:
             if info.is_dir():
                 path.mkdir(parents=True, exist_ok=True)
