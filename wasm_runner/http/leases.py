@@ -17,7 +17,9 @@ from __future__ import annotations
 import asyncio
 import itertools
 import logging
+from collections.abc import Awaitable
 from dataclasses import dataclass, field
+from typing import Any, cast
 
 from ..execution import CallerLike
 
@@ -103,7 +105,7 @@ class Leases:
         key = self.set_key(kind, tenant)
         lease_id = f"{self.shared.replica_id}:{next(self._ids)}"
         ttl_ms = max(1, int(self.ttl * 1000))
-        script = self.shared.redis.eval(_TAKE, 1, key, lease_id, limit, ttl_ms)
+        script = self._eval(_TAKE, [key], lease_id, limit, ttl_ms)
         taken = await self.shared.call(script, "the shared concurrency counts")
         if not taken:
             return None
@@ -130,9 +132,14 @@ class Leases:
             headers={"Retry-After": str(max(1, retry_after))},
         )  # fmt: skip
 
+    def _eval(self, script: str, keys: list[str], *args: str | int) -> Awaitable[Any]:
+        """One Lua script on the replica's client (redis-py types a command as ``Awaitable[T] |
+        T``, one stub for its sync and asyncio clients; this one is asyncio)."""
+        return cast("Awaitable[Any]", self.shared.redis.eval(script, len(keys), *keys, *args))
+
     async def count(self, kind: str, tenant: str) -> int:
         """Unexpired leases of ``kind`` for ``tenant`` across all replicas."""
-        script = self.shared.redis.eval(_COUNT, 1, self.set_key(kind, tenant))
+        script = self._eval(_COUNT, [self.set_key(kind, tenant)])
         return int(await self.shared.call(script))
 
     def _drop(self, lease: Lease) -> None:
@@ -167,7 +174,7 @@ class Leases:
         ttl_ms = max(1, int(self.ttl * 1000))
         keys = [lease.key for lease in held]
         ids = [lease.id for lease in held]
-        script = self.shared.redis.eval(_REFRESH, len(keys), *keys, ttl_ms, *ids)
+        script = self._eval(_REFRESH, keys, ttl_ms, *ids)
         try:
             await self.shared.call(script)
         except SharedStateUnavailable:

@@ -27,7 +27,7 @@ import logging
 import time
 import uuid
 from collections.abc import Awaitable
-from typing import TYPE_CHECKING, Any, TypeVar
+from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from .config import ServerConfig
 from .errors import ApiError
@@ -167,7 +167,7 @@ class SharedState:
     async def ping(self) -> bool:
         """Whether Redis answers now (updates ``up``); never raises."""
         try:
-            await self.call(self.redis.ping())
+            await self.call(cast("Awaitable[bool]", self.redis.ping()))  # redis-py: Awaitable | bool
         except SharedStateUnavailable:
             return False
         return True
