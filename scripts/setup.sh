@@ -58,8 +58,11 @@ if [ ! -d web/node_modules/pyodide ] || [ "$(cat web/node_modules/.wasm-runner-l
   (cd web && npm ci --no-audit --no-fund --loglevel=error)
   echo "$lock_sum" > web/node_modules/.wasm-runner-lock
 fi
-if [ ! -f web/dist/editor.js ] || [ web/src/editor-entry.js -nt web/dist/editor.js ]; then
+# bundles (editor, sandbox frame, worker): rebuilt whenever a source is newer than the last build,
+# since the server serves a bundle in preference to the modules it was built from
+if [ ! -f web/dist/.built ] || [ -n "$(find web/src web/build.mjs web/package-lock.json -newer web/dist/.built -print -quit)" ]; then
   (cd web && npm run --silent build)
+  touch web/dist/.built
 fi
 
 # --- wasm-runner compare: isolation tiers from Debian packages; images built once and cached ---
