@@ -12,7 +12,6 @@ exits 0. See docs/scale-out.md and ``supervisor.py`` for what happens when a par
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import os
 import signal
 import sys
@@ -52,22 +51,13 @@ def _parser() -> argparse.ArgumentParser:
     return p
 
 
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
-
-
 def _say(line: str) -> None:
     print(f"{PROG}: {line}", file=sys.stderr, flush=True)
 
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner cluster [options]``; returns the exit status."""
-    from ..http.config import LOOPBACK_HOSTS, ConfigError, load_config
+    from ..http.config import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
     from .replicas import CLUSTER_SECRET_ENV
     from .supervisor import Cluster, ClusterError, ClusterOptions
 
@@ -87,7 +77,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         _say(str(exc))
         return 2
-    if not config.auth and not _is_loopback(args.host):
+    if not config.auth and not is_loopback(args.host):
         _say(f"refusing to serve without API keys on {args.host}; --no-auth is for local use on "
              "127.0.0.1 only")  # fmt: skip
         return 2
@@ -96,7 +86,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "WASM_RUNNER_API_KEYS=name:key, or use --no-auth for local use.")  # fmt: skip
         return 2
     allowed = tuple(args.allowed_host or ())
-    if not _is_loopback(args.host) and not allowed and config.allowed_hosts == LOOPBACK_HOSTS:
+    if not is_loopback(args.host) and not allowed and config.allowed_hosts == LOOPBACK_HOSTS:
         _say(f"on {args.host} the replicas need the host names clients use: pass --allowed-host "
              "NAME (repeatable) or set allowed_hosts in [server]")  # fmt: skip
         return 2

@@ -14,22 +14,12 @@ address, WebSocket first-message cap); the app adds the rest (docs/security.md).
 from __future__ import annotations
 
 import argparse
-import ipaddress
 import sys
 from collections.abc import Sequence
 from dataclasses import replace
 
 __all__ = ["main"]
 
-
-
-def _is_loopback(host: str) -> bool:
-    if host == "localhost":
-        return True
-    try:
-        return ipaddress.ip_address(host).is_loopback
-    except ValueError:
-        return False
 
 
 def _parser() -> argparse.ArgumentParser:
@@ -70,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner serve [options]``; returns the exit status (0 after a drain on SIGTERM)."""
-    from .config import LOOPBACK_HOSTS, ConfigError, load_config
+    from .config import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
 
     args = _parser().parse_args(argv)
 
@@ -90,7 +80,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     except ConfigError as exc:
         print(f"wasm-runner serve: {exc}", file=sys.stderr)
         return 2
-    if not config.auth and not _is_loopback(args.host):
+    if not config.auth and not is_loopback(args.host):
         print(
             f"wasm-runner serve: refusing to serve without API keys on {args.host}; "
             "--no-auth is for local use on 127.0.0.1 only",
@@ -98,7 +88,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     wildcard = args.host in ("0.0.0.0", "::", "")
-    if config.allowed_hosts == LOOPBACK_HOSTS and not _is_loopback(args.host):
+    if config.allowed_hosts == LOOPBACK_HOSTS and not is_loopback(args.host):
         if wildcard:
             print(
                 f"wasm-runner serve: listening on {args.host or 'every address'} needs the host "
@@ -109,7 +99,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             return 2
         config = replace(config, allowed_hosts=(*config.allowed_hosts, args.host))
     if config.shared and config.advertise_url is None:
-        if not _is_loopback(args.host) or args.port == 0:
+        if not is_loopback(args.host) or args.port == 0:
             print(
                 "wasm-runner serve: with redis_url set, other replicas must reach this one: pass "
                 "--advertise-url http://ADDRESS:PORT (or WASM_RUNNER_ADVERTISE_URL); it is derived "

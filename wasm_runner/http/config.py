@@ -52,6 +52,7 @@ from __future__ import annotations
 
 import hashlib
 import math
+import ipaddress
 import os
 import tomllib
 from urllib.parse import urlsplit
@@ -65,12 +66,25 @@ from limits import parse as parse_rate
 from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
 
-__all__ = ["ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES"]
+__all__ = [
+    "ConfigError", "Profile", "ApiKey", "ServerConfig", "load_config", "DEFAULT_PROFILES", "LOOPBACK_HOSTS",
+    "is_loopback",
+]
 
 RUNTIMES = ("default", "small")
 MIN_SECRET_CHARS = 32  # the cluster secret: at least this many characters (e.g. openssl rand -hex 16)
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
+
+
+def is_loopback(host: str) -> bool:
+    """Whether ``host`` (a name or an address to listen on) is this machine only."""
+    if host == "localhost":
+        return True
+    try:
+        return ipaddress.ip_address(host).is_loopback
+    except ValueError:
+        return False
 
 
 class ConfigError(ValueError):
