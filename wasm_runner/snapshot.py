@@ -84,7 +84,7 @@ class ImageError(ValueError):
 
 
 # ---- LEB128 ----------------------------------------------------------------------------------
-def uleb(b: bytes, i: int) -> tuple[int, int]:
+def _leb(b: bytes, i: int, signed: bool) -> tuple[int, int]:
     result = shift = 0
     while True:
         if i >= len(b):
@@ -94,22 +94,19 @@ def uleb(b: bytes, i: int) -> tuple[int, int]:
         result |= (x & 0x7F) << shift
         shift += 7
         if x < 0x80:
+            if signed and x & 0x40:
+                result -= 1 << shift
             return result, i
+
+
+def uleb(b: bytes, i: int) -> tuple[int, int]:
+    """An unsigned LEB128 number at ``b[i:]``: (value, index after it)."""
+    return _leb(b, i, signed=False)
 
 
 def sleb(b: bytes, i: int) -> tuple[int, int]:
-    result = shift = 0
-    while True:
-        if i >= len(b):
-            raise ImageError("truncated LEB128")
-        x = b[i]
-        i += 1
-        result |= (x & 0x7F) << shift
-        shift += 7
-        if x < 0x80:
-            if x & 0x40:
-                result -= 1 << shift
-            return result, i
+    """A signed LEB128 number at ``b[i:]``: (value, index after it)."""
+    return _leb(b, i, signed=True)
 
 
 def enc_uleb(v: int) -> bytes:
