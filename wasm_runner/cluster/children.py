@@ -155,7 +155,8 @@ class Child:
 
 def _to_stderr(line: str) -> None:
     try:
-        print(line, file=sys.stderr, flush=True)
+        sys.stderr.write(line + "\n")  # one write: lines of concurrent children never interleave
+        sys.stderr.flush()
     except (OSError, ValueError):  # stderr closed: the line is still kept in the tail
         pass
 
