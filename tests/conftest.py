@@ -41,6 +41,11 @@ def default_sandbox() -> Sandbox:
 
 
 @pytest.fixture(scope="session")
+def small_sandbox() -> Sandbox:
+    return shared_sandbox("small")
+
+
+@pytest.fixture(scope="session")
 def datascience_sandbox() -> Sandbox:
     return shared_sandbox("default", "datascience")
 

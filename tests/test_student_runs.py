@@ -1,10 +1,13 @@
 """Issue 10, server side, through the Python API: output buffered in the guest yet never lost or
-reordered, and waiting for input that is not run time (in a session too)."""
+reordered, and waiting for input that is not run time (in a session too); issue 22: a failed
+import said as a student reads it."""
 
 from __future__ import annotations
 
 import threading
 import time
+
+import pytest
 
 from wasm_runner import Limits, Sandbox, Status
 
@@ -129,3 +132,26 @@ def test_slow_lines_after_a_flood_go_out_one_by_one(default_sandbox: Sandbox) ->
     with_steps = [c for c in chunks if b"step" in c]
     assert len(with_steps) >= 10 and all(c.count(b"step") <= 2 for c in with_steps)
     assert len(chunks) < 200  # the flood itself still went out in blocks
+
+
+@pytest.mark.parametrize("runtime", ["default", "small"])
+def test_a_failed_import_reads_as_the_browser_says_it_and_names_the_module_meant(
+    runtime: str, request: pytest.FixtureRequest
+) -> None:
+    # the browser tier says "No module named 'maths'" and nothing about CPython's start-up flags;
+    # the server tier says the same, plus the module of its own it is close to, if any
+    sb: Sandbox = request.getfixturevalue(f"{runtime}_sandbox")
+    r = sb.run("import maths\n", filename="main.py")
+    assert r.status is Status.ERROR and r.exit_code == 1
+    assert r.stderr == ("Traceback (most recent call last):\n"
+                        '  File "main.py", line 1, in <module>\n'
+                        "    import maths\n"
+                        "ModuleNotFoundError: No module named 'maths'. Did you mean: 'math'?\n")
+    r = sb.run("try:\n    import qwertzuiop\nexcept ImportError as e:\n    raise RuntimeError('no luck') from e\n")
+    assert "ModuleNotFoundError: No module named 'qwertzuiop'\n" in r.stderr  # nothing close: no hint
+    assert r.stderr.endswith("RuntimeError: no luck\n")
+    assert "Site initialization" not in r.stderr and "site-packages" not in r.stderr
+    if runtime == "default":  # the server's packages are named too
+        r = sb.run("import pandsa as pd\n")
+        assert r.stderr.endswith("ModuleNotFoundError: No module named 'pandsa'. Did you mean: 'pandas'?\n")
+    assert sb.run("import math; print(math.tau > 6)").stdout == "True\n"  # the next run is unharmed

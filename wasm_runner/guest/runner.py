@@ -392,7 +392,8 @@ def _wr_main():
                 if deep:
                     any_deep = True
                     keep_alive.append(e)
-        if not any_deep:
+        missing = [e for e in chain if isinstance(e, ModuleNotFoundError)]
+        if not any_deep and not missing:
             sys.__excepthook__(type(exc), exc, tb)  # CPython's own printer
             return
         import traceback, re
@@ -405,7 +406,42 @@ def _wr_main():
                 return m.group(0)
             return "[Previous line repeated %d more time%s]" % (k, "s" if k > 1 else "")
 
-        sys.stderr.write(re.sub(r"\[Previous line repeated 1 more time\]", fix, text))
+        if any_deep:
+            text = re.sub(r"\[Previous line repeated 1 more time\]", fix, text)
+        if missing:
+            text = readable_import_errors(text, missing)
+        sys.stderr.write(text)
+
+    def readable_import_errors(text, errors):
+        """A failed import said as a student reads it: without CPython's hint about the
+        interpreter's start-up flags (site initialization is off in the sandbox, on purpose),
+        with the module of this runtime the name is closest to, if any ("maths": "math")."""
+        import re
+        text = re.sub(r"\. Site initialization is disabled, did you forget to [^\n]*\?", "", text)
+        for e in errors:
+            name = getattr(e, "name", None)
+            if not isinstance(name, str) or not name.isidentifier():
+                continue
+            line = "ModuleNotFoundError: No module named %r\n" % name
+            if line not in text:
+                continue
+            close = close_module(name)
+            if close:
+                text = text.replace(line, line[:-1] + ". Did you mean: %r?\n" % close, 1)
+        return text
+
+    def close_module(name):
+        """The importable top-level module whose name is closest to ``name`` (the standard
+        library's and this runtime's packages), or None."""
+        try:
+            import difflib, pkgutil
+            names = {m for m in sys.stdlib_module_names if not m.startswith("_")}
+            names.update(m.name for m in pkgutil.iter_modules() if not m.name.startswith("_"))
+            names.discard(name)
+            found = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
+            return found[0] if found else None
+        except Exception:
+            return None
 
     def exit_code_of(exc):
         code = exc.code
