@@ -7,6 +7,7 @@
 The public API is this module's ``__all__``; every other module is internal.
 """
 
+from .errors import WasmRunnerError
 from .execution import Caller, Executor, Job, Policy, Refused
 from .limits import InvalidLimits, Limits
 from .result import RESULT_JSON_SCHEMA, FileOut, Output, Result, Status
@@ -34,6 +35,7 @@ __all__ = [
     "Session",
     "SessionEnded",
     "Status",
+    "WasmRunnerError",
     "run",
     "runtime_names",
 ]

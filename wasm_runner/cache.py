@@ -11,10 +11,12 @@ import os
 import stat
 from pathlib import Path
 
+from .errors import WasmRunnerError
+
 __all__ = ["CacheUnsafe", "cache_dir", "private_file_ok"]
 
 
-class CacheUnsafe(RuntimeError):
+class CacheUnsafe(WasmRunnerError, RuntimeError):
     """The cache folder is not private to this user."""
 
 

@@ -35,6 +35,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
+from .errors import WasmRunnerError
 from .limits import Limits
 from .result import FileOut, Result, Status
 
@@ -49,7 +50,7 @@ T = TypeVar("T")
 OutputCallback = Callable[[str, bytes], None]
 
 
-class Refused(Exception):
+class Refused(WasmRunnerError):
     """A request that cannot be served now or at all: an HTTP-like status, a stable code, and one
     plain sentence the caller can act on (``headers`` such as ``Retry-After`` for the HTTP face)."""
 

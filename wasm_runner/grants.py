@@ -13,12 +13,14 @@ import stat
 import threading
 from dataclasses import dataclass, field
 
+from .errors import WasmRunnerError
+
 __all__ = ["DiskQuota", "Grant", "GuestPathError", "collect_files", "normalize", "open_dir"]
 
 _DIR_FLAGS = os.O_RDONLY | os.O_DIRECTORY | os.O_NOFOLLOW | os.O_CLOEXEC
 
 
-class GuestPathError(OSError):
+class GuestPathError(WasmRunnerError, OSError):
     """A guest path that cannot be resolved; ``wasi_errno`` is the errno the guest sees."""
 
     def __init__(self, wasi_errno: int, message: str):

@@ -45,6 +45,7 @@ import wasmtime as wt
 
 from . import snapshot as snap
 from .cache import cache_dir, private_file_ok
+from .errors import WasmRunnerError
 from .runtimes import Runtime
 
 __all__ = [
@@ -115,7 +116,7 @@ _WARM = {
 }
 
 
-class ImageBuildFailed(RuntimeError):
+class ImageBuildFailed(WasmRunnerError, RuntimeError):
     """The snapshotting run did not end as it must (its output says why)."""
 
 

@@ -10,11 +10,13 @@ import math
 from dataclasses import asdict, dataclass, fields, replace
 from typing import Any
 
+from .errors import WasmRunnerError
+
 __all__ = ["InvalidLimits", "Limits", "limit_ranges"]
 
 
 
-class InvalidLimits(ValueError):
+class InvalidLimits(WasmRunnerError, ValueError):
     """A limit is not a number, or lies outside its documented range."""
 
 

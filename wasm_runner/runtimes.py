@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from .cache import cache_dir
+from .errors import WasmRunnerError
 
 __all__ = [
     "DEFAULT_FUEL_PER_SECOND",
@@ -33,7 +34,7 @@ __all__ = [
 ]
 
 
-class RuntimeUnavailable(RuntimeError):
+class RuntimeUnavailable(WasmRunnerError, RuntimeError):
     """The runtime's package is missing or its files fail their published checksums."""
 
 

@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import quote
 
+from .errors import WasmRunnerError
 from .limits import Limits
 from .mcp.descriptions import environment_text, limits_text
 
@@ -33,7 +34,7 @@ __all__ = ["Operation", "OPERATIONS", "openai_tools", "http_request", "ToolCallE
 Style = Literal["chat", "responses"]
 
 
-class ToolCallError(ValueError):
+class ToolCallError(WasmRunnerError, ValueError):
     """A tool call whose name or arguments cannot become an HTTP request."""
 
 

@@ -16,6 +16,8 @@ import tarfile
 import zipfile
 from pathlib import Path, PurePosixPath
 
+from ..errors import WasmRunnerError
+
 __all__ = ["ARCHIVE_SUFFIXES", "MAX_MEMBERS", "MAX_TOTAL_BYTES", "ArchiveError", "is_archive", "safe_extract"]
 
 ARCHIVE_SUFFIXES = (".tar.bz2", ".tar.gz", ".tgz", ".tar.xz", ".tar", ".zip")
@@ -23,7 +25,7 @@ MAX_TOTAL_BYTES = 8 << 30  # what the members may add up to, unpacked
 MAX_MEMBERS = 100_000
 
 
-class ArchiveError(ValueError):
+class ArchiveError(WasmRunnerError, ValueError):
     """An archive that cannot be extracted safely; ``code`` is stable, the message names the member."""
 
     def __init__(self, code: str, message: str) -> None:

@@ -28,6 +28,7 @@ import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..errors import WasmRunnerError
 from .archives import safe_extract
 
 __all__ = ["ToolError", "build_sdist", "lock_tool", "py_compile", "tool_python"]
@@ -36,7 +37,7 @@ _HERE = Path(__file__).resolve().parent
 _SETUP_HINT = "run scripts/setup.sh (it makes .venv-pyodide with pyodide-build from PyPI)"
 
 
-class ToolError(RuntimeError):
+class ToolError(WasmRunnerError, RuntimeError):
     """pyodide-build / pyodide-lock is missing or refused the job; ``code`` is stable."""
 
     def __init__(self, code: str, message: str) -> None:

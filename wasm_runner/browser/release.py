@@ -20,12 +20,14 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
+from ..errors import WasmRunnerError
+
 __all__ = ["Release", "ReleaseError", "canonical_name", "declared_pyodide_version", "find_release_root"]
 
 LOCK = "pyodide-lock.json"
 
 
-class ReleaseError(ValueError):
+class ReleaseError(WasmRunnerError, ValueError):
     """A release that cannot be imported; ``code`` is stable, the message says what to do."""
 
     def __init__(self, code: str, message: str) -> None:

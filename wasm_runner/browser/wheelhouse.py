@@ -37,6 +37,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
 
+from ..errors import WasmRunnerError
 from .archives import ArchiveError, is_archive, safe_extract
 from .locations import OFFICIAL_INDEX_TEMPLATE, package_index_url, pyodide_version, web_dir, wheelhouse_dir
 from .pyodide_tools import ToolError, build_sdist, lock_tool, py_compile
@@ -56,7 +57,7 @@ __all__ = [
 MANIFEST = "wheelhouse.json"
 
 
-class WheelhouseError(ValueError):
+class WheelhouseError(WasmRunnerError, ValueError):
     """A refused wheelhouse job; ``code`` is stable, the message says what went wrong."""
 
     def __init__(self, code: str, message: str) -> None:

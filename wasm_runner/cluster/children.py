@@ -23,6 +23,8 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
+from ..errors import WasmRunnerError
+
 __all__ = [
     "Child", "MissingBinary", "free_port", "port_in_use", "require_binary", "environ_with",
     "DEBIAN_PACKAGES",
@@ -34,7 +36,7 @@ SYSTEM_PATH = "/usr/sbin:/usr/bin"  # searched too: a user's $PATH often lacks /
 _PR_SET_PDEATHSIG = 1
 
 
-class MissingBinary(RuntimeError):
+class MissingBinary(WasmRunnerError, RuntimeError):
     """A program the cluster needs is not installed."""
 
 

@@ -31,6 +31,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from ..errors import WasmRunnerError
 from ..http.config import ServerConfig
 from .children import Child, environ_with, free_port, require_binary
 from .haproxy import check_config, haproxy_argv, render_config, server_states
@@ -45,7 +46,7 @@ RESTART_WINDOW = 60.0
 DRAIN_MARGIN = 10.0  # beyond drain_seconds: closing sessions, releasing leases, exiting
 
 
-class ClusterError(RuntimeError):
+class ClusterError(WasmRunnerError, RuntimeError):
     """The cluster could not start, or lost a part it cannot run without."""
 
 

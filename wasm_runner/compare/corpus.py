@@ -24,6 +24,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import WasmRunnerError
+
 EXPECTATIONS = ("ok", "stopped", "failed", "harmless")
 LIMIT_NAMES = ("cpu", "wall", "memory", "output", "disk")
 _HEADER_LINE = re.compile(r"^#\s*([a-z][a-z-]*)\s*:\s*(.*?)\s*$")
@@ -31,7 +33,7 @@ _PLACEHOLDER = re.compile(r"@@([A-Z_]+)@@")
 _MAX_REPEAT = 1_000_000
 
 
-class CorpusError(ValueError):
+class CorpusError(WasmRunnerError, ValueError):
     """A corpus file whose header is missing or wrong."""
 
 

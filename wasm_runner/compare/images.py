@@ -18,6 +18,8 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..errors import WasmRunnerError
+
 SUITE = "bookworm"
 ROOTFS_PACKAGES = "python3,busybox-static"
 READY = ".wasm-runner-ready"
@@ -26,7 +28,7 @@ _STDLIB_SKIP = {"test", "idlelib", "tkinter", "turtledemo", "ensurepip", "lib2to
                 "unittest", "distutils", "venv", "config-3.11-x86_64-linux-gnu"}
 
 
-class ImageError(RuntimeError):
+class ImageError(WasmRunnerError, RuntimeError):
     """An image cannot be built or found here."""
 
 

@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..errors import WasmRunnerError
 from ..limits import InvalidLimits, Limits
 
 __all__ = ["Exercise", "IOCase", "TestFile", "ExerciseError", "load_exercise", "load_folder",
@@ -33,7 +34,7 @@ MAX_TEXT = 1 << 20
 EXERCISE_LIMIT_KEYS = ("cpu_seconds", "wall_seconds", "memory_mb", "stdout_bytes", "stderr_bytes")
 
 
-class ExerciseError(ValueError):
+class ExerciseError(WasmRunnerError, ValueError):
     """An exercise folder or file that cannot be used; the message says where and why."""
 
 

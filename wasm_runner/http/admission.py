@@ -27,10 +27,12 @@ from collections import deque
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from ..errors import WasmRunnerError
+
 __all__ = ["Admission", "Busy", "Ticket"]
 
 
-class Busy(Exception):
+class Busy(WasmRunnerError):
     """No room now. ``code`` says why; ``retry_after`` is a whole number of seconds."""
 
     def __init__(self, code: str, message: str, retry_after: int) -> None:

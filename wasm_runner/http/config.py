@@ -63,6 +63,7 @@ from typing import Any, Literal
 
 from limits import parse as parse_rate
 
+from ..errors import WasmRunnerError
 from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
 
@@ -87,7 +88,7 @@ def is_loopback(host: str) -> bool:
         return False
 
 
-class ConfigError(ValueError):
+class ConfigError(WasmRunnerError, ValueError):
     """The TOML file or an environment variable holds a setting the server cannot use."""
 
 

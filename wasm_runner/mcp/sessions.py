@@ -14,11 +14,12 @@ import secrets
 from pathlib import Path
 
 from .. import inputs
+from ..errors import WasmRunnerError
 from ..execution import CallerLike, LiveSession, Refused, SessionStore
 
 __all__ = ["SessionError", "check_file_name", "find", "gone_message", "write_upload"]
 
-class SessionError(ValueError):
+class SessionError(WasmRunnerError, ValueError):
     """A session request that cannot be served; the message says what to do instead."""
 
 

@@ -7,6 +7,7 @@ import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
+from ..errors import WasmRunnerError
 from ..grants import collect_files
 from ..inputs import check_source, stdin_bytes, upload_path
 from ..limits import InvalidLimits, Limits
@@ -23,7 +24,7 @@ if TYPE_CHECKING:
 __all__ = ["Session", "SessionEnded"]
 
 
-class SessionEnded(RuntimeError):
+class SessionEnded(WasmRunnerError, RuntimeError):
     """The session's instance is gone (closed, or ended by a limit)."""
 
 

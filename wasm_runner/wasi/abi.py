@@ -17,6 +17,7 @@ import struct
 
 import wasmtime as wt
 
+from ..errors import WasmRunnerError
 from ..grants import GuestPathError
 
 __all__ = [
@@ -68,7 +69,7 @@ MAX_IOVECS = 1024
 MAX_PATH_BYTES = 4096
 
 
-class Fault(Exception):
+class Fault(WasmRunnerError):
     """A guest pointer or length outside its memory; answered with ``EFAULT``."""
 
 

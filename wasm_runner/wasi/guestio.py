@@ -17,6 +17,7 @@ from typing import Protocol
 
 import wasmtime as wt
 
+from ..errors import WasmRunnerError
 from ..grants import DiskQuota, Grant
 from .abi import CallerMem, Fault, Mem
 from .control import ControlChannel
@@ -71,7 +72,7 @@ class Stream:
         self.chunks, self.size, self.truncated, self.cap, self.on_chunk = [], 0, False, cap, on_chunk
 
 
-class StopRun(Exception):
+class StopRun(WasmRunnerError):
     """Recorded on a GuestIO when a host call decides the run must end (never raised into wasm)."""
 
 
