@@ -12,6 +12,8 @@ from .report import render_table, to_document, write_chart, write_json
 from .runner import COMPARE_LIMITS, compare_tier
 from .tiers import all_tiers
 
+__all__ = ["build_parser", "run_from_args", "main"]
+
 
 def build_parser(parser: argparse.ArgumentParser | None = None) -> argparse.ArgumentParser:
     p = parser or argparse.ArgumentParser(prog="wasm-runner compare")

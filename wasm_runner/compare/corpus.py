@@ -26,6 +26,11 @@ from typing import Any
 
 from ..errors import WasmRunnerError
 
+__all__ = [
+    "EXPECTATIONS", "LIMIT_NAMES", "CorpusError", "Program", "default_corpus_dir", "load_corpus",
+    "parse_program",
+]
+
 EXPECTATIONS = ("ok", "stopped", "failed", "harmless")
 LIMIT_NAMES = ("cpu", "wall", "memory", "output", "disk")
 _HEADER_LINE = re.compile(r"^#\s*([a-z][a-z-]*)\s*:\s*(.*?)\s*$")

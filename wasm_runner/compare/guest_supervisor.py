@@ -14,6 +14,8 @@ import sys
 import threading
 import time
 
+__all__ = ["main"]
+
 NOBODY = 65534
 
 

@@ -20,6 +20,11 @@ from pathlib import Path
 
 from ..errors import WasmRunnerError
 
+__all__ = [
+    "ImageError", "CpioWriter", "build_initramfs", "build_rootfs", "cache_dir", "find_kernel",
+    "initramfs_path", "program_cpio", "rootfs_dir", "rootfs_ready",
+]
+
 SUITE = "bookworm"
 ROOTFS_PACKAGES = "python3,busybox-static"
 READY = ".wasm-runner-ready"

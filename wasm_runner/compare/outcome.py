@@ -7,6 +7,8 @@ from typing import Any
 
 from ..result import Result, Status
 
+__all__ = ["Outcome"]
+
 
 @dataclass
 class Outcome:

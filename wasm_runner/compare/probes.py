@@ -21,6 +21,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+__all__ = ["SECRET_NAME", "HostProbes", "ProbeReport"]
+
 SECRET_NAME = "WASM_RUNNER_COMPARE_SECRET"
 HOST_TMP = tempfile.gettempdir()  # the host's temp folder, before the runner points tiers elsewhere
 

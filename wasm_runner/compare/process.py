@@ -20,6 +20,8 @@ from ..limits import Limits
 from ..result import Status
 from .outcome import Outcome
 
+__all__ = ["become_subreaper", "classify", "rlimits_for", "run_process"]
+
 _PR_SET_CHILD_SUBREAPER = 36
 
 

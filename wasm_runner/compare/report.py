@@ -22,6 +22,8 @@ from .verdict import (
     TIER_ERROR,
 )
 
+__all__ = ["cell_text", "render_table", "to_document", "write_json", "write_chart"]
+
 _SHORT = {
     CONTAINED: "held",
     OK: "ok",

@@ -24,6 +24,11 @@ from .process import become_subreaper
 from .tiers.base import Tier
 from .verdict import Verdict, judge
 
+__all__ = [
+    "COMPARE_LIMITS", "Cell", "TierReport", "compare_tier", "measure_startup",
+    "measure_throughput", "run_cell", "run_guarded", "tier_work_dir",
+]
+
 # The limits every tier gets: small, so hostile programs end quickly.
 COMPARE_LIMITS = Limits(
     cpu_seconds=1.0,

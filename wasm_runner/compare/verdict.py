@@ -14,6 +14,11 @@ from .corpus import Program
 from .outcome import Outcome
 from .probes import ProbeReport
 
+__all__ = [
+    "CONTAINED", "OK", "ESCAPED", "NOT_STOPPED", "MISREPORTED", "REFUSED", "TIER_ERROR", "KINDS",
+    "Verdict", "judge",
+]
+
 # Verdict kinds, best first.
 CONTAINED = "contained"  # hostile program: expected ending, nothing reached the host
 OK = "ok"  # benign program: ran and printed what it should

@@ -17,6 +17,8 @@ from starlette.responses import JSONResponse, Response
 
 from ..execution import Refused
 
+__all__ = ["ApiError", "SafeJSONResponse", "error_response", "install_error_handlers"]
+
 log = logging.getLogger("wasm_runner.http")
 
 _CODES = {

@@ -7,6 +7,8 @@ from abc import ABC, abstractmethod
 from ...limits import Limits
 from ..outcome import Outcome
 
+__all__ = ["Tier"]
+
 
 class Tier(ABC):
     """An isolation tier: detect it, prepare it, run one program under limits, clean up.

@@ -17,6 +17,8 @@ from ..process import rlimits_for, run_process
 from .base import Tier
 from .subprocess_tier import NOBODY, find_python
 
+__all__ = ["BubblewrapTier"]
+
 
 class BubblewrapTier(Tier):
     name = "bwrap"

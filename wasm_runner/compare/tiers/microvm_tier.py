@@ -28,6 +28,8 @@ from ..outcome import Outcome
 from ..process import classify, run_process
 from .base import Tier
 
+__all__ = ["QemuMicrovmTier", "choose_accel"]
+
 MARK = "@@WR-RESULT@@"
 CMDLINE = "console=ttyS0 quiet loglevel=1 nokaslr panic=-1 reboot=t rdinit=/init"
 # Under TCG a loaded host makes the kernel's timer calibration fail and hang: give it the figures.

@@ -20,6 +20,8 @@ from ..outcome import Outcome
 from ..process import run_process
 from .base import Tier
 
+__all__ = ["OciTier", "oci_config"]
+
 NOBODY = 65534
 _MASKED = ["/proc/acpi", "/proc/kcore", "/proc/keys", "/proc/latency_stats", "/proc/timer_list",
            "/proc/timer_stats", "/proc/sched_debug", "/proc/scsi", "/sys/firmware"]

@@ -33,6 +33,8 @@ from ..outcome import Outcome
 from .base import Tier
 from .pyodide_node_tier import find_pyodide
 
+__all__ = ["PyodideChromiumTier", "find_chromium"]
+
 SOURCE_TREE = Path(__file__).resolve().parents[3]  # holds server.py and web/
 CHROMIUM_ARGS = [
     "--headless",

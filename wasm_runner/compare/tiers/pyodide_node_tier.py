@@ -20,6 +20,8 @@ from ..outcome import Outcome
 from ..process import run_process
 from .base import Tier
 
+__all__ = ["PyodideNodeTier", "find_pyodide"]
+
 RUNNER = Path(__file__).with_name("pyodide_runner.mjs")
 LOAD_ALLOWANCE_S = 30.0  # Pyodide's own start-up, on top of the program's wall deadline
 

@@ -11,6 +11,8 @@ from ..outcome import Outcome
 from ..process import rlimits_for, run_process
 from .base import Tier
 
+__all__ = ["NOBODY", "SubprocessTier", "find_python"]
+
 NOBODY = 65534
 
 

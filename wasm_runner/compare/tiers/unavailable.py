@@ -12,6 +12,8 @@ from ..outcome import Outcome
 from ..process import run_process
 from .base import Tier
 
+__all__ = ["DockerTier", "FirecrackerTier"]
+
 DOCKER_IMAGE = os.environ.get("WASM_RUNNER_DOCKER_IMAGE", "python:3.11-slim")
 
 

@@ -9,6 +9,8 @@ from ...limits import Limits
 from ..outcome import Outcome
 from .base import Tier
 
+__all__ = ["WasmtimeTier"]
+
 if TYPE_CHECKING:
     from ...sandbox import Sandbox
 

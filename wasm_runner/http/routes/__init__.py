@@ -6,6 +6,8 @@ from starlette.routing import BaseRoute
 
 from . import exercises, files, interactive, meta, run, sessions, stream
 
+__all__ = ["api_routes"]
+
 
 def api_routes() -> list[BaseRoute]:
     return [

@@ -6,6 +6,8 @@ from starlette.requests import HTTPConnection
 
 from ..service import Service
 
+__all__ = ["service_of"]
+
 
 def service_of(conn: HTTPConnection) -> Service:
     service: Service = conn.app.state.service

@@ -31,6 +31,8 @@ from ..schemas import _Strict, read_model
 from ..service import Job, Service, client_address
 from ._common import service_of
 
+__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
+
 _lock = threading.Lock()
 
 

@@ -16,6 +16,8 @@ from starlette.routing import BaseRoute, Route
 from ..errors import ApiError
 from ._common import service_of
 
+__all__ = ["download_endpoint", "routes"]
+
 
 async def download_endpoint(request: Request) -> Response:
     service = service_of(request)

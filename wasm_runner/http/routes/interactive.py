@@ -56,6 +56,8 @@ from ..service import Job, Service, client_address
 from ._common import service_of
 from .stream import Coalescer, python_version
 
+__all__ = ["FIRST_MESSAGE_SECONDS", "MAX_MESSAGE_BYTES", "origin_allowed", "interactive_endpoint", "routes"]
+
 FIRST_MESSAGE_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 1 << 20
 

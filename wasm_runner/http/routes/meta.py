@@ -11,6 +11,8 @@ from ..errors import SafeJSONResponse
 from ..openapi import openapi_document
 from ._common import service_of
 
+__all__ = ["healthz", "readyz", "metrics", "openapi", "profiles", "routes"]
+
 
 async def healthz(request: Request) -> Response:
     service = service_of(request)

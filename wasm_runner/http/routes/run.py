@@ -14,6 +14,8 @@ from ..schemas import RunRequest, read_model
 from ..service import Job, Service, client_address
 from ._common import service_of
 
+__all__ = ["job_from_request", "run_endpoint", "routes"]
+
 
 async def job_from_request(service: Service, request: Request, kind: str) -> tuple[Job, RunRequest]:
     """Authenticate, read and validate a run request and resolve its policy (shared with stream)."""

@@ -29,6 +29,11 @@ from ..service import Job, Service
 from ._common import service_of
 from .stream import RunEventStream
 
+__all__ = [
+    "create_session", "show_session", "delete_session", "run_in_session", "stream_in_session",
+    "routes",
+]
+
 
 async def create_session(request: Request) -> Response:
     service = service_of(request)

@@ -52,6 +52,8 @@ from ..service import Job, Service
 from ._common import service_of
 from .run import job_from_request
 
+__all__ = ["Coalescer", "RunEventStream", "python_version", "sse_event", "stream_endpoint", "routes"]
+
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.02
 COALESCE_CHARS = 16 << 10
