@@ -1,5 +1,6 @@
 """The package's layout rules that import-linter cannot express: faces reach the core only through
-public names, every module declares ``__all__``, and the public API stays what it is."""
+public names, every module declares ``__all__``, no module imports itself back through others
+(type-only imports included), and the public API stays what it is."""
 
 from __future__ import annotations
 
@@ -73,6 +74,65 @@ def test_every_name_in_all_exists() -> None:
         module = importlib.import_module(name)
         stale += [f"{name}.{n}" for n in getattr(module, "__all__", []) if not hasattr(module, n)]
     assert stale == []
+
+
+def _imports_of(path: Path, modules: set[str]) -> set[str]:
+    """The ``modules`` ``path`` imports: anywhere in it, under ``TYPE_CHECKING`` too
+    (``from . import x`` names the module ``x``, not the package)."""
+    name = ".".join(("wasm_runner", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
+    package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    found: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text())):
+        if isinstance(node, ast.ImportFrom):
+            base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
+            target = ".".join(base + (node.module.split(".") if node.module else []))
+            found |= {f"{target}.{a.name}" if f"{target}.{a.name}" in modules else target for a in node.names}
+        elif isinstance(node, ast.Import):
+            found |= {a.name for a in node.names}
+    return found & modules
+
+
+def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
+    """The strongly connected parts of more than one module (Tarjan)."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    found: list[list[str]] = []
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = len(index)
+        stack.append(v)
+        for w in sorted(graph[v]):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            part = []
+            while True:
+                w = stack.pop()
+                part.append(w)
+                if w == v:
+                    break
+            if len(part) > 1:
+                found.append(sorted(part))
+
+    for v in sorted(graph):
+        if v not in index:
+            visit(v)
+    return found
+
+
+def test_no_import_circles() -> None:
+    """No module reaches itself through its imports, type-only ones included: a part that needs
+    something of the module above it declares a Protocol of just that (``sandbox.guest.GuestHost``,
+    ``http.lifecycle.Drained``) and is handed the object by its constructor or caller."""
+    paths = {".".join(("wasm_runner", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): p
+             for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "guest"}
+    graph = {name: _imports_of(path, set(paths)) - {name} for name, path in paths.items()}
+    assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check works
+    assert _cycles(graph) == []
 
 
 def test_the_public_api_is_what_the_docs_name() -> None:

@@ -45,7 +45,7 @@ import secrets
 import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Protocol
 from urllib.parse import quote, unquote
 
 import httpx
@@ -54,19 +54,20 @@ from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from .audit import AuditLog
 from .auth import Tenant, current_tenant
 from .config import ServerConfig
 from .directory import Directory, Entry
 from .errors import ApiError, error_response
 from .guests import cancel_on_disconnect, until_disconnected
+from .metrics import Metrics
 
 if TYPE_CHECKING:
     from ..execution import SessionStore
-    from .service import Service
 
 __all__ = [
-    "Hop", "InternalGuard", "InternalCall", "caller_of", "client_of", "sign", "HEADER_PREFIX",
-    "WINDOW_SECONDS", "CONNECT_TIMEOUT_SECONDS",
+    "Hop", "InternalGuard", "InternalCall", "Authenticates", "Records", "audit_refusal", "caller_of",
+    "client_of", "sign", "HEADER_PREFIX", "WINDOW_SECONDS", "CONNECT_TIMEOUT_SECONDS",
 ]  # fmt: skip
 
 log = logging.getLogger("wasm_runner.http")
@@ -157,7 +158,16 @@ def internal_call(conn: HTTPConnection) -> InternalCall | None:
     return call if isinstance(call, InternalCall) else None
 
 
-async def caller_of(service: Service, conn: HTTPConnection) -> Tenant:
+class Authenticates(Protocol):
+    """What ``caller_of`` needs of the service (``service.Service``): the tenants of its config
+    and its own authentication of a request."""
+
+    @property
+    def config(self) -> ServerConfig: ...
+    async def caller(self, conn: HTTPConnection) -> Tenant: ...
+
+
+async def caller_of(service: Authenticates, conn: HTTPConnection) -> Tenant:
     """The caller of a session route: the tenant a replica vouched for (rate already counted
     there), or the API key of this request (authenticated and counted: ``service.caller``)."""
     call = internal_call(conn)
@@ -551,7 +561,16 @@ def _replay(body: bytes, extra: list[Message], receive: Receive) -> Receive:
     return replayed
 
 
-def audit_refusal(service: Service) -> Callable[[str, Scope], None]:
+class Records(Protocol):
+    """What ``audit_refusal`` needs of the service: its metrics and its audit log."""
+
+    @property
+    def metrics(self) -> Metrics: ...
+    @property
+    def audit(self) -> AuditLog: ...
+
+
+def audit_refusal(service: Records) -> Callable[[str, Scope], None]:
     """``InternalGuard.on_refused`` for ``service``: a metric and an audit-log line."""
 
     def record(reason: str, scope: Scope) -> None:

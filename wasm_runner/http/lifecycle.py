@@ -19,16 +19,19 @@ import asyncio
 import logging
 import time
 from types import FrameType
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 import uvicorn
 
+from ..execution import Executor, SessionStore
+from .admission import Admission
 from .errors import ApiError
+from .leases import Leases
+from .shared import SharedState
 
-if TYPE_CHECKING:
-    from .service import Service
-
-__all__ = ["Lifecycle", "DrainingServer", "draining_error", "DRAIN_RETRY_AFTER", "AFTER_DRAIN_SECONDS"]
+__all__ = [
+    "Lifecycle", "DrainingServer", "Drained", "draining_error", "DRAIN_RETRY_AFTER", "AFTER_DRAIN_SECONDS",
+]  # fmt: skip
 
 log = logging.getLogger("wasm_runner.http")
 
@@ -45,6 +48,24 @@ def draining_error() -> ApiError:
     )  # fmt: skip
 
 
+class Drained(Protocol):
+    """What readiness and the drain read of the service (``service.Service``): the shared state,
+    the admission, the executor, the sessions, the leases and the replica's ``Lifecycle``."""
+
+    @property
+    def shared(self) -> SharedState | None: ...
+    @property
+    def admission(self) -> Admission: ...
+    @property
+    def executor(self) -> Executor: ...
+    @property
+    def sessions(self) -> SessionStore: ...
+    @property
+    def leases(self) -> Leases | None: ...
+    @property
+    def lifecycle(self) -> Lifecycle: ...
+
+
 class Lifecycle:
     """The replica's state: ``warming`` until the app is warm, then ready, then ``draining``."""
 
@@ -58,7 +79,7 @@ class Lifecycle:
         if self.draining:
             raise draining_error()
 
-    async def readiness(self, service: Service) -> tuple[bool, str]:
+    async def readiness(self, service: Drained) -> tuple[bool, str]:
         """(ready, reason): ``ready``, ``warming``, ``draining`` or ``shared_state_unavailable``."""
         if self.draining:
             return False, "draining"
@@ -68,7 +89,7 @@ class Lifecycle:
             return False, "shared_state_unavailable"
         return True, "ready"
 
-    async def drain(self, service: Service, seconds: float) -> None:
+    async def drain(self, service: Drained, seconds: float) -> None:
         """Stop taking work, let runs in flight finish (at most ``seconds``), then close the
         sessions and release the leases. Never raises; bounded in time."""
         self.draining = True
@@ -98,7 +119,7 @@ class Lifecycle:
 class DrainingServer(uvicorn.Server):
     """``uvicorn.Server`` that drains the service on the first SIGTERM/SIGINT before it stops."""
 
-    def __init__(self, config: uvicorn.Config, service: Service, drain_seconds: float) -> None:
+    def __init__(self, config: uvicorn.Config, service: Drained, drain_seconds: float) -> None:
         super().__init__(config)
         self.service = service
         self.drain_seconds = drain_seconds

@@ -4,7 +4,10 @@
 Modules, in reading order: ``core`` (Sandbox), ``workspace`` (run folders and grants), ``wrapper``
 (the guest-side wrapper and its jobs), ``guest`` (guest threads, budgets at hand-over),
 ``classify`` (how a run ended -> ``Result``), ``session``, ``pool``, ``default``. Input rules
-live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``.
+live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``. Only ``core`` and
+``default`` know ``Sandbox``; the modules below it declare what they read of it as a Protocol
+(``guest.GuestHost``, ``pool.PoolHost``, ``session.SessionHost``, ``wrapper.Compiler``) and are
+handed the sandbox, so no import leads back to ``core``.
 """
 
 from .core import OutputCallback, Sandbox

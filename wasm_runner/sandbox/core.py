@@ -30,14 +30,12 @@ from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
 from ..wasi import InputSource, define_imports
 from . import wrapper
 from .classify import classify
-from .guest import Guest, Outcome, start_thread
+from .guest import Guest, Outcome, OutputCallback, start_thread
 from .pool import WarmPool, bind_slot
 from .session import Session
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
 __all__ = ["OutputCallback", "Sandbox", "min_memory_mb", "start_memory_bytes"]
-
-OutputCallback = Callable[[str, bytes], None]
 
 
 def min_memory_mb(module: wt.Module) -> int:

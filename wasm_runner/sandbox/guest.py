@@ -15,23 +15,24 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from pathlib import Path
+from typing import Any, Protocol
 
 import wasmtime as wt
 
 from .. import engine, images
 from ..limits import Limits
+from ..runtimes import Runtime
 from ..wasi import GuestIO, current
 from .workspace import Workspace
-
-if TYPE_CHECKING:
-    from .core import Sandbox
 
 __all__ = [
     "GUEST_STACK",
     "Guest",
+    "GuestHost",
     "GuestThreads",
     "Outcome",
+    "OutputCallback",
     "WARMUP_FUEL",
     "WARMUP_SECONDS",
     "busy",
@@ -50,6 +51,8 @@ _stack_lock = threading.Lock()
 PENDING_MAGIC = b"WRPB"  # after the stream byte of the wrapper's pending-output buffer
 MAX_RECOVERED_BYTES = 8 << 20
 STACK_LINE = "RecursionError: Python ran out of stack (the recursion went too deep)\n"
+
+OutputCallback = Callable[[str, bytes], None]
 
 
 class GuestThreads:
@@ -155,6 +158,30 @@ class Outcome:
     cpu_s: float = 0.0  # the guest thread's CPU time from hand-over to the end
 
 
+class GuestHost(Protocol):
+    """What a guest reads of the sandbox that starts it (``core.Sandbox``): the engine, the
+    instantiable module, its runtime, the fuel switch and the memory cap. Pools and sessions
+    need a little more (``pool.PoolHost``, ``session.SessionHost``)."""
+
+    @property
+    def engine(self) -> wt.Engine: ...
+    @property
+    def pre(self) -> wt.InstancePre: ...
+    @property
+    def runtime(self) -> Runtime: ...
+    @property
+    def fuel(self) -> bool: ...
+    @property
+    def via_turn(self) -> bool: ...
+    @property
+    def boot(self) -> Path | None: ...
+    @property
+    def start_memory_bytes(self) -> int: ...
+    @property
+    def on_guest_end(self) -> Callable[[Outcome], None] | None: ...
+    def memory_cap(self, limits: Limits) -> int: ...
+
+
 class Guest:
     """One instance on its own thread, from instantiation to its end.
 
@@ -162,7 +189,7 @@ class Guest:
     until its program is handed over.
     """
 
-    def __init__(self, sb: Sandbox, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
+    def __init__(self, sb: GuestHost, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
                  prepare: Callable[[Guest], None] | None = None):
         self.sb = sb
         self.nice = nice

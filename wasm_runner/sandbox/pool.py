@@ -14,27 +14,33 @@ user code before its hand-over, so no run sees anything another run wrote, defin
 
 from __future__ import annotations
 
+import os
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..grants import DiskQuota
 from ..limits import Limits
 from . import wrapper
-from .guest import Guest, busy, restore_priority
-from .workspace import extra_grant, place_files
+from .guest import Guest, GuestHost, busy, restore_priority
+from .workspace import Workspace, extra_grant, place_files
 
-if TYPE_CHECKING:
-    from .core import Sandbox
-
-__all__ = ["WARM_TIMEOUT_S", "WarmPool", "bind_slot"]
+__all__ = ["WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot"]
 
 WARM_TIMEOUT_S = 120.0
 
 
+class PoolHost(GuestHost, Protocol):
+    """What a pool reads of its sandbox: what a guest does, and a run folder for each slot."""
+
+    def new_workspace(self, limits: Limits, data_dir: str | os.PathLike[str] | None,
+                      out_dir: str | os.PathLike[str] | None, files: dict[str, bytes] | None,
+                      collect_out: bool, placeholders: bool = False) -> Workspace: ...
+
+
 class WarmPool:
-    def __init__(self, sb: Sandbox, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int):
+    def __init__(self, sb: PoolHost, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int):
         if not 0 <= size <= 64:
             raise ValueError("pool size must be between 0 and 64")
         self.sb = sb

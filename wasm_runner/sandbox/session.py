@@ -5,7 +5,7 @@ from __future__ import annotations
 import threading
 import time
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..errors import WasmRunnerError
 from ..grants import collect_files
@@ -15,17 +15,25 @@ from ..result import FileOut, Result
 from ..wasi import InputSource
 from . import wrapper
 from .classify import classify
-from .guest import WARMUP_SECONDS, Guest
-from .workspace import MAX_FILES_OUT_BYTES, write_upload
+from .guest import WARMUP_SECONDS, Guest, GuestHost, OutputCallback
+from .workspace import MAX_FILES_OUT_BYTES, Workspace, write_upload
 
-if TYPE_CHECKING:
-    from .core import OutputCallback, Sandbox
-
-__all__ = ["Session", "SessionEnded"]
+__all__ = ["Session", "SessionEnded", "SessionHost"]
 
 
 class SessionEnded(WasmRunnerError, RuntimeError):
     """The session's instance is gone (closed, or ended by a limit)."""
+
+
+class SessionHost(GuestHost, Protocol):
+    """What a session reads of its sandbox: what a guest does, its run folder (or an image's
+    guest with its folder), and the fuel for a cell's CPU seconds."""
+
+    def new_workspace(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
+                      collect_out: bool, placeholders: bool = False) -> Workspace: ...
+    def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
+                    collect_out: bool) -> tuple[Guest, Workspace]: ...
+    def fuel_for(self, cpu_seconds: float) -> int: ...
 
 
 class Session:
@@ -36,7 +44,7 @@ class Session:
     that raises an exception or calls ``sys.exit`` keeps the session alive.
     """
 
-    def __init__(self, sb: Sandbox, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
+    def __init__(self, sb: SessionHost, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
         self.sb = sb
         self.limits = limits
         if sb.via_turn:

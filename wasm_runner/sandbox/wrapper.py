@@ -12,15 +12,14 @@ import hashlib
 import os
 from importlib.resources import files as _pkg_files
 from pathlib import Path
-from typing import TYPE_CHECKING, Any
+from typing import Any, Protocol
 
 from ..cache import cache_dir, private_file_ok
 from ..limits import Limits
+from ..result import Result
+from ..runtimes import Runtime
 
-if TYPE_CHECKING:
-    from .core import Sandbox
-
-__all__ = ["ARGV0", "BOOT_SOURCE", "argv", "compiled_wrapper", "job"]
+__all__ = ["ARGV0", "BOOT_SOURCE", "Compiler", "argv", "compiled_wrapper", "job"]
 
 ARGV0 = "/usr/local/bin/python.wasm"
 BOOT_SOURCE = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
@@ -36,7 +35,15 @@ def argv(boot: Path | None) -> list[str]:
     return [ARGV0, "-c", _BOOT_LOADER]
 
 
-def compiled_wrapper(sb: Sandbox) -> Path:
+class Compiler(Protocol):
+    """What ``compiled_wrapper`` needs of a sandbox: its runtime, and a run on it."""
+
+    @property
+    def runtime(self) -> Runtime: ...
+    def run(self, code: str, *, limits: Limits | None = None, files: dict[str, bytes] | None = None) -> Result: ...
+
+
+def compiled_wrapper(sb: Compiler) -> Path:
     """A folder holding the wrapper as the guest's own marshalled code object.
 
     Compiling the wrapper inside the guest costs ~10 ms of CPU on every run; the guest

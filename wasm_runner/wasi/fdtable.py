@@ -8,15 +8,12 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import Protocol
 
 from ..grants import Grant, GuestPathError
 from .abi import EBADF, ENOENT, Fault, Mem, SUCCESS
 
-if TYPE_CHECKING:
-    from .guestio import GuestIO
-
-__all__ = ["Fd", "MAX_FDS", "add_fd", "initial_table", "lookup"]
+__all__ = ["Fd", "FdHolder", "MAX_FDS", "add_fd", "initial_table", "lookup"]
 
 MAX_FDS = 512
 
@@ -33,6 +30,13 @@ class Fd:
     listing: list[tuple[str, int, int]] | None = None  # readdir cache: (name, ino, filetype)
 
 
+class FdHolder(Protocol):
+    """Whoever holds a guest's table (``guestio.GuestIO``): its entries and the next free number."""
+
+    fds: dict[int, Fd]
+    next_fd: int
+
+
 def initial_table(grants: list[Grant]) -> dict[int, Fd]:
     """fds 0-2 are stdio, then one preopened folder per grant (a dup of its root fd)."""
     fds: dict[int, Fd] = {0: Fd("stdio"), 1: Fd("stdio"), 2: Fd("stdio")}
@@ -41,7 +45,7 @@ def initial_table(grants: list[Grant]) -> dict[int, Fd]:
     return fds
 
 
-def lookup(io: GuestIO, fd: int, *kinds: str) -> Fd:
+def lookup(io: FdHolder, fd: int, *kinds: str) -> Fd:
     """The entry of ``fd`` when it is one of ``kinds`` (any kind when none given)."""
     f = io.fds.get(fd)
     if f is not None and f.kind == "hidden":
@@ -51,7 +55,7 @@ def lookup(io: GuestIO, fd: int, *kinds: str) -> Fd:
     return f
 
 
-def add_fd(io: GuestIO, m: Mem, out: int, f: Fd) -> int:
+def add_fd(io: FdHolder, m: Mem, out: int, f: Fd) -> int:
     """Enter ``f`` under the next fd number and write that number to ``out``; on a bad ``out``
     the entry is removed and its host fd closed again."""
     fd = io.next_fd
