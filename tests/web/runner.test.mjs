@@ -197,8 +197,12 @@ describe("limits and stop", () => {
       if (result.status === "cancelled") effective += 1;
       counts[kind] += 1;
     }
+    // What a user sees: every Stop ended its program, and the next Run works. How the Stop ladder
+    // got there is not asserted beyond the floor (a C-level loop cannot be interrupted, so it
+    // always needs a fresh worker): on a busy machine an interrupt can arrive late and the ladder
+    // rightly escalates to a fresh worker for a Python-level loop too.
     assert.equal(effective, 100, JSON.stringify(counts));
-    assert.equal(controller.respawns - respawnsBefore, counts["c-level"], "each C-level loop needed a fresh worker");
+    assert.ok(controller.respawns - respawnsBefore >= counts["c-level"], "each C-level loop needed a fresh worker");
     assert.equal((await run("print(sum(range(10)))")).stdout, "45\n");
   });
 

@@ -108,8 +108,14 @@ describe("memory snapshot", () => {
 
 describe("spare worker", () => {
   let controller;
+  const printed = new Map(); // run id -> resolve, called when that run prints "go"
   before(() => {
-    controller = createNodeController({ spare: true });
+    controller = createNodeController({
+      spare: true,
+      onEvent: (event) => {
+        if (event.type === "stream" && event.chunks.some((c) => c.text.includes("go"))) printed.get(event.id)?.();
+      },
+    });
   });
   after(() => controller.dispose());
 
@@ -129,11 +135,14 @@ describe("spare worker", () => {
       "print('go', flush=True)",
       "collections.deque(itertools.count(), maxlen=0)  # C code: only ending the worker stops it",
     ].join("\n");
-    const stopped = new Promise((resolve) => {
-      const pending = controller.run({ id: 2, code: leaky });
-      setTimeout(() => { controller.stop(2); resolve(pending); }, 1500);
-    });
-    const result = await stopped;
+    // Stop once the program is in its C-level loop (it printed "go"; a busy machine may take
+    // long to get there), not after a fixed time.
+    const wentIn = new Promise((resolve) => printed.set(2, resolve));
+    const pending = controller.run({ id: 2, code: leaky });
+    await wentIn;
+    await new Promise((resolve) => setTimeout(resolve, 150));
+    controller.stop(2);
+    const result = await pending;
     assert.equal(result.status, "cancelled");
     assert.equal(controller.respawns, 1);
     assert.ok(controller.worker && controller.worker.info, "the spare took over already loaded");
