@@ -1,0 +1,209 @@
+"""Judging a check, written once for both tiers: comparing output, a check's verdict and message,
+the report's summary, what a student may see of hidden checks, and bounded ``repr`` for messages.
+
+Pure and standard-library only, with no imports from this package: the server imports it, and
+the browser tier loads the same file into Pyodide. Everything takes and returns plain data: a
+run's result is a ``Result.to_dict()``-shaped mapping, an I/O case a mapping (or an object) with
+``stdin``, ``stdout``, ``compare`` and ``tolerance``, a test's record ``{"passed", "message"}``.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from typing import Any
+
+__all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact",
+           "short", "block", "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
+
+MAX_SHOWN_LINES = 20
+MAX_SHOWN_CHARS = 1500
+MAX_REPR_CHARS = 300
+
+LIMIT_HINT = {
+    "cpu": "Is there an infinite loop?",
+    "wall": "Is there an infinite loop, or is the program waiting for input it never gets?",
+    "memory": "Is a list or string growing without end?",
+    "output": "Is something printed in an endless loop?",
+}
+
+
+def _get(case: Any, key: str, default: Any = None) -> Any:
+    if isinstance(case, Mapping):
+        return case.get(key, default)
+    return getattr(case, key, default)
+
+
+# -- comparing output -------------------------------------------------------------------------
+def _number(token: str) -> float | None:
+    try:
+        value = float(token)
+    except ValueError:
+        return None
+    return value if math.isfinite(value) else None
+
+
+def compare_output(case: Any, got: str) -> tuple[bool, str]:
+    """(same, first difference) of the program's stdout and the case's, by the case's mode:
+    ``exact``, ``lines`` (trailing spaces and blank lines ignored), ``whitespace`` (words) or
+    ``float`` (words; numbers within ``tolerance``, relative or absolute)."""
+    want = _get(case, "stdout", "")
+    mode = _get(case, "compare") or "lines"
+    tolerance = _get(case, "tolerance")
+    tolerance = 1e-6 if tolerance is None else float(tolerance)
+    if mode == "exact":
+        if got == want:
+            return True, ""
+        a, b = got.split("\n"), want.split("\n")
+    elif mode == "lines":
+        a = [line.rstrip() for line in got.rstrip().split("\n")]
+        b = [line.rstrip() for line in want.rstrip().split("\n")]
+        if a == b:
+            return True, ""
+    else:
+        ta, tb = got.split(), want.split()
+        if mode == "whitespace":
+            if ta == tb:
+                return True, ""
+        else:  # float: numbers within the tolerance (relative or absolute), other words exactly
+            for x, y in zip(ta, tb):
+                nx, ny = _number(x), _number(y)
+                if nx is not None and ny is not None:
+                    ok = math.isclose(nx, ny, rel_tol=tolerance, abs_tol=tolerance)
+                else:
+                    ok = x == y
+                if not ok:
+                    tol = f" (tolerance {tolerance:g})" if ny is not None else ""
+                    return False, f"expected {y!r}, got {x!r}{tol}"
+            if len(ta) == len(tb):
+                return True, ""
+        if len(ta) != len(tb):
+            return False, f"expected {len(tb)} words, got {len(ta)}"
+        for x, y in zip(ta, tb):
+            if x != y:
+                return False, f"expected {y!r}, got {x!r}"
+        return False, ""
+    for i, (x, y) in enumerate(zip(a, b)):
+        if x != y:
+            return False, f"line {i + 1}: expected {y!r}, got {x!r}"
+    if len(a) < len(b):
+        return False, f"line {len(a) + 1}: expected {b[len(a)]!r}, got nothing more"
+    return False, f"line {len(b) + 1}: expected nothing more, got {a[len(b)]!r}"
+
+
+# -- messages ---------------------------------------------------------------------------------
+def block(text: str) -> str:
+    """``text`` indented, at most MAX_SHOWN_LINES lines and MAX_SHOWN_CHARS characters."""
+    lines = text.split("\n")
+    if lines and lines[-1] == "":
+        lines.pop()
+    if not lines:
+        return "    (nothing)"
+    cut = len(lines) > MAX_SHOWN_LINES
+    shown = "\n".join("    " + line for line in lines[:MAX_SHOWN_LINES])
+    if len(shown) > MAX_SHOWN_CHARS:
+        shown, cut = shown[:MAX_SHOWN_CHARS], True
+    return shown + ("\n    ..." if cut else "")
+
+
+def short(value: Any) -> str:
+    """``repr(value)`` for a message: at most MAX_REPR_CHARS characters, never an exception."""
+    try:
+        text = repr(value)
+    except BaseException as e:  # noqa: BLE001 - a value's __repr__ may raise anything
+        text = f"<unprintable {type(e).__name__}>"
+    if type(text) is not str:
+        text = "<unprintable>"
+    return text if len(text) <= MAX_REPR_CHARS else text[:MAX_REPR_CHARS - 3] + "..."
+
+
+def _stopped(res: Mapping[str, Any]) -> str:
+    msg = res.get("message") or f"The run ended with status {res.get('status')}."
+    hint = LIMIT_HINT.get(res.get("limit") or "")
+    return f"{msg} {hint}" if hint else msg
+
+
+def _stderr_tail(text: str) -> str:
+    text = text.strip("\n")
+    return text if len(text) <= MAX_SHOWN_CHARS else "..." + text[-MAX_SHOWN_CHARS:]
+
+
+# -- verdicts ---------------------------------------------------------------------------------
+def judge_io(case: Any, res: Mapping[str, Any]) -> tuple[bool, str]:
+    """(passed, message) of an I/O case from its run's result."""
+    stdin = _get(case, "stdin") or ""
+    stdin_part = f"Input:\n{block(stdin)}\n" if stdin else ""
+    if res.get("status") != "ok":
+        if res.get("limit"):
+            return False, _stopped(res)
+        err = _stderr_tail(res.get("stderr") or "")
+        if err:
+            return False, f"{stdin_part}Your program stopped with an error:\n{block(err)}"
+        return False, f"{stdin_part}{_stopped(res)}"
+    got = res.get("stdout") or ""
+    same, diff = compare_output(case, got)
+    if same:
+        return True, "Output matches."
+    return False, (f"{stdin_part}Expected output:\n{block(_get(case, 'stdout', ''))}\n"
+                   f"Your output:\n{block(got)}" + (f"\nFirst difference: {diff}." if diff else ""))
+
+
+def judge_test(record: Mapping[str, Any] | None, res: Mapping[str, Any]) -> tuple[bool, str]:
+    """(passed, message) of a test check: its ``record`` (what the test's side reported, None
+    when it reported nothing) and the run's result (a limit fails the check whatever was said)."""
+    if record is not None:
+        passed = record.get("passed") is True
+        message = "Test passed." if passed else str(record.get("message") or "Test failed.")
+        if res.get("status") != "ok" and res.get("limit"):  # reported, then a limit
+            return False, message if not passed else _stopped(res)
+        return passed, message
+    if res.get("limit") or res.get("status") in ("invalid_input", "internal_error", "cancelled"):
+        return False, _stopped(res)
+    return False, ("The test did not report back: the program ended before the test "
+                   "finished (sys.exit or os._exit in your code?).")
+
+
+def check_result(kind: str, name: str, hidden: bool, res: Mapping[str, Any], *, case: Any = None,
+                 record: Mapping[str, Any] | None = None) -> dict[str, Any]:
+    """One check's result: ``kind`` "io" (judged with ``case``) or "test" (with ``record``)."""
+    if kind == "io":
+        passed, message = judge_io(case, res)
+    else:
+        passed, message = judge_test(record, res)
+    return {"name": name, "kind": kind, "hidden": hidden, "passed": passed, "message": message,
+            "status": res.get("status"), "limit": res.get("limit")}
+
+
+def summarize(exercise_id: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
+    """The report: totals, a one-line summary and the checks."""
+    passed = sum(1 for c in checks if c["passed"])
+    total = len(checks)
+    return {
+        "exercise": exercise_id,
+        "passed": total > 0 and passed == total,
+        "total": total,
+        "passed_count": passed,
+        "failed_count": total - passed,
+        "summary": f"{passed} of {total} checks passed" + (" — well done!" if passed == total and total else "."),
+        "checks": checks,
+    }
+
+
+def redact(report: Mapping[str, Any]) -> dict[str, Any]:
+    """The report a student may see: a hidden check keeps only its number, pass/fail and, when a
+    limit stopped it, which limit. Its name, input, expected output and messages stay here."""
+    checks = []
+    n = 0
+    for c in report["checks"]:
+        if not c["hidden"]:
+            checks.append(c)
+            continue
+        n += 1
+        msg = "Hidden check passed." if c["passed"] else "Hidden check failed."
+        if c.get("limit"):
+            msg = f"Hidden check stopped by the {c['limit']} limit."
+        checks.append({"name": f"hidden check {n}", "kind": c["kind"], "hidden": True,
+                       "passed": c["passed"], "message": msg, "status": c.get("status"),
+                       "limit": c.get("limit")})
+    return {**report, "checks": checks}
+
