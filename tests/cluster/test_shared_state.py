@@ -3,7 +3,8 @@ processes on 127.0.0.1 with the same Redis and secret, hit directly (no balancer
 
 - a key's rate holds across the replicas (exactly its 20 answers, then 429 with Retry-After);
 - its ``max_concurrent`` holds across them (leases), and so does its count of open sessions;
-- the leases of a replica killed with -9 expire within their TTL;
+- the leases of a replica killed with -9 expire within their TTL, and with a TTL far longer, stop
+  counting as soon as its heartbeat lapses (seconds);
 - Redis stopped mid-run: 503 ``shared_state_unavailable`` fast (no hang), ``/readyz`` 503; Redis
   back on the same port: the replicas recover without a restart;
 - SIGTERM: the replica drains (``/readyz`` 503 ``draining``, new runs 503 ``draining``), the run
@@ -65,6 +66,12 @@ max_concurrent = 2
 [[api_keys]]
 name = "solo"
 key = "k-solo"
+rate = "1000/minute"
+max_concurrent = 1
+
+[[api_keys]]
+name = "lone"
+key = "k-lone"
 rate = "1000/minute"
 max_concurrent = 1
 
@@ -226,6 +233,58 @@ def test_leases_of_a_killed_replica_expire_within_their_ttl(
         assert wait_for(session_opens, timeout=TTL + 3, step=0.25)
         assert wait_for(lambda: a.run("k-solo", "print(1)").status_code == 200, TTL + 3, 0.25)
         assert time.monotonic() - killed <= TTL + 3
+
+
+def test_a_killed_replicas_leases_stop_counting_when_its_heartbeat_lapses(
+    redis: RedisProcess, tmp_path_factory: pytest.TempPathFactory
+) -> None:
+    """Leases that would live a minute: a replica killed with -9 holds its key's one run and one
+    session; the other replica serves the key again within seconds (its heartbeat lapsed), not
+    after the minute, and the key's queue of runs never sees a 429 caused by the dead leases
+    after that."""
+    long_ttl = 60.0
+    config = tmp_path_factory.mktemp("long-ttl") / "server.toml"
+    config.write_text(CONFIG.replace(f"lease_ttl_seconds = {TTL}", f"lease_ttl_seconds = {long_ttl}"))
+    a = Replica(config, redis, tmp_path_factory.mktemp("survivor"))
+    doomed = Replica(config, redis, tmp_path_factory.mktemp("doomed"))
+    try:
+        a.wait_ready(), doomed.wait_ready()
+        with doomed.client("k-lone") as c:
+            assert c.post("/api/sessions", json={}).status_code == 201
+        with ThreadPoolExecutor(1) as pool:
+            pool.submit(doomed.run, "k-lone", SLEEP.format(30))  # lost with the replica
+            assert wait_for(lambda: doomed.running() == 1, timeout=30)
+            refused = a.run("k-lone", "print(1)")
+            assert refused.status_code == 429 and refused.json()["error"]["code"] == "tenant_concurrency"
+            doomed.proc.send_signal(signal.SIGKILL)
+            killed = time.monotonic()
+            doomed.proc.wait(10)
+            codes: list[str] = []
+
+            def served() -> bool:
+                answer = a.run("k-lone", "print(1)")
+                if answer.status_code == 200:
+                    return True
+                codes.append(answer.json()["error"]["code"])
+                return False
+
+            # well before the leases' own expiry (60 s): the heartbeat (3 s) let them go
+            assert wait_for(served, timeout=long_ttl / 3, step=0.25), codes
+            assert time.monotonic() - killed < long_ttl / 3
+            assert set(codes) <= {"tenant_concurrency"}
+        # from now on the dead replica's leases count for nothing: runs one after another and
+        # the key's one session all pass
+        for i in range(5):
+            answer = a.run("k-lone", f"print({i})")
+            assert answer.status_code == 200 and answer.json()["stdout"] == f"{i}\n", answer.text
+        with a.client("k-lone") as c:
+            opened = c.post("/api/sessions", json={})
+            assert opened.status_code == 201, opened.text
+            assert c.delete(f"/api/sessions/{opened.json()['id']}").status_code in (200, 204)
+        assert a.run("k-free", "print(6 * 7)").json()["stdout"] == "42\n"
+    finally:
+        a.stop()
+        doomed.stop()
 
 
 def test_redis_down_fails_closed_then_recovers(

@@ -66,6 +66,8 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)
         )
         warming = asyncio.ensure_future(warm())
+        # with Redis: this replica's heartbeat; when it lapses, others drop its leases (leases.py)
+        beating = asyncio.ensure_future(service.leases.beat_forever()) if service.leases else None
         try:
             async with mcp_http.lifespan():
                 yield
@@ -73,6 +75,8 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             sweeper.cancel()
             publisher.cancel()
             warming.cancel()
+            if beating is not None:
+                beating.cancel()
             try:
                 await service.shutdown()
             finally:
