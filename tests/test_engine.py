@@ -4,6 +4,9 @@ large. A wasmtime upgrade that moves either fails here first."""
 
 from __future__ import annotations
 
+import json
+import subprocess
+import sys
 import threading
 import time
 
@@ -113,3 +116,45 @@ def test_the_pooling_allocator_binding(monkeypatch: pytest.MonkeyPatch) -> None:
         inst.exports(store)["f"](store)  # type: ignore[operator]
     monkeypatch.setenv("WASM_RUNNER_ALLOCATOR", "ondemand")
     assert engine.use_pooling(wt.Config()) is False
+
+
+# Eight sessions each holding 40 MB, then closed: the process's RSS before, while open, after.
+SESSIONS_RSS = """
+import json, time
+from wasm_runner import Limits, Sandbox
+
+def rss_mb():
+    with open('/proc/self/status') as f:
+        return next(int(line.split()[1]) for line in f if line.startswith('VmRSS:')) / 1024
+
+sb = Sandbox('default', prestart=0)
+for _ in range(5):
+    assert sb.run('print(1)').ok
+time.sleep(0.5)
+base = rss_mb()
+sessions = [sb.session(limits=Limits(memory_mb=104)) for _ in range(8)]
+for s in sessions:
+    r = s.run('x = bytearray(40 << 20)\\nfor i in range(0, len(x), 4096): x[i] = 1')
+    assert r.ok, r.stderr
+opened = rss_mb()
+for s in sessions:
+    s.close()
+for _ in range(10):  # fresh runs after: released slots must not bring the pages back
+    assert sb.run('print(2)').ok
+time.sleep(0.5)
+print(json.dumps({'base': base, 'opened': opened, 'closed': rss_mb()}))
+"""
+
+
+def test_closing_sessions_gives_their_memory_back() -> None:
+    """Issue 20: with the pooling allocator's 128 MiB kept per released slot, closing sessions
+    raised the idle RSS. Now what the allocator keeps is bounded (engine.retained_bytes), so the
+    memory of closed sessions comes back."""
+    done = subprocess.run([sys.executable, "-c", SESSIONS_RSS], capture_output=True, text=True, timeout=600)
+    assert done.returncode == 0, done.stderr
+    rss = json.loads(done.stdout.strip().splitlines()[-1])
+    held = rss["opened"] - rss["base"]
+    assert held >= 8 * 40 * 0.8, rss  # the sessions did hold their memory
+    assert rss["closed"] < rss["opened"], rss  # closing them lowered the RSS
+    bound = engine.retained_bytes() / 2**20 + 64  # the allocator's bound + noise (threads, heap)
+    assert rss["closed"] - rss["base"] <= bound, rss

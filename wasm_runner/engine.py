@@ -28,7 +28,7 @@ from wasmtime import _ffi as ffi
 from .cache import cache_dir, private_file_ok
 from .runtimes import Runtime
 
-__all__ = ["TICK_S", "get_engine", "get_module", "module_cache_path", "watch"]
+__all__ = ["TICK_S", "get_engine", "get_module", "module_cache_path", "retained_bytes", "watch"]
 
 TICK_S = 0.01
 # The native stack wasm code may use (wasmtime's max_wasm_stack; its default is 512 KiB). Guests
@@ -60,16 +60,28 @@ def _config(fuel: bool) -> wt.Config:
 
 
 # The pooling allocator: instances take pre-reserved slots instead of mapping (and unmapping) a
-# 4 GiB reservation each, and a slot keeps up to KEEP_RESIDENT bytes of its linear memory
-# resident when it is released (wasmtime resets their contents to the module's image before the
-# next instance; isolation is wasmtime's guarantee and the sandbox tests check it). A fresh
-# instance of the datascience image then skips most of its copy-on-write page faults. Only
-# WARM_SLOTS released slots keep memory (at most 2 x 128 MiB per engine, held while idle); the
-# others are decommitted. SLOTS bounds the instances
-# alive at once per engine (address space only: 4 GiB each, never committed).
+# 4 GiB reservation each; a released slot keeps its module's image mapped for the next instance
+# of the same module (WARM_SLOTS such slots are preferred) and gives its written pages back
+# (isolation is wasmtime's guarantee and the sandbox tests check it). KEEP_RESIDENT is what a
+# released slot keeps resident instead, reset for reuse: wasmtime keeps it for EVERY slot ever
+# used, not only the warm ones, so idle RSS grew to peak instances x KEEP_RESIDENT and closing
+# sessions raised it (issue 20: 128 MiB gave 840 MB idle after 8 sessions, against 88 MB with 0),
+# and resetting 128 MiB cost each run time too. With 0 nothing stays resident after an instance
+# (retained_bytes), and fresh runs were as fast as or faster than on-demand allocation here
+# (benchmarks/allocator.py; docs/performance.md). SLOTS bounds the instances alive at once per
+# engine (address space only: 4 GiB each, never committed).
 POOL_SLOTS = 400
 POOL_WARM_SLOTS = 2
-POOL_KEEP_RESIDENT = 128 << 20
+POOL_KEEP_RESIDENT = 0
+
+
+def retained_bytes() -> int:
+    """The most memory the instance allocator keeps resident between instances, per engine (the
+    memory budget counts it): released slots keep ``POOL_KEEP_RESIDENT`` each, at most
+    ``POOL_SLOTS`` of them; nothing with the on-demand allocator."""
+    if os.environ.get("WASM_RUNNER_ALLOCATOR", "pooling") == "ondemand":
+        return 0
+    return POOL_SLOTS * POOL_KEEP_RESIDENT
 
 
 def use_pooling(cfg: wt.Config) -> bool:
