@@ -40,6 +40,9 @@ tenant_memory_share = 1.0
 lease_ttl_seconds = {TTL}
 drain_seconds = 20
 
+[profiles.analyst]
+pool_size = 0  # no warm data-science pool: the replicas are ready once the plain image is loaded
+
 [profiles.tiny]
 image = "plain"
 memory_mb = 32
