@@ -23,7 +23,6 @@ import os
 import statistics
 import subprocess
 import sys
-import threading
 import time
 from typing import Any
 
@@ -47,6 +46,7 @@ def pcts(xs: list[float]) -> dict[str, float]:
 def child(setting: str, image: str, n: int, seconds: float) -> dict[str, Any]:
     """One setting, in this process: ``ondemand`` or ``pooling:<keep MiB>``."""
     from wasm_runner import engine
+    from wasm_runner.bench import _throughput
     from wasm_runner.limits import Limits
     from wasm_runner.sandbox import Sandbox
 
@@ -63,22 +63,7 @@ def child(setting: str, image: str, n: int, seconds: float) -> dict[str, Any]:
         times.append((time.perf_counter() - t) * 1000)
         assert r.ok, r.stderr
     out["fresh_hello_ms"] = pcts(times)
-    cores = os.cpu_count() or 1
-    counts = [0] * cores
-    stop = time.monotonic() + seconds
-
-    def worker(i: int) -> None:
-        while time.monotonic() < stop:
-            sb.run(HELLO)
-            counts[i] += 1
-
-    threads = [threading.Thread(target=worker, args=(i,)) for i in range(cores)]
-    t0 = time.monotonic()
-    for t in threads:
-        t.start()
-    for t in threads:
-        t.join()
-    out["runs_per_s"] = sum(counts) / (time.monotonic() - t0)
+    out["runs_per_s"] = _throughput(sb, seconds, os.cpu_count() or 1)
     time.sleep(1.0)
     out["rss_idle_after_runs_mib"] = rss_mib()
     limits = Limits(memory_mb=SESSION_MB + 64)
