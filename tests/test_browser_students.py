@@ -93,7 +93,7 @@ def test_escape_stops_a_flood_and_the_page_answers_meanwhile(page, tier):
     page.keyboard.press("Escape")
     poll(page, "document.body.dataset.lastStatus", timeout=20)
     assert page.evaluate("window.lastResult.status") == "cancelled"
-    assert end_sentence(page.text_content("#output .out-end")) == "Stopped by you"
+    assert end_sentence(page.text_content("#output .out-end")) == "Stopped: the run was cancelled"
     # Stop left the tier ready for the next run
     assert run_via_ui(page, "print('next')", tier)["text"] == "next\n"
 
@@ -363,7 +363,7 @@ def test_embeds_do_not_block_each_other_and_escape_stops_inside_one(course_page)
     page.keyboard.press("Escape")
     looped = page.evaluate("window.looping")
     assert looped["status"] == "cancelled"
-    assert end_sentence(_shadow(page, "loops", ".out-end")) == "Stopped by you"
+    assert end_sentence(_shadow(page, "loops", ".out-end")) == "Stopped: the run was cancelled"
     # the first one still gets its answer
     page.evaluate(
         """() => { const root = document.getElementById('asks').shadowRoot;

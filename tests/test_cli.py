@@ -164,7 +164,7 @@ def test_limits_hold_around_terminal_input(tmp_path: Path) -> None:
         assert _read_until(master, b"Go? ", seen), bytes(seen)
         assert proc.wait(timeout=120) == 124  # nobody types: the wait is abandoned
         _read_until(master, b"for input.", seen, limit=5)
-        assert "waited more than 1.5 seconds for input" in bytes(seen).decode()
+        assert "waited for input for more than 1.5 seconds" in bytes(seen).decode()
     finally:
         proc.kill()
         proc.wait()

@@ -51,7 +51,7 @@ def test_limit_sentence_names_the_limit_and_its_value(status: Status, fragment: 
 
 def test_limit_sentence_for_stderr_uses_its_own_cap() -> None:
     sentence = limit_sentence("output_limit", Limits(stderr_bytes=1000), stream="stderr")
-    assert "wrote to stderr more than 1000 bytes" in sentence
+    assert "wrote more than 1000 bytes to stderr" in sentence
 
 
 def test_limit_sentence_ok_is_empty_and_every_status_has_one() -> None:
@@ -68,11 +68,11 @@ def test_one_second_is_singular() -> None:
 def test_end_lines_for_stack_input_wait_and_exit_status() -> None:
     limits = Limits(input_wait_seconds=300)
     assert limit_sentence(Status.TIMEOUT, limits, limit="input_wait") == (
-        "Stopped: it waited more than 5 minutes for input."
+        "Stopped: it waited for input for more than 5 minutes."
     )
     assert "ran out of stack" in limit_sentence(Status.ERROR, limits, limit="stack")
     assert limit_sentence(Status.ERROR, limits, exit_code=3) == (
-        "Your program stopped with an error (exit status 3)."
+        "Your program exited with code 3."
     )
     assert "printed more than 1 MB;" in limit_sentence(Status.OUTPUT_LIMIT, Limits())
 

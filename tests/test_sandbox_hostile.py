@@ -89,7 +89,7 @@ def test_waiting_for_input_is_not_run_time_but_an_abandoned_wait_ends(sandbox: S
     gone = sandbox.run("input('name? ')", limits=Limits(wall_seconds=30, input_wait_seconds=1),
                        input_source=NeverTypes())
     assert gone.status is Status.TIMEOUT and gone.limit == "input_wait"
-    assert gone.message == "Stopped: it waited more than 1 second for input."
+    assert gone.message == "Stopped: it waited for input for more than 1 second."
     assert gone.stdout.startswith("name? ")
     still_works(sandbox)
 

@@ -12,6 +12,7 @@ from collections.abc import Callable, Iterable
 
 from .limits import Limits
 from .result import Status
+from .tiers import end_line, end_line_key
 
 __all__ = ["limit_sentence", "trim_traceback", "is_user_file", "exception_line"]
 
@@ -20,21 +21,23 @@ _FRAME = re.compile(r'^  File "(?P<file>[^"]*)", line \d+(?:, in .*)?$')
 _USER_PREFIXES = ("/scratch/", "/data/", "/out/")
 
 
-def _num(x: float) -> str:
-    """``5.0`` -> ``5``, ``0.5`` -> ``0.5``: numbers as a person writes them."""
-    return str(int(x)) if float(x) == int(x) else f"{x:g}"
-
-
-def _plural(x: float, unit: str) -> str:
-    return f"{_num(x)} {unit}" + ("" if float(x) == 1 else "s")
-
-
-def _bytes(n: int) -> str:
-    """A size as a person reads it: ``1 MB`` for 1 MiB, ``64 KB``, ``10 bytes``."""
-    for unit, size in (("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size and n % size == 0:
-            return f"{n // size} {unit}"
-    return _plural(n, "byte")
+# What to try, after the end line (the server's messages; the browser shows the end line alone).
+_ADVICE = {
+    "error_stack": "make the recursion shallower or use a loop",
+    "cpu_limit": (
+        "look for an endless loop, or make it do less work (smaller data, fewer iterations, "
+        "vectorised numpy/pandas)"
+    ),
+    "timeout": (
+        "it may be stuck in a loop, sleeping, or doing too much work (time spent waiting for "
+        "your input does not count)"
+    ),
+    "memory_limit": "load less data at once or use smaller data types",
+    "output_limit": "print a summary (such as df.head()) instead of everything, and check for an endless loop",
+    "output_limit_stderr": "write less to stderr, and check for an endless loop",
+    "disk_limit": "write fewer or smaller files",
+    "internal_error": "this is not caused by the code, so trying again may help",
+}
 
 
 def limit_sentence(
@@ -46,64 +49,19 @@ def limit_sentence(
     exit_code: int | None = None,
 ) -> str:
     """The end line of a run in plain language: how it ended and, for a limit, which one and its
-    value, then what to try. The browser tier words its end line the same way.
+    value, then what to try. The end line is the browser tier's too (``tiers.END_LINES``).
 
     ``stream`` names the stream that hit the output limit (``stdout`` or ``stderr``); ``limit``
     is the result's ``limit`` (``input_wait`` and ``stack`` have sentences of their own);
-    ``exit_code`` is named for an ``error``. Returns an empty string for ``ok``.
+    ``exit_code`` is named for an ``error`` that exited with another code than 1. Returns an
+    empty string for ``ok``.
     """
     status = Status(status)
     if status is Status.OK:
         return ""
-    if status is Status.ERROR:
-        if limit == "stack":
-            return (
-                "Your program stopped with an error: Python ran out of stack (the recursion "
-                "went too deep); make the recursion shallower or use a loop."
-            )
-        if exit_code is None:
-            return "Your program stopped with an error."
-        return f"Your program stopped with an error (exit status {exit_code})."
-    if status is Status.CPU_LIMIT:
-        return (
-            f"Stopped: it used more than {_plural(limits.cpu_seconds, 'second')} of CPU time; "
-            f"look for an endless loop, or make it do less work (smaller data, fewer "
-            f"iterations, vectorised numpy/pandas)."
-        )
-    if status is Status.TIMEOUT:
-        if limit == "input_wait":
-            wait = limits.input_wait_seconds
-            span = _plural(wait / 60, "minute") if wait >= 60 and wait % 60 == 0 else _plural(wait, "second")
-            return f"Stopped: it waited more than {span} for input."
-        return (
-            f"Stopped: it ran for more than {_plural(limits.wall_seconds, 'second')} "
-            f"(time spent waiting for your input does not count); it may be stuck in a loop, "
-            f"sleeping, or doing too much work."
-        )
-    if status is Status.MEMORY_LIMIT:
-        return (
-            f"Stopped: it needed more than {limits.memory_mb} MB of memory; load less data at "
-            f"once or use smaller data types."
-        )
-    if status is Status.OUTPUT_LIMIT:
-        cap = limits.stderr_bytes if stream == "stderr" else limits.stdout_bytes
-        what = "printed" if stream == "stdout" else "wrote to stderr"
-        return (
-            f"Stopped: it {what} more than {_bytes(cap)}; print a summary (such as df.head()) "
-            f"instead of everything, and check for an endless loop."
-        )
-    if status is Status.DISK_LIMIT:
-        return (
-            f"Stopped: its files went over the disk quota of {_num(limits.disk_mb)} MB or "
-            f"{limits.max_files} files; write fewer or smaller files."
-        )
-    if status is Status.CANCELLED:
-        return "Stopped: the run was cancelled before it finished."
-    if status is Status.INVALID_INPUT:
-        return "Not run: its code, input or limits are not valid."
-    if status is Status.INTERNAL_ERROR:
-        return "The sandbox failed internally; this is not caused by the code, so trying again may help."
-    return "Your program stopped with an error."
+    line = end_line(status.value, limits.to_dict(), limit=limit, exit_code=exit_code, stream=stream)
+    advice = _ADVICE.get(end_line_key(status.value, limit=limit, exit_code=exit_code, stream=stream))
+    return f"{line}; {advice}." if advice else f"{line}."
 
 
 def is_user_file(filename: str) -> bool:

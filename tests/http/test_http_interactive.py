@@ -68,7 +68,7 @@ def test_thinking_time_is_not_run_time_but_an_abandoned_input_ends(server: LiveS
         _, final = until(ws, "result")
     gone = final["result"]
     assert gone["status"] == "timeout" and gone["limit"] == "input_wait"
-    assert gone["message"] == "Stopped: it waited more than 1 second for input."
+    assert gone["message"] == "Stopped: it waited for input for more than 1 second."
     assert wait_until(lambda: server.health()["running"] == 0, timeout=20)
     assert server.health()["status"] == "ok"
 

@@ -100,7 +100,7 @@ def test_traceback_names_the_file_with_source_and_carets_and_no_runner(api: http
         "           ~~^~~\n"
         "ZeroDivisionError: division by zero\n"
     )
-    assert result["message"] == "Your program stopped with an error (exit status 1)."
+    assert result["message"] == "Your program stopped with an error."
     syntax = api.post("/api/run", json={"code": "print('a'\n", "filename": "main.py"}).json()
     assert syntax["status"] == "error" and 'File "main.py", line 1' in syntax["stderr"]
     assert "wasm-runner" not in syntax["stderr"] + result["stderr"]

@@ -19,6 +19,7 @@ import wasmtime as wt
 
 from ..errors import WasmRunnerError
 from ..grants import DiskQuota, Grant
+from ..tiers import FLUSH_SECONDS
 from .abi import CallerMem, Fault, Mem
 from .control import ControlChannel
 from .fdtable import Fd, initial_table
@@ -26,7 +27,7 @@ from .fdtable import Fd, initial_table
 __all__ = ["GuestIO", "InputSource", "StopRun", "Stream", "current", "current_io", "memory"]
 
 
-PACE_S = 0.05  # the wrapper's pace flag: every 50 ms of its CPU time ...
+PACE_S = FLUSH_SECONDS  # the wrapper's pace flag: every 50 ms of its CPU time (the tiers' window) ...
 PACE_WALL_S = 0.2  # ... or 200 ms of wall time, whichever comes first
 INPUT_POLL_S = 0.1  # how often a wait for input looks for a cancel (it sleeps in between)
 

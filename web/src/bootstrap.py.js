@@ -2,6 +2,8 @@
 // an interruptible time.sleep, and plot capture. Kept as a string so the worker loads no extra
 // file. It runs before a memory snapshot is made (see worker-core.js), so nothing at its top
 // level may depend on the browser it will run in: ask `_host` at run time instead.
+import { FLUSH_SECONDS } from "./tiers.js";
+
 export const BOOTSTRAP_PY = String.raw`
 import ast, base64, builtins, inspect, io, linecache, os, sys, time, traceback
 import _wasm_runner_host as _host
@@ -9,11 +11,13 @@ import _wasm_runner_host as _host
 os.environ.setdefault("MPLBACKEND", "agg")
 _RUNNER_FILE = "<wasm-runner>"
 _monotonic = time.monotonic
+_FLUSH_SECONDS = ${FLUSH_SECONDS}
 
 class _Output:
     """stdout and stderr as ONE ordered stream, batched before it crosses into JavaScript: a
-    batch goes out when it reaches 16 KB, when 30 ms passed since the last one (so the first
-    line after a quiet spell shows at once), on flush(), before input(), in sleep() and at the end."""
+    batch goes out when it reaches 16 KB, when _FLUSH_SECONDS passed since the last one (so the
+    first line after a quiet spell shows at once), on flush(), before input(), in sleep() and at
+    the end. _FLUSH_SECONDS is the server's window too (wasm_runner/tiers.py)."""
     def __init__(self):
         self.parts = []
         self.size = 0
@@ -26,7 +30,7 @@ class _Output:
             parts.append((stream, [text]))
         self.size += len(text)
         now = _monotonic()
-        if self.size >= 16384 or now - self.last >= 0.03:
+        if self.size >= 16384 or now - self.last >= _FLUSH_SECONDS:
             self.flush(now)
     def flush(self, now=None):
         parts = self.parts

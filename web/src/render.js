@@ -6,6 +6,8 @@
 // hidden — N lines", the whole output stays downloadable); the screen-reader live region gets
 // short summaries, never the flood itself.
 
+import { END_LINES } from "./tiers.js";
+
 export const MAX_DOM_CHARS = 60000; // characters kept on screen
 const MAX_KEPT_CHARS = 32 << 20; // characters kept for the download
 const FRAME_FALLBACK_MS = 100; // when animation frames do not come (hidden tab)
@@ -301,18 +303,19 @@ function lineCut(text, chars) {
   return newline === -1 || newline - chars > 200 ? chars : newline + 1;
 }
 
-function bytesText(n) {
-  if (!Number.isFinite(n)) return "the limit";
-  if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)} MB`;
-  if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KB`;
-  return `${n} bytes`;
-}
-
-function secondsText(s) {
-  if (!Number.isFinite(s)) return "the time limit";
-  if (s >= 120 && s % 60 === 0) return `${s / 60} minutes`;
-  return `${s} second${s === 1 ? "" : "s"}`;
-}
+// Numbers in an end line, written as wasm_runner/tiers.py writes them (tests/test_tiers.py).
+const missing = (x) => typeof x !== "number" || !Number.isFinite(x);
+const FORMATS = {
+  seconds: (s) => (missing(s) ? "the time limit" : s >= 120 && s % 60 === 0 ? `${s / 60} minutes` : `${s} second${s === 1 ? "" : "s"}`),
+  bytes: (n) => {
+    if (missing(n)) return "the limit";
+    if (n >= 1 << 20 && n % (1 << 20) === 0) return `${n / (1 << 20)} MB`;
+    if (n >= 1024 && n % 1024 === 0) return `${n / 1024} KB`;
+    return `${n} byte${n === 1 ? "" : "s"}`;
+  },
+  mb: (x) => (missing(x) ? "the allowed amount" : `${x} MB`),
+  files: (n) => (missing(n) ? "the allowed number of files" : `${n} file${n === 1 ? "" : "s"}`),
+};
 
 function elapsedText(result) {
   const ms = Math.max(0, (result.wall_ms || 0) - (result.input_wait_ms || 0));
@@ -348,38 +351,26 @@ export function endLine(result) {
   return { sentence, text, detail };
 }
 
-function endSentence(result, limits) {
-  switch (result.status) {
-    case "ok":
-      return "Your program finished";
-    case "error":
-      if (result.limit === "stack") return "Stopped: Python ran out of stack (the recursion went too deep)";
-      if (result.exit_code !== null && result.exit_code !== undefined && result.exit_code !== 1) {
-        return `Your program exited with code ${result.exit_code}`;
-      }
-      return "Your program stopped with an error";
-    case "output_limit": {
-      const cap = result.stderr_truncated && !result.stdout_truncated ? limits.stderr_bytes : limits.stdout_bytes;
-      return `Stopped: it printed more than ${bytesText(cap ?? 1 << 20)}`;
-    }
-    case "timeout":
-      if (result.limit === "input_wait") {
-        return `Stopped: it waited for input for more than ${secondsText(limits.input_wait_seconds)}`;
-      }
-      return `Stopped: it ran for more than ${secondsText(limits.wall_seconds)}`;
-    case "cpu_limit":
-      return `Stopped: it used more than ${secondsText(limits.cpu_seconds)} of processor time`;
-    case "memory_limit":
-      return `Stopped: it used more than ${Number.isFinite(limits.memory_mb) ? `${limits.memory_mb} MB` : "the allowed amount"} of memory`;
-    case "disk_limit":
-      return "Stopped: it wrote more files than allowed";
-    case "cancelled":
-      return "Stopped by you";
-    case "invalid_input":
-      return "Could not run it";
-    default:
-      return "Could not run it: something went wrong on our side";
+/** Which of END_LINES a result gets: the same choice as wasm_runner/tiers.py's end_line_key. */
+function endLineKey(result) {
+  const status = result.status;
+  if (status === "error") {
+    if (result.limit === "stack") return "error_stack";
+    return result.exit_code === null || result.exit_code === undefined || result.exit_code === 1 ? "error" : "error_exit";
   }
+  if (status === "output_limit") {
+    return result.stderr_truncated && !result.stdout_truncated ? "output_limit_stderr" : "output_limit";
+  }
+  if (status === "timeout" && result.limit === "input_wait") return "input_wait";
+  return Object.hasOwn(END_LINES, status) ? status : "internal_error";
+}
+
+function endSentence(result, limits) {
+  const values = { ...limits, exit_code: result.exit_code };
+  return END_LINES[endLineKey(result)].replace(/\{(\w+)(?::(\w+))?\}/g, (_, name, kind) => {
+    const value = values[name];
+    return kind ? FORMATS[kind](value) : missing(value) ? "?" : `${value}`;
+  });
 }
 
 /**
