@@ -185,11 +185,20 @@ class Ticket(Protocol):
 
 class Gate(Protocol):
     """Admission (``wasm_runner.http.admission`` behind the server's adapter). Refuses with
-    ``Refused`` (status 429) when there is no room."""
+    ``Refused`` (status 429) when there is no room.
+
+    ``park`` gives a run's slot (and its caller's in-flight place) back while the run waits for
+    interactive input, keeping its memory; False when there is no room for one more waiting run
+    (it keeps its slot). ``resume`` takes a slot again for a parked run, ahead of new runs; it
+    never refuses. Both are called on the event loop."""
 
     async def acquire(self, tenant: CallerLike, memory_mb: int) -> Ticket: ...
 
     def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket: ...
+
+    def park(self, ticket: Ticket) -> bool: ...
+
+    async def resume(self, ticket: Ticket, tenant: CallerLike) -> None: ...
 
     def note_duration(self, seconds: float) -> None: ...
 
@@ -206,6 +215,77 @@ OnDone = Callable[[Job, Result, float], None]  # the job, how it ended, seconds 
 PoolFor = Callable[[Any, PolicyLike], "str | None"]  # (sandbox, policy) -> warm pool name
 SandboxFor = Callable[[str, "str | None"], Any]  # (runtime, image) -> sandbox
 MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits) -> MB to hold
+
+
+class _Parking:
+    """The input source of an admitted run: while the guest waits for input its slot is parked
+    (``Gate.park``); when input arrives it takes a slot again (``Gate.resume``) before the guest
+    reads it. ``read`` runs on the guest's thread; the gate lives on the event loop."""
+
+    def __init__(
+        self,
+        source: Any,
+        gate: Gate,
+        ticket: Ticket,
+        tenant: CallerLike,
+        loop: asyncio.AbstractEventLoop,
+        cancel: threading.Event,
+    ) -> None:
+        self.source = source
+        self.gate = gate
+        self.ticket = ticket
+        self.tenant = tenant
+        self.loop = loop
+        self.cancel = cancel
+        self.parked = False
+        self.resume_seconds = 0.0  # time spent waiting for a slot after input arrived
+
+    def read(self, max_bytes: int, timeout: float) -> bytes | None:
+        got: bytes | None
+        if not self.parked:
+            got = self.source.read(max_bytes, 0.0)
+            if got is not None:
+                return got  # input was there: no wait, nothing to park
+            self.parked = self._park()
+        got = self.source.read(max_bytes, timeout)
+        if got is not None and self.parked:
+            self.parked = False
+            if not self._resume():
+                return b""  # cancelled (or the server stops) while waiting for a slot
+        return got
+
+    def _park(self) -> bool:
+        async def park() -> bool:
+            return self.gate.park(self.ticket)
+
+        try:
+            return asyncio.run_coroutine_threadsafe(park(), self.loop).result()
+        except Exception:  # the loop is gone (shutdown): keep the slot
+            log.debug("could not park a run waiting for input", exc_info=True)
+            return False
+
+    def _resume(self) -> bool:
+        started = time.monotonic()
+        try:
+            fut = asyncio.run_coroutine_threadsafe(
+                self.gate.resume(self.ticket, self.tenant), self.loop
+            )
+        except RuntimeError:  # the loop is closed
+            return False
+        try:
+            while True:
+                try:
+                    fut.result(timeout=0.05)
+                    return True
+                except TimeoutError:
+                    if self.cancel.is_set():
+                        fut.cancel()
+                        return False
+                except Exception:  # cancelled on the loop (shutdown), or a gate failure
+                    log.warning("a parked run could not resume", exc_info=True)
+                    return False
+        finally:
+            self.resume_seconds += time.monotonic() - started
 
 
 def _default_sandbox_for(runtime: str, image: str | None) -> Any:
@@ -297,10 +377,11 @@ class Executor:
         calls ``on_admitted`` once it has a slot. Cancelling the awaiting task cancels the guest."""
         return await self.admit_and_run(
             job,
-            lambda c: self._sandbox_call(job, c, on_output, input_source),
+            lambda c, source: self._sandbox_call(job, c, on_output, source),
             memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
             cancel=cancel,
             on_admitted=on_admitted,
+            input_source=input_source,
         )
 
     def run_sync(
@@ -325,14 +406,17 @@ class Executor:
     async def admit_and_run(
         self,
         job: Job,
-        call: Callable[[threading.Event], Result],
+        call: Callable[[threading.Event, Any], Result],
         *,
         memory_mb: int,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
+        input_source: Any = None,
     ) -> Result:
-        """Wait for a slot (holding ``memory_mb`` of the budget), run ``call(cancel)`` on a worker
-        thread, record the result. The slot is freed when the thread returns, also after a cancel."""
+        """Wait for a slot (holding ``memory_mb`` of the budget), run ``call(cancel, source)`` on a
+        worker thread, record the result. The slot is freed when the thread returns, also after a
+        cancel. ``source`` is ``input_source`` (interactive input) wrapped so that the run gives
+        its slot back while it waits for input (``Gate.park``, ``Gate.resume``)."""
         cancel = cancel or threading.Event()
         queued_at = time.monotonic()
         slot = await self.gate.acquire(job.tenant, memory_mb) if self.gate is not None else None
@@ -342,16 +426,23 @@ class Executor:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         self._active.add(cancel)
-        future = loop.run_in_executor(self._pool, self._guarded, lambda: call(cancel))
+        source = input_source
+        parking = None
+        if input_source is not None and slot is not None and self.gate is not None:
+            parking = source = _Parking(input_source, self.gate, slot, job.tenant, loop, cancel)
+        future = loop.run_in_executor(self._pool, self._guarded, lambda: call(cancel, source))
 
         def finished(fut: asyncio.Future[Result]) -> None:
             self._active.discard(cancel)
             if slot is not None:
                 slot.release()
-            if self.gate is not None:
-                self.gate.note_duration(time.monotonic() - started)
-            if not fut.cancelled() and fut.exception() is None:
-                self._record(job, fut.result(), waited)
+            ok = not fut.cancelled() and fut.exception() is None
+            if self.gate is not None:  # run time, without the time spent waiting for input
+                thinking = fut.result().input_wait_ms / 1000 if ok else 0.0
+                self.gate.note_duration(time.monotonic() - started - thinking)
+            if ok:
+                resumed = parking.resume_seconds if parking is not None else 0.0
+                self._record(job, fut.result(), waited + resumed)
 
         future.add_done_callback(finished)
         try:
@@ -644,7 +735,7 @@ class SessionStore:
             cancel = cancel or threading.Event()
             live.cancel = cancel
 
-            def call(cancel: threading.Event) -> Result:
+            def call(cancel: threading.Event, input_source: Any) -> Result:
                 from .sandbox import SessionEnded
 
                 try:
@@ -668,7 +759,8 @@ class SessionStore:
             # memory is already reserved for the session's life: the call takes a slot only
             try:
                 result = await self.executor.admit_and_run(
-                    job, call, memory_mb=0, cancel=cancel, on_admitted=on_admitted
+                    job, call, memory_mb=0, cancel=cancel, on_admitted=on_admitted,
+                    input_source=input_source,
                 )
             finally:
                 live.calls += 1

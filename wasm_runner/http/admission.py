@@ -7,6 +7,13 @@ is refused with ``Busy`` (the routes answer ``429`` with ``Retry-After``). Sessi
 memory for their whole life with ``reserve`` (refused at once when the budget is spent).
 All methods run on the event loop thread; ``Ticket.release`` is idempotent.
 
+A run waiting for interactive input (``input()`` over the WebSocket) is *parked* with ``park``:
+it gives back its run slot and its place among its tenant's runs in flight, keeps its memory, and
+counts against the bounds of waiting runs instead (``max_waiting`` in all, ``tenant_waiting`` per
+tenant; when they are full it keeps its slot, as before parking existed). When its input arrives,
+``resume`` gives it a slot again ahead of every queued run (it was admitted already; it is in the
+middle of a run, and its student is looking at it).
+
 Fair shares, so one key cannot hold the whole server: a tenant's sessions (memory held for up to
 an hour) may hold at most ``tenant_memory_mb`` with its runs; a tenant takes at most
 ``tenant_queue`` places in the queue; and while other tenants wait, a run that would take its
@@ -51,6 +58,7 @@ class Ticket:
     memory_mb: int
     slot: bool
     released: bool = False
+    parked: bool = False  # a run slot given back while the run waits for input (``park``)
     # seconds from a ``time.monotonic()`` value until this ticket is released (sessions set it)
     expires_in: Callable[[float], float] | None = field(default=None, repr=False)
 
@@ -67,6 +75,12 @@ class _Waiter:
     future: asyncio.Future[Ticket] = field(repr=False)
 
 
+@dataclass(eq=False)
+class _Resumer:
+    ticket: Ticket
+    future: asyncio.Future[None] = field(repr=False)
+
+
 class Admission:
     """Gatekeeper for guests: at most ``max_running`` run at once within ``memory_budget_mb``."""
 
@@ -80,6 +94,8 @@ class Admission:
         tenant_memory_mb: int | None = None,
         tenant_queue: int | None = None,
         hold_seconds: float = 300.0,
+        max_waiting: int = 256,
+        tenant_waiting: int | None = None,
     ) -> None:
         self.max_running = max_running
         self.max_queue = max_queue
@@ -95,6 +111,12 @@ class Admission:
         self.hold_seconds = hold_seconds  # how long a reservation without expires_in may last
         self._tenant_memory: dict[str, int] = {}
         self._tickets: set[Ticket] = set()
+        # parked runs: waiting for interactive input, holding memory but no slot
+        self.max_waiting = max_waiting
+        self.tenant_waiting = max_waiting if tenant_waiting is None else tenant_waiting
+        self.parked = 0
+        self._parked: dict[str, int] = {}
+        self._resuming: deque[_Resumer] = deque()  # parked runs whose input came, in order
 
     def set_shares(
         self, tenant_memory_mb: int, tenant_queue: int, hold_seconds: float | None = None
@@ -114,6 +136,15 @@ class Admission:
 
     def in_flight(self, tenant: str) -> int:
         return self._in_flight.get(tenant, 0)
+
+    def parked_for(self, tenant: str) -> int:
+        """``tenant``'s runs parked now (waiting for interactive input)."""
+        return self._parked.get(tenant, 0)
+
+    @property
+    def resuming(self) -> int:
+        """Parked runs whose input arrived, waiting for a slot (ahead of the queue)."""
+        return len(self._resuming)
 
     def note_duration(self, seconds: float) -> None:
         """Feed a finished run's duration into the ``Retry-After`` estimate."""
@@ -179,7 +210,7 @@ class Admission:
             )
         self._in_flight[tenant] = self.in_flight(tenant) + 1
         try:
-            if not self._queue and self._fits(memory_mb):
+            if not self._queue and not self._resuming and self._fits(memory_mb):
                 return self._admit(tenant, memory_mb)  # nobody waits: no share to protect
             if len(self._queue) >= self.max_queue:
                 raise Busy(
@@ -218,6 +249,62 @@ class Admission:
         except BaseException:
             self._in_flight[tenant] -= 1
             raise
+
+    def park(self, ticket: Ticket) -> bool:
+        """Give back ``ticket``'s run slot and its tenant's in-flight place while the run waits
+        for input; its memory stays held. False (nothing changes: the run keeps its slot) when
+        it is not a running slot or the bounds of waiting runs are full."""
+        if ticket.released or not ticket.slot or ticket.parked or ticket not in self._tickets:
+            return False
+        if self.parked >= self.max_waiting or self.parked_for(ticket.tenant) >= self.tenant_waiting:
+            return False
+        ticket.parked = True
+        self.running -= 1
+        self._count_in_flight(ticket.tenant, -1)
+        self.parked += 1
+        self._parked[ticket.tenant] = self.parked_for(ticket.tenant) + 1
+        self._wake()
+        return True
+
+    async def resume(self, ticket: Ticket) -> None:
+        """A run slot again for a parked ``ticket``, ahead of every queued run (no refusal: the
+        run was admitted; runs end within their limits, so a slot comes). Cancel-safe: a
+        cancelled resume leaves the ticket parked, and ``release`` ends it either way."""
+        if not ticket.parked or ticket.released:
+            return
+        if not self._resuming and self.running < self.max_running:
+            self._unpark(ticket)
+            return
+        resumer = _Resumer(ticket, asyncio.get_running_loop().create_future())
+        self._resuming.append(resumer)
+        try:
+            await asyncio.shield(resumer.future)
+        except asyncio.CancelledError:
+            if not resumer.future.done():
+                resumer.future.cancel()
+                self._resuming.remove(resumer)
+            raise
+
+    def _unpark(self, ticket: Ticket) -> None:
+        ticket.parked = False
+        self.running += 1
+        self._count_in_flight(ticket.tenant, +1)
+        self.parked -= 1
+        self._count_parked(ticket.tenant, -1)
+
+    def _count_in_flight(self, tenant: str, step: int) -> None:
+        left = self.in_flight(tenant) + step
+        if left > 0:
+            self._in_flight[tenant] = left
+        else:
+            self._in_flight.pop(tenant, None)
+
+    def _count_parked(self, tenant: str, step: int) -> None:
+        left = self.parked_for(tenant) + step
+        if left > 0:
+            self._parked[tenant] = left
+        else:
+            self._parked.pop(tenant, None)
 
     def reserve(
         self,
@@ -258,12 +345,16 @@ class Admission:
         if ticket not in self._tickets:
             return
         self._tickets.discard(ticket)
-        if ticket.slot:
+        if ticket.parked:  # ended while waiting for input (abandoned, cancelled, disconnected)
+            self.parked -= 1
+            self._count_parked(ticket.tenant, -1)
+            for resumer in [r for r in self._resuming if r.ticket is ticket]:
+                self._resuming.remove(resumer)
+                resumer.future.cancel()
+        elif ticket.slot:
             self.running -= 1
             if count_in_flight:
-                self._in_flight[ticket.tenant] -= 1
-                if not self._in_flight[ticket.tenant]:
-                    del self._in_flight[ticket.tenant]
+                self._count_in_flight(ticket.tenant, -1)
         self.memory_mb -= ticket.memory_mb
         left = self.tenant_memory(ticket.tenant) - ticket.memory_mb
         if left > 0:
@@ -273,9 +364,18 @@ class Admission:
         self._wake()
 
     def _wake(self) -> None:
-        """Admit waiters in order while they fit. A waiter whose tenant would go over its share
+        """Give slots back to resuming parked runs first (their memory is held already), then
+        admit waiters in order while they fit. A waiter whose tenant would go over its share
         is passed over while another tenant waits (it is admitted when nobody else does); one that
         does not fit the budget stops the scan (first come, first served for big requests)."""
+        while self._resuming and self.running < self.max_running:
+            resumer = self._resuming.popleft()
+            if resumer.future.done() or not resumer.ticket.parked:
+                continue
+            self._unpark(resumer.ticket)
+            resumer.future.set_result(None)
+        if self._resuming:
+            return
         for waiter in list(self._queue):
             if waiter.future.done():
                 self._queue.remove(waiter)

@@ -49,6 +49,7 @@ class AuditLog:
         files_in: dict[str, bytes],
         result: Result,
         session: str | None = None,
+        queued_seconds: float = 0.0,
     ) -> None:
         if self.path is None:
             return
@@ -72,6 +73,11 @@ class AuditLog:
             "limit": result.limit,
             "exit_code": result.exit_code,
             "wall_ms": round(result.wall_ms, 3),
+            # running, queued and waiting apart: wall_ms includes input_wait_ms (parked, waiting
+            # for input without a run slot); queued_ms is the wait for a slot before the run
+            # (not in wall_ms) plus, after input came, before it went on (in input_wait_ms)
+            "input_wait_ms": round(result.input_wait_ms, 3),
+            "queued_ms": round(queued_seconds * 1000, 3),
             "fuel_used": result.fuel_used,
             "stdout_sha256": sha256(result.stdout),
             "stderr_sha256": sha256(result.stderr),

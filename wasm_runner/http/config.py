@@ -12,6 +12,8 @@ TOML layout (every table and key optional)::
     max_running = 2                   # guests running at once, all tenants together
     max_queue = 16                    # requests waiting for a slot; more get 429 + Retry-After
     memory_budget_mb = 2048           # memory running guests and live sessions may hold together
+    max_waiting_runs = 256            # runs waiting for input() (no run slot; memory still held)
+    max_waiting_runs_per_key = 128    # ...of them, per key
     cors_origins = ["https://course.example"]
     audit_log = "audit.jsonl"
     audit_code = "hash"               # "hash" (sha256 only) or "full" (keep the code text)
@@ -37,6 +39,7 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 ``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,
 ``WASM_RUNNER_AUDIT_CODE``,
 ``WASM_RUNNER_MAX_RUNNING``, ``WASM_RUNNER_MAX_QUEUE``, ``WASM_RUNNER_MEMORY_BUDGET_MB``,
+``WASM_RUNNER_MAX_WAITING_RUNS``, ``WASM_RUNNER_MAX_WAITING_RUNS_PER_KEY``,
 ``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_EXERCISES_DIR`` (``[server] exercises_dir``: the
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
 directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated).
@@ -154,6 +157,9 @@ class ServerConfig:
     max_queue: int = 16
     queue_timeout_seconds: float = 30.0
     memory_budget_mb: int = 2048
+    # runs parked while they wait for interactive input (no run slot, memory held), all / per key
+    max_waiting_runs: int = 256
+    max_waiting_runs_per_key: int = 128
     anonymous_rate: str = "120/minute"  # per client address, when auth is off
     anonymous_max_concurrent: int = 4
     # requests
@@ -224,7 +230,8 @@ class ServerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
-        for name in ("anonymous_max_concurrent", "max_files_in", "max_file_in_bytes",
+        for name in ("anonymous_max_concurrent", "max_waiting_runs", "max_waiting_runs_per_key",
+                     "max_files_in", "max_file_in_bytes",
                      "download_store_bytes", "max_header_bytes", "max_connections",
                      "max_connections_per_address", "ws_first_message_bytes",
                      "max_json_structure", "max_json_depth"):  # fmt: skip
@@ -365,7 +372,7 @@ def _check_rate(rate: str, where: str) -> None:
 _PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "preload", "image"}
 _SERVER_KEYS = {
     "auth", "default_profile", "runtimes", "max_running", "max_queue", "queue_timeout_seconds",
-    "memory_budget_mb", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
+    "memory_budget_mb", "max_waiting_runs", "max_waiting_runs_per_key", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
     "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
     "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
     "audit_log", "audit_code", "exercises_dir", "allowed_hosts", "max_header_bytes",
@@ -457,7 +464,8 @@ def _env_overrides(env: Mapping[str, str]) -> dict[str, Any]:
             out[name] = env[f"WASM_RUNNER_{name.upper()}"]
     if env.get("WASM_RUNNER_CLUSTER_SECRET"):
         out["cluster_secret"] = env["WASM_RUNNER_CLUSTER_SECRET"]
-    for name in ("max_running", "max_queue", "memory_budget_mb"):
+    for name in ("max_running", "max_queue", "memory_budget_mb", "max_waiting_runs",
+                 "max_waiting_runs_per_key"):
         raw = env.get(f"WASM_RUNNER_{name.upper()}")
         if raw:
             try:

@@ -1,4 +1,5 @@
-"""Prometheus metrics of one app: runs by status, latency, fuel, queue depth, sessions.
+"""Prometheus metrics of one app: runs by status, latency, fuel; queued, running and waiting
+(parked for input) runs; sessions.
 
 Each app has its own ``CollectorRegistry`` so several apps (tests) never collide.
 """
@@ -48,6 +49,10 @@ class Metrics:
         )  # fmt: skip
         self.queue_depth = Gauge("wasm_runner_queue_depth", "Runs waiting for a slot", registry=r)
         self.running = Gauge("wasm_runner_running_guests", "Guests running now", registry=r)
+        self.waiting = Gauge(
+            "wasm_runner_waiting_runs",
+            "Runs parked waiting for interactive input (no run slot; memory held)", registry=r,
+        )  # fmt: skip
         self.memory_mb = Gauge(
             "wasm_runner_memory_reserved_mb", "Memory held by running guests and sessions (MB)",
             registry=r,
@@ -59,12 +64,14 @@ class Metrics:
         *,
         queue_depth: Callable[[], float],
         running: Callable[[], float],
+        waiting: Callable[[], float],
         memory_mb: Callable[[], float],
         sessions: Callable[[], float],
     ) -> None:
         """Read the live gauges from these functions at every scrape."""
         self.queue_depth.set_function(queue_depth)
         self.running.set_function(running)
+        self.waiting.set_function(waiting)
         self.memory_mb.set_function(memory_mb)
         self.sessions.set_function(sessions)
 

@@ -22,6 +22,7 @@ from ..execution import CallerLike, Executor, Job, Ticket
 from ..limits import InvalidLimits, Limits
 from ..result import Result
 from .admission import Admission, Busy
+from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from .config import Profile, ServerConfig
@@ -40,21 +41,26 @@ log = logging.getLogger("wasm_runner.http")
 
 __all__ = ["Service", "Job", "AdmissionGate"]
 
+_NO_LIMIT = 1 << 30  # a lease taken whatever the count (a parked run resuming)
+
 
 def client_address(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client else "unknown"
 
 
 class _LeasedTicket:
-    """A run slot of this replica plus its lease in the count shared by all replicas."""
+    """A run slot of this replica plus its lease in the count shared by all replicas (none while
+    the run is parked, waiting for input)."""
 
-    def __init__(self, ticket: Ticket, lease: Lease) -> None:
+    def __init__(self, ticket: AdmissionTicket, lease: Lease | None) -> None:
         self.ticket = ticket
         self.lease = lease
 
     def release(self) -> None:
         self.ticket.release()
-        self.lease.release()
+        if self.lease is not None:
+            self.lease.release()
+            self.lease = None
 
 
 class AdmissionGate:
@@ -116,6 +122,38 @@ class AdmissionGate:
     def note_duration(self, seconds: float) -> None:
         self.admission.note_duration(seconds)
 
+    def park(self, ticket: Ticket) -> bool:
+        """A run waiting for input gives back its slot here and its lease of the key's runs in
+        flight (every replica sees the place free at once); False: it keeps both."""
+        leased = ticket if isinstance(ticket, _LeasedTicket) else None
+        inner = leased.ticket if leased is not None else ticket
+        if not isinstance(inner, AdmissionTicket) or not self.admission.park(inner):
+            return False
+        if leased is not None and leased.lease is not None:
+            leased.lease.release()
+            leased.lease = None
+        return True
+
+    async def resume(self, ticket: Ticket, tenant: CallerLike) -> None:
+        """A slot again, ahead of queued runs, and a lease again whatever the key's count (the
+        run was admitted; Redis down: it runs on without one, as its lease would expire)."""
+        leased = ticket if isinstance(ticket, _LeasedTicket) else None
+        inner = leased.ticket if leased is not None else ticket
+        if not isinstance(inner, AdmissionTicket):
+            return
+        await self.admission.resume(inner)
+        if leased is not None and self.leases is not None and not inner.released:
+            try:
+                lease = await self.leases.take("run", tenant.name, _NO_LIMIT)
+            except ApiError:
+                log.warning("a resumed run took no lease: shared state unavailable")
+                return
+            if inner.released or leased.lease is not None:  # ended meanwhile
+                if lease is not None:
+                    lease.release()
+            else:
+                leased.lease = lease
+
 
 class Service:
     """Everything the HTTP routes (and the MCP tools at ``/mcp``) share."""
@@ -133,6 +171,8 @@ class Service:
             tenant_memory_mb=config.tenant_memory_mb,
             tenant_queue=config.tenant_queue_places,
             hold_seconds=config.session_idle_seconds,
+            max_waiting=config.max_waiting_runs,
+            tenant_waiting=config.max_waiting_runs_per_key,
         )
         self.metrics = Metrics()
         self.lifecycle = Lifecycle()  # warming / ready / draining (/readyz, SIGTERM)
@@ -152,7 +192,8 @@ class Service:
             on_done=self.record,
             pool_for=self.pool_for,
             memory_for=self.resident_mb,
-            workers=config.max_running + 4,
+            # a parked run (waiting for input) keeps its worker thread
+            workers=config.max_running + config.max_waiting_runs + 4,
             max_sessions=config.max_sessions,
             session_idle_seconds=config.session_idle_seconds,
             session_max_lifetime_seconds=config.session_max_lifetime_seconds,
@@ -166,6 +207,7 @@ class Service:
         self.metrics.watch(
             queue_depth=lambda: self.admission.waiting,
             running=lambda: self.admission.running,
+            waiting=lambda: self.admission.parked,
             memory_mb=lambda: self.admission.memory_mb,
             sessions=lambda: len(self.sessions),
         )
@@ -282,6 +324,7 @@ class Service:
             files_in=job.files,
             result=result,
             session=job.session_id,
+            queued_seconds=waited,
         )
 
     async def run_job(

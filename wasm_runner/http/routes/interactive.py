@@ -29,7 +29,8 @@ socket closes (code 1008, or 1013 "try again later" when busy). An ``error`` aft
 a bad client message and the run continues. Time the program spends waiting for input does not
 count toward the wall-clock limit (the student is thinking, not running); one wait longer than the
 ``input_wait_seconds`` limit (default 5 minutes) ends the run as abandoned: status ``timeout``,
-limit ``input_wait``. A waiting run uses no CPU. The result's ``input_wait_ms`` says how long the
+limit ``input_wait``. A waiting run uses no CPU: it is parked, without its run slot or its key's
+in-flight place (``admission.Admission.park``), and resumes ahead of queued runs. The result's ``input_wait_ms`` says how long the
 run waited in all (it is part of ``wall_ms``). Output messages are coalesced as on the SSE stream
 (see ``stream.py``); everything printed before a read goes out before ``input_wanted``. Closing
 the socket cancels the run at once.

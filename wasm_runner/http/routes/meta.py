@@ -21,6 +21,7 @@ async def healthz(request: Request) -> Response:
             "status": "ok",
             "running": service.admission.running,
             "queued": service.admission.waiting,
+            "waiting": service.admission.parked,
             "sessions": len(service.sessions),
         }
     )
