@@ -36,7 +36,10 @@ KEYS: dict[str, tuple[str, int]] = {
     "lease": ("100000/minute", 2),
     "load": ("100000/minute", 64),
     "redis": ("100000/minute", 16),
+    "class": ("100000/minute", 2),
 }
+# more settings of a key (TOML lines)
+KEY_EXTRA: dict[str, str] = {"class": "user_max_concurrent = 1\n"}
 
 CONFIG = """\
 [server]
@@ -143,6 +146,7 @@ def start_cluster(tmp: Path, replicas: int = 3, extra_args: tuple[str, ...] = ()
     keys = {name: secrets.token_urlsafe(16) for name in KEYS}
     key_tables = "\n".join(
         f'[[api_keys]]\nname = "{name}"\nkey = "{keys[name]}"\nrate = "{rate}"\nmax_concurrent = {conc}\n'
+        + KEY_EXTRA.get(name, "")
         for name, (rate, conc) in KEYS.items()
     )
     cfg = tmp / "cluster.toml"

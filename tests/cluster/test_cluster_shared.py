@@ -5,6 +5,7 @@ works from every replica. Every limit test also shows the cluster still answers.
 
 from __future__ import annotations
 
+import json
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
@@ -12,10 +13,11 @@ from concurrent.futures import ThreadPoolExecutor
 import _mcp_checks as checks
 import httpx
 import pytest
-from cluster_harness import REPLICA_HEADER, LiveCluster, start_cluster
+from cluster_harness import REPLICA_HEADER, LiveCluster, start_cluster, wait_until
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
+from websockets.sync.client import connect
 
 
 @pytest.fixture(scope="module")
@@ -129,3 +131,46 @@ def test_an_mcp_conversation_with_a_tool_session_works_through_the_balancer(clus
     with cluster.client("main") as api:  # while every other call is still balanced
         spread = {api.get("/api/profiles").headers[REPLICA_HEADER] for _ in range(3)}
     assert spread == set(cluster.replicas)
+
+
+def test_a_class_on_one_key_parked_thinkers_and_user_caps_across_replicas(cluster: LiveCluster) -> None:
+    # key "class": 2 runs in flight across the cluster, 1 per user
+    ws_url = cluster.url.replace("http://", "ws://") + "/api/run/ws"
+    thinkers = []
+    for n in range(3):  # three students think over input(): more than the key's 2 runs in flight
+        ws = connect(ws_url, open_timeout=60)
+        ws.send(json.dumps({"type": "run", "api_key": cluster.keys["class"], "user": f"t{n}",
+                            "code": "name = input('Name? ')\nprint('hi', name)"}))  # fmt: skip
+        while json.loads(ws.recv(timeout=60))["type"] != "input_wanted":
+            pass
+        thinkers.append(ws)
+
+    def waiting() -> int:
+        total = 0
+        for name in cluster.replicas:
+            total += httpx.get(cluster.parts[name].url + "/healthz", timeout=10).json()["waiting"]
+        return total
+
+    assert wait_until(lambda: waiting() == 3, timeout=30)
+
+    def run(user: str, code: str) -> httpx.Response:
+        with cluster.client("class") as api:
+            return api.post("/api/run", json={"code": code}, headers={"X-Wasm-Runner-User": user})
+
+    with ThreadPoolExecutor(2) as pool:
+        slow = pool.submit(run, "ada", "import time; time.sleep(3); print('slept')")
+        assert wait_until(lambda: sum(
+            httpx.get(cluster.parts[n].url + "/healthz", timeout=10).json()["running"] for n in cluster.replicas
+        ) == 1, timeout=30)  # fmt: skip
+        second = run("ada", "print(1)")  # whichever replica: ada's one place is taken
+        assert second.status_code == 429 and second.json()["error"]["code"] == "user_concurrency"
+        # a classmate runs at once: the thinkers hold no place among the key's runs in flight
+        assert run("bea", "print('bea')").json()["stdout"] == "bea\n"
+        assert slow.result().json()["stdout"] == "slept\n"
+    for n, ws in enumerate(thinkers):
+        ws.send(json.dumps({"type": "stdin", "data": f"s{n}\n"}))
+        while (msg := json.loads(ws.recv(timeout=60)))["type"] != "result":
+            pass
+        ws.close()
+        assert msg["result"]["stdout"] == f"Name? hi s{n}\n"
+    assert wait_until(lambda: waiting() == 0, timeout=30)

@@ -58,6 +58,7 @@ class Ticket:
     memory_mb: int
     slot: bool
     released: bool = False
+    user: str | None = None  # the user inside the tenant this run is for (counted per user)
     parked: bool = False  # a run slot given back while the run waits for input (``park``)
     # seconds from a ``time.monotonic()`` value until this ticket is released (sessions set it)
     expires_in: Callable[[float], float] | None = field(default=None, repr=False)
@@ -73,6 +74,7 @@ class _Waiter:
     tenant: str
     memory_mb: int
     future: asyncio.Future[Ticket] = field(repr=False)
+    user: str | None = None
 
 
 @dataclass(eq=False)
@@ -104,6 +106,7 @@ class Admission:
         self.running = 0
         self.memory_mb = 0  # held by running guests and live sessions
         self._in_flight: dict[str, int] = {}
+        self._user_in_flight: dict[str, int] = {}  # per user inside a tenant (tenant/user/...)
         self._queue: deque[_Waiter] = deque()
         self._mean_run_seconds = 1.0
         self.tenant_memory_mb = tenant_memory_mb or memory_budget_mb
@@ -136,6 +139,9 @@ class Admission:
 
     def in_flight(self, tenant: str) -> int:
         return self._in_flight.get(tenant, 0)
+
+    def user_in_flight(self, user: str) -> int:
+        return self._user_in_flight.get(user, 0)
 
     def parked_for(self, tenant: str) -> int:
         """``tenant``'s runs parked now (waiting for interactive input)."""
@@ -187,18 +193,37 @@ class Admission:
                 return max(1, math.ceil(seconds))
         return max(1, math.ceil(self.hold_seconds))
 
-    async def acquire(self, tenant: str, memory_mb: int, max_concurrent: int) -> Ticket:
-        """A run slot for ``tenant``; waits in the queue or raises ``Busy``."""
+    async def acquire(
+        self,
+        tenant: str,
+        memory_mb: int,
+        max_concurrent: int,
+        *,
+        user: str | None = None,
+        user_max: int = 0,
+        who: str = "this API key",
+    ) -> Ticket:
+        """A run slot for ``tenant`` (and its ``user``, who may have ``user_max`` runs in flight
+        inside the tenant's ``max_concurrent``); waits in the queue or raises ``Busy``. A user
+        over its cap is refused before anything is counted for the tenant. ``who`` names the
+        tenant in refusals ("this API key", or "this client" without keys)."""
         if memory_mb > self.memory_budget_mb:
             raise Busy(
                 "memory_budget",
                 f"the run asks for {memory_mb} MB, more than the server's memory budget",
                 60,
             )
+        if user is not None and self.user_in_flight(user) >= user_max:
+            raise Busy(
+                "user_concurrency",
+                f"this user already has {user_max} runs in flight; wait for one to finish "
+                f"(other users of {who} are not held back)",
+                self.retry_after(),
+            )
         if self.in_flight(tenant) >= max_concurrent:
             raise Busy(
                 "tenant_concurrency",
-                f"this API key already has {max_concurrent} runs in flight; wait for one to finish",
+                f"{who} already has {max_concurrent} runs in flight; wait for one to finish",
                 self.retry_after(),
             )
         if memory_mb > self.tenant_memory_mb:
@@ -209,9 +234,11 @@ class Admission:
                 60,
             )
         self._in_flight[tenant] = self.in_flight(tenant) + 1
+        if user is not None:
+            self._count_user(user, +1)
         try:
             if not self._queue and not self._resuming and self._fits(memory_mb):
-                return self._admit(tenant, memory_mb)  # nobody waits: no share to protect
+                return self._admit(tenant, memory_mb, user)  # nobody waits: no share to protect
             if len(self._queue) >= self.max_queue:
                 raise Busy(
                     "queue_full", "the server is busy and its queue is full", self.retry_after()
@@ -219,10 +246,10 @@ class Admission:
             if sum(1 for w in self._queue if w.tenant == tenant) >= self.tenant_queue:
                 raise Busy(
                     "tenant_queue",
-                    f"this API key already holds its {self.tenant_queue} places in the queue",
+                    f"{who} already holds its {self.tenant_queue} places in the queue",
                     self.retry_after(),
                 )
-            waiter = _Waiter(tenant, memory_mb, asyncio.get_running_loop().create_future())
+            waiter = _Waiter(tenant, memory_mb, asyncio.get_running_loop().create_future(), user)
             self._queue.append(waiter)
             try:
                 await asyncio.wait_for(asyncio.shield(waiter.future), self.queue_timeout)
@@ -247,7 +274,9 @@ class Admission:
                 ) from None
             return waiter.future.result()
         except BaseException:
-            self._in_flight[tenant] -= 1
+            self._count_in_flight(tenant, -1)
+            if user is not None:
+                self._count_user(user, -1)
             raise
 
     def park(self, ticket: Ticket) -> bool:
@@ -261,6 +290,8 @@ class Admission:
         ticket.parked = True
         self.running -= 1
         self._count_in_flight(ticket.tenant, -1)
+        if ticket.user is not None:
+            self._count_user(ticket.user, -1)
         self.parked += 1
         self._parked[ticket.tenant] = self.parked_for(ticket.tenant) + 1
         self._wake()
@@ -289,6 +320,8 @@ class Admission:
         ticket.parked = False
         self.running += 1
         self._count_in_flight(ticket.tenant, +1)
+        if ticket.user is not None:
+            self._count_user(ticket.user, +1)
         self.parked -= 1
         self._count_parked(ticket.tenant, -1)
 
@@ -298,6 +331,13 @@ class Admission:
             self._in_flight[tenant] = left
         else:
             self._in_flight.pop(tenant, None)
+
+    def _count_user(self, user: str, step: int) -> None:
+        left = self.user_in_flight(user) + step
+        if left > 0:
+            self._user_in_flight[user] = left
+        else:
+            self._user_in_flight.pop(user, None)
 
     def _count_parked(self, tenant: str, step: int) -> None:
         left = self.parked_for(tenant) + step
@@ -311,6 +351,7 @@ class Admission:
         tenant: str,
         memory_mb: int,
         expires_in: Callable[[float], float] | None = None,
+        who: str = "this API key",
     ) -> Ticket:
         """Hold ``memory_mb`` of the budget (for a session) without taking a run slot.
         ``expires_in(now)`` (optional, may be set on the ticket later) says when it ends."""
@@ -323,7 +364,7 @@ class Admission:
         if self.tenant_memory(tenant) + memory_mb > self.tenant_memory_mb:
             raise Busy(
                 "tenant_memory",
-                f"this API key already holds {self.tenant_memory(tenant)} MB of its "
+                f"{who} already holds {self.tenant_memory(tenant)} MB of its "
                 f"{self.tenant_memory_mb} MB share of the memory budget; end a session first",
                 self.memory_retry_after(memory_mb, tenant),
             )
@@ -337,8 +378,8 @@ class Admission:
         self._tickets.add(ticket)
         return ticket
 
-    def _admit(self, tenant: str, memory_mb: int) -> Ticket:
-        return self._hold(Ticket(self, tenant, memory_mb, slot=True))
+    def _admit(self, tenant: str, memory_mb: int, user: str | None = None) -> Ticket:
+        return self._hold(Ticket(self, tenant, memory_mb, slot=True, user=user))
 
     def _release(self, ticket: Ticket, count_in_flight: bool = True) -> None:
         ticket.released = True
@@ -355,6 +396,8 @@ class Admission:
             self.running -= 1
             if count_in_flight:
                 self._count_in_flight(ticket.tenant, -1)
+                if ticket.user is not None:
+                    self._count_user(ticket.user, -1)
         self.memory_mb -= ticket.memory_mb
         left = self.tenant_memory(ticket.tenant) - ticket.memory_mb
         if left > 0:
@@ -392,4 +435,4 @@ class Admission:
             if self.memory_mb + waiter.memory_mb > self.memory_budget_mb:
                 return
             self._queue.remove(waiter)
-            waiter.future.set_result(self._admit(waiter.tenant, waiter.memory_mb))
+            waiter.future.set_result(self._admit(waiter.tenant, waiter.memory_mb, waiter.user))

@@ -1,7 +1,7 @@
 """The audit log: one JSON line per run saying who ran what, under which limits, and how it ended.
 
 Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
-written, only the tenant's name. Refusals that are not runs (a forged internal-hop request) are
+written, only the tenant's name; a user id never either, only its ``user_key`` (``users.py``). Refusals that are not runs (a forged internal-hop request) are
 lines with an ``event`` field instead (``AuditLog.event``).
 """
 
@@ -50,6 +50,7 @@ class AuditLog:
         result: Result,
         session: str | None = None,
         queued_seconds: float = 0.0,
+        user: str | None = None,
     ) -> None:
         if self.path is None:
             return
@@ -57,6 +58,7 @@ class AuditLog:
             "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
             "request_id": request_id,
             "tenant": tenant,
+            "user": user,  # users.py: an HMAC of the user id with a server secret, never the id
             "client": client,
             "kind": kind,
             "session": session,

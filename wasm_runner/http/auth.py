@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
 from typing import TYPE_CHECKING
 
@@ -37,27 +37,59 @@ from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRa
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from .config import ApiKey, ServerConfig, hash_key
+from .config import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
+from .users import UserIds
 
 if TYPE_CHECKING:
     from .shared import SharedState
 
-__all__ = ["Tenant", "Gatekeeper", "current_tenant"]
+__all__ = ["Tenant", "Gatekeeper", "anonymous_tenant", "current_tenant", "key_tenant"]
 
 
 @dataclass(frozen=True)
 class Tenant:
-    """The caller: a display name (never the key), its profiles, its caps."""
+    """The caller: a display name (never the key), its profiles, its caps; and the user inside
+    it this request is for (``users.py``: ``user`` is the hashed ``user_key``, never the id), with
+    that user's caps inside the key's."""
 
     name: str
     profiles: tuple[str, ...]
     rate: str
     max_concurrent: int
+    user: str | None = None
+    user_rate: str = USER_RATE
+    user_max_concurrent: int = USER_MAX_CONCURRENT
+    anonymous: bool = False  # auth off: the tenant is a client address, not an API key
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
+
+    @property
+    def who(self) -> str:
+        """How refusals name this caller: "this API key", or "this client" with auth off."""
+        return "this client" if self.anonymous else "this API key"
+
+    @property
+    def user_name(self) -> str | None:
+        """The name the user's counts and windows go by (its tenant's name and ``user``)."""
+        return None if self.user is None else f"{self.name}/user/{self.user}"
+
+
+def key_tenant(key: ApiKey) -> Tenant:
+    """The tenant of an API key (no user yet)."""
+    return Tenant(key.name, key.profiles, key.rate, key.max_concurrent,
+                  user_rate=key.user_rate, user_max_concurrent=key.user_max_concurrent)  # fmt: skip
+
+
+def anonymous_tenant(config: ServerConfig, client: str) -> Tenant:
+    """The tenant of a client address when auth is off."""
+    return Tenant(
+        f"anonymous:{client}", (), config.anonymous_rate, config.anonymous_max_concurrent,
+        user_rate=config.anonymous_user_rate,
+        user_max_concurrent=config.anonymous_user_max_concurrent, anonymous=True,
+    )  # fmt: skip
 
 
 current_tenant: ContextVar[Tenant | None] = ContextVar("wasm_runner_tenant", default=None)
@@ -115,7 +147,16 @@ def _failed_error(retry: int) -> ApiError:
 def _rate_error(tenant: Tenant, retry: int) -> ApiError:
     return ApiError(
         429, "rate_limited",
-        f"rate limit of {tenant.rate} for this API key reached; retry in {retry} s",
+        f"rate limit of {tenant.rate} for {tenant.who} reached; retry in {retry} s",
+        headers={"Retry-After": str(retry)},
+    )  # fmt: skip
+
+
+def _user_rate_error(tenant: Tenant, retry: int) -> ApiError:
+    return ApiError(
+        429, "user_rate_limited",
+        f"rate limit of {tenant.user_rate} for this user reached; retry in {retry} s "
+        f"(other users of {tenant.who} are not held back)",
         headers={"Retry-After": str(retry)},
     )  # fmt: skip
 
@@ -129,6 +170,8 @@ class Gatekeeper:
     def __init__(self, config: ServerConfig, shared: SharedState | None = None) -> None:
         self.config = config
         self._keys: tuple[ApiKey, ...] = config.api_keys
+        self._by_name = {k.name: k for k in config.api_keys}
+        self.users = UserIds(config.cluster_secret)
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {}
         self._failed_rate = parse(config.failed_auth_rate)
@@ -142,12 +185,24 @@ class Gatekeeper:
         return item
 
     def _anonymous(self, client: str) -> Tenant:
-        return Tenant(
-            name=f"anonymous:{client}",
-            profiles=(),
-            rate=self.config.anonymous_rate,
-            max_concurrent=self.config.anonymous_max_concurrent,
-        )
+        return anonymous_tenant(self.config, client)
+
+    def _with_user(
+        self,
+        tenant: Tenant,
+        headers: Mapping[str, str],
+        user: str | None,
+        user_token: str | None,
+    ) -> Tenant:
+        """``tenant`` with the user this request is for (``users.UserIds.read``), if any."""
+        key = self._by_name.get(tenant.name) if not tenant.anonymous else None
+        user_key = self.users.read(
+            headers, tenant.name,
+            token_secret=key.user_token_secret if key is not None else None,
+            token_required=key.user_token_required if key is not None else False,
+            user=user, user_token=user_token,
+        )  # fmt: skip
+        return tenant if user_key is None else replace(tenant, user=user_key)
 
     def _redis_limiter(self, shared: SharedState) -> AsyncMovingWindowRateLimiter:
         """The ``limits`` moving window on Redis, on the replica's own connection pool."""
@@ -170,13 +225,19 @@ class Gatekeeper:
         *,
         allow_query: bool = False,
         key: str | None = None,
+        user: str | None = None,
+        user_token: str | None = None,
     ) -> Tenant:
         """Authenticate and count one request against the caller's rate: ``ApiError`` 401 or
-        429, and with shared state ``503 shared_state_unavailable`` when Redis does not answer."""
+        429, and with shared state ``503 shared_state_unavailable`` when Redis does not answer.
+        With a user (``users.py``: header, or ``user`` / ``user_token`` given), the user's own
+        rate is counted first: a user over it is refused without spending the key's rate."""
         shared = self._shared
         if shared is None:
             tenant = self.authenticate(headers, query, client, allow_query=allow_query, key=key)
+            tenant = self._with_user(tenant, headers, user, user_token)
             self.hit(tenant)
+            current_tenant.set(tenant)
             return tenant
         limiter = self._redis_limiter(shared)
         if not self.config.auth:
@@ -193,6 +254,14 @@ class Gatekeeper:
             except ApiError:
                 await shared.call(limiter.hit(self._failed_rate, "failed", address))
                 raise
+        tenant = self._with_user(tenant, headers, user, user_token)
+        if tenant.user_name is not None:
+            user_item = self._item(tenant.user_rate)
+            if not await shared.call(limiter.hit(user_item, "user", tenant.user_name)):
+                reset_at, _ = await shared.call(
+                    limiter.get_window_stats(user_item, "user", tenant.user_name)
+                )
+                raise _user_rate_error(tenant, _retry_after(reset_at))
         item = self._item(tenant.rate)
         if not await shared.call(limiter.hit(item, "rate", tenant.name)):
             reset_at, _ = await shared.call(limiter.get_window_stats(item, "rate", tenant.name))
@@ -268,11 +337,16 @@ class Gatekeeper:
                 match = candidate
         if match is None:
             raise ApiError(401, "unauthorized", "the API key is not valid", headers=challenge)
-        return Tenant(match.name, match.profiles, match.rate, match.max_concurrent)
+        return key_tenant(match)
 
     def hit(self, tenant: Tenant) -> None:
-        """Count one request against the rate (in memory); ``ApiError(429)`` with Retry-After
-        when over."""
+        """Count one request against the rate (in memory), the user's first when there is one;
+        ``ApiError(429)`` with Retry-After when over."""
+        if tenant.user_name is not None:
+            user_item = self._item(tenant.user_rate)
+            if not self._limiter.hit(user_item, "user", tenant.user_name):
+                reset_at, _ = self._limiter.get_window_stats(user_item, "user", tenant.user_name)
+                raise _user_rate_error(tenant, _retry_after(reset_at))
         item = self._item(tenant.rate)
         if self._limiter.hit(item, "rate", tenant.name):
             return

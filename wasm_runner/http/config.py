@@ -31,8 +31,11 @@ TOML layout (every table and key optional)::
     name = "course-site"
     key_sha256 = "…"                  # or key = "…" (plain text: tests only, not production)
     profiles = ["student"]
-    rate = "120/minute"
-    max_concurrent = 4
+    rate = "600/minute"               # the key's caps: a class of 30 on one key
+    max_concurrent = 32
+    user_rate = "60/minute"           # each user id's share inside them (X-Wasm-Runner-User)
+    user_max_concurrent = 2
+    user_token_secret_file = "…"      # signs user tokens for browser pages (users.py)
 
 Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file),
 ``WASM_RUNNER_AUTH`` (``on``/``off``), ``WASM_RUNNER_API_KEYS`` (``name:key,name:key``),
@@ -129,15 +132,29 @@ DEFAULT_PROFILES: dict[str, Profile] = {
 }
 
 
+# A key's caps fit a class of 30 students on one key (a platform's key, or one client address
+# under --no-auth); each student's share inside them is the per-user caps (users.py).
+KEY_RATE = "600/minute"
+KEY_MAX_CONCURRENT = 32
+USER_RATE = "60/minute"
+USER_MAX_CONCURRENT = 2
+
+
 @dataclass(frozen=True)
 class ApiKey:
-    """One tenant: the sha256 of its key, the profiles it may use, its rate and concurrency caps."""
+    """One tenant: the sha256 of its key, the profiles it may use, its rate and concurrency caps,
+    and the caps of each of its users (``users.py``: a user id sent with a request)."""
 
     name: str
     key_sha256: str
     profiles: tuple[str, ...] = ()  # empty: every profile
-    rate: str = "120/minute"
-    max_concurrent: int = 4
+    rate: str = KEY_RATE
+    max_concurrent: int = KEY_MAX_CONCURRENT
+    user_rate: str = USER_RATE  # per user id of this key
+    user_max_concurrent: int = USER_MAX_CONCURRENT
+    # the secret this key's platform signs user tokens with (browser pages), or None
+    user_token_secret: str | None = field(default=None, repr=False)
+    user_token_required: bool = False  # every request must carry a signed user token
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -160,8 +177,10 @@ class ServerConfig:
     # runs parked while they wait for interactive input (no run slot, memory held), all / per key
     max_waiting_runs: int = 256
     max_waiting_runs_per_key: int = 128
-    anonymous_rate: str = "120/minute"  # per client address, when auth is off
-    anonymous_max_concurrent: int = 4
+    anonymous_rate: str = KEY_RATE  # per client address, when auth is off
+    anonymous_max_concurrent: int = KEY_MAX_CONCURRENT
+    anonymous_user_rate: str = USER_RATE  # per user id of one client address (auth off)
+    anonymous_user_max_concurrent: int = USER_MAX_CONCURRENT
     # requests
     max_body_bytes: int = 12 << 20
     max_files_in: int = 32
@@ -230,7 +249,7 @@ class ServerConfig:
             value = getattr(self, name)
             if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
                 raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
-        for name in ("anonymous_max_concurrent", "max_waiting_runs", "max_waiting_runs_per_key",
+        for name in ("anonymous_max_concurrent", "anonymous_user_max_concurrent", "max_waiting_runs", "max_waiting_runs_per_key",
                      "max_files_in", "max_file_in_bytes",
                      "download_store_bytes", "max_header_bytes", "max_connections",
                      "max_connections_per_address", "ws_first_message_bytes",
@@ -274,10 +293,22 @@ class ServerConfig:
                                   f"(images: {', '.join(image_names())})")
         for key in self.api_keys:
             _check_rate(key.rate, f"api key {key.name!r}")
+            _check_rate(key.user_rate, f"api key {key.name!r} user_rate")
+            if isinstance(key.user_max_concurrent, bool) or not isinstance(key.user_max_concurrent, int) \
+                    or key.user_max_concurrent < 1:
+                raise ConfigError(f"api key {key.name!r}: user_max_concurrent must be a whole "
+                                  f"number of at least 1, got {key.user_max_concurrent!r}")
+            if key.user_token_secret is not None and len(key.user_token_secret) < MIN_SECRET_CHARS:
+                raise ConfigError(f"api key {key.name!r}: user_token_secret must be at least "
+                                  f"{MIN_SECRET_CHARS} characters (e.g. openssl rand -hex 32)")
+            if key.user_token_required and key.user_token_secret is None:
+                raise ConfigError(f"api key {key.name!r}: user_token_required needs a "
+                                  "user_token_secret (or user_token_secret_file)")
             unknown = [p for p in key.profiles if p not in self.profiles]
             if unknown:
                 raise ConfigError(f"api key {key.name!r} names unknown profile(s): {unknown}")
         _check_rate(self.anonymous_rate, "anonymous_rate")
+        _check_rate(self.anonymous_user_rate, "anonymous_user_rate")
         _check_rate(self.failed_auth_rate, "failed_auth_rate")
         if self.audit_code not in ("hash", "full"):
             raise ConfigError(f"audit_code must be 'hash' or 'full', got {self.audit_code!r}")
@@ -372,7 +403,8 @@ def _check_rate(rate: str, where: str) -> None:
 _PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "preload", "image"}
 _SERVER_KEYS = {
     "auth", "default_profile", "runtimes", "max_running", "max_queue", "queue_timeout_seconds",
-    "memory_budget_mb", "max_waiting_runs", "max_waiting_runs_per_key", "anonymous_rate", "anonymous_max_concurrent", "max_body_bytes",
+    "memory_budget_mb", "max_waiting_runs", "max_waiting_runs_per_key", "anonymous_rate",
+    "anonymous_user_rate", "anonymous_user_max_concurrent", "anonymous_max_concurrent", "max_body_bytes",
     "max_files_in", "max_file_in_bytes", "max_sessions", "session_idle_seconds",
     "session_max_lifetime_seconds", "download_ttl_seconds", "download_store_bytes", "cors_origins",
     "audit_log", "audit_code", "exercises_dir", "allowed_hosts", "max_header_bytes",
@@ -415,7 +447,9 @@ def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> 
 def _key_from(entry: Mapping[str, Any]) -> ApiKey:
     if not isinstance(entry, Mapping) or "name" not in entry:
         raise ConfigError("each [[api_keys]] entry needs a name")
-    unknown = set(entry) - {"name", "key", "key_sha256", "profiles", "rate", "max_concurrent"}
+    unknown = set(entry) - {"name", "key", "key_sha256", "profiles", "rate", "max_concurrent",
+                            "user_rate", "user_max_concurrent", "user_token_secret",
+                            "user_token_secret_file", "user_token_required"}  # fmt: skip
     if unknown:
         raise ConfigError(f"api key {entry['name']!r}: unknown setting(s) {sorted(unknown)}")
     if "key_sha256" in entry:
@@ -424,12 +458,19 @@ def _key_from(entry: Mapping[str, Any]) -> ApiKey:
         digest = hash_key(str(entry["key"]))
     else:
         raise ConfigError(f"api key {entry['name']!r} needs key or key_sha256")
+    secret = entry.get("user_token_secret")
+    if secret is None and entry.get("user_token_secret_file"):
+        secret = _read_secret(Path(str(entry["user_token_secret_file"])), "user_token_secret_file")
     return ApiKey(
         name=str(entry["name"]),
         key_sha256=digest,
         profiles=tuple(entry.get("profiles", ())),
-        rate=str(entry.get("rate", "120/minute")),
-        max_concurrent=int(entry.get("max_concurrent", 4)),
+        rate=str(entry.get("rate", KEY_RATE)),
+        max_concurrent=int(entry.get("max_concurrent", KEY_MAX_CONCURRENT)),
+        user_rate=str(entry.get("user_rate", USER_RATE)),
+        user_max_concurrent=int(entry.get("user_max_concurrent", USER_MAX_CONCURRENT)),
+        user_token_secret=None if secret is None else str(secret),
+        user_token_required=bool(entry.get("user_token_required", False)),
     )
 
 
@@ -487,14 +528,14 @@ def _env_keys(raw: str) -> list[ApiKey]:
     return keys
 
 
-def _read_secret(path: Path) -> str:
-    """The cluster secret from ``path`` (surrounding whitespace dropped); its text is never put
-    into an error message."""
+def _read_secret(path: Path, setting: str = "cluster_secret_file") -> str:
+    """A secret from ``path`` (surrounding whitespace dropped); its text is never put into an
+    error message."""
     try:
         return path.read_text(encoding="utf-8").strip()
     except (OSError, UnicodeDecodeError) as exc:
         reason = getattr(exc, "strerror", None) or "not UTF-8 text"
-        raise ConfigError(f"cannot read cluster_secret_file {path}: {reason}") from None
+        raise ConfigError(f"cannot read {setting} {path}: {reason}") from None
 
 
 def load_config(

@@ -55,7 +55,7 @@ from starlette.responses import Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .audit import AuditLog
-from .auth import Tenant, current_tenant
+from .auth import Tenant, anonymous_tenant, current_tenant, key_tenant
 from .config import ServerConfig
 from .directory import Directory, Entry
 from .errors import ApiError, error_response
@@ -192,9 +192,9 @@ def tenant_named(config: ServerConfig, name: str) -> Tenant | None:
     """The tenant called ``name`` in this replica's config (replicas share one config)."""
     for key in config.api_keys:
         if key.name == name:
-            return Tenant(key.name, key.profiles, key.rate, key.max_concurrent)
+            return key_tenant(key)
     if not config.auth and name.startswith("anonymous:"):
-        return Tenant(name, (), config.anonymous_rate, config.anonymous_max_concurrent)
+        return anonymous_tenant(config, name.removeprefix("anonymous:"))
     return None
 
 

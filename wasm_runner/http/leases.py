@@ -175,7 +175,8 @@ class Leases:
             code, what = "tenant_concurrency", f"{limit} runs in flight"
         raise ApiError(
             429, code,
-            f"this API key already has {what} across the replicas; wait for one to end",
+            f"{getattr(tenant, 'who', 'this API key')} already has {what} across the replicas; "
+            "wait for one to end",
             headers={"Retry-After": str(max(1, retry_after))},
         )  # fmt: skip
 

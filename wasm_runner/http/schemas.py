@@ -288,7 +288,8 @@ class BodySlots:
             if self._held.get(who, 0) >= limit:
                 raise ApiError(
                     429, "too_many_uploads",
-                    f"this API key is already sending {limit} request bodies; wait for one",
+                    f"{'this client' if who.startswith('anonymous:') else 'this API key'} is "
+                    f"already sending {limit} request bodies; wait for one",
                     headers={"Retry-After": "5"},
                 )  # fmt: skip
             self._held[who] = self._held.get(who, 0) + 1

@@ -49,18 +49,30 @@ def client_address(conn: HTTPConnection) -> str:
 
 
 class _LeasedTicket:
-    """A run slot of this replica plus its lease in the count shared by all replicas (none while
-    the run is parked, waiting for input)."""
+    """A run slot of this replica plus its leases in the counts shared by all replicas: its
+    key's runs in flight, and its user's when it has one (none while the run is parked, waiting
+    for input)."""
 
-    def __init__(self, ticket: AdmissionTicket, lease: Lease | None) -> None:
+    def __init__(self, ticket: AdmissionTicket, leases: list[Lease]) -> None:
         self.ticket = ticket
-        self.lease = lease
+        self.leases = leases
+
+    def drop_leases(self) -> None:
+        leases, self.leases = self.leases, []
+        for lease in leases:
+            lease.release()
 
     def release(self) -> None:
         self.ticket.release()
-        if self.lease is not None:
-            self.lease.release()
-            self.lease = None
+        self.drop_leases()
+
+
+def _who(tenant: CallerLike) -> str:
+    return getattr(tenant, "who", "this API key")
+
+
+def _user_name(tenant: CallerLike) -> str | None:
+    return getattr(tenant, "user_name", None)
 
 
 class AdmissionGate:
@@ -83,29 +95,50 @@ class AdmissionGate:
         self.lifecycle = lifecycle or Lifecycle()
 
     async def acquire(self, tenant: CallerLike, memory_mb: int) -> Ticket:
+        user = _user_name(tenant)
+        user_max = getattr(tenant, "user_max_concurrent", 0)
+        leases: list[Lease] = []
         try:
             self.lifecycle.check_admit()
-            lease = None
             if self.leases is not None:
-                lease = await self.leases.claim(
+                if user is not None:  # the user's place first: a refused user takes no key's
+                    leases.append(await self._user_lease(tenant, user, user_max))
+                leases.append(await self.leases.claim(
                     "run", tenant, tenant.max_concurrent, self.admission.retry_after()
-                )
+                ))  # fmt: skip
                 if self.lifecycle.draining:  # the drain began while Redis answered
-                    lease.release()
                     self.lifecycle.check_admit()
-        except ApiError as exc:
-            self.metrics.rejections.labels(exc.code).inc()
+        except BaseException as exc:
+            for lease in leases:
+                lease.release()
+            if isinstance(exc, ApiError):
+                self.metrics.rejections.labels(exc.code).inc()
             raise
         try:
-            ticket = await self.admission.acquire(tenant.name, memory_mb, tenant.max_concurrent)
+            ticket = await self.admission.acquire(
+                tenant.name, memory_mb, tenant.max_concurrent,
+                user=user, user_max=user_max, who=_who(tenant),
+            )  # fmt: skip
         except BaseException as exc:
-            if lease is not None:
+            for lease in leases:
                 lease.release()
             if isinstance(exc, Busy):
                 self.metrics.rejections.labels(exc.code).inc()
                 raise busy_error(exc) from None
             raise
-        return ticket if lease is None else _LeasedTicket(ticket, lease)
+        return _LeasedTicket(ticket, leases) if self.leases is not None else ticket
+
+    async def _user_lease(self, tenant: CallerLike, user: str, user_max: int) -> Lease:
+        assert self.leases is not None
+        lease = await self.leases.take("run", user, user_max)
+        if lease is None:
+            raise ApiError(
+                429, "user_concurrency",
+                f"this user already has {user_max} runs in flight across the replicas; wait for "
+                f"one to finish (other users of {_who(tenant)} are not held back)",
+                headers={"Retry-After": str(max(1, self.admission.retry_after()))},
+            )  # fmt: skip
+        return lease
 
     def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket:
         try:
@@ -114,7 +147,7 @@ class AdmissionGate:
             self.metrics.rejections.labels(exc.code).inc()
             raise
         try:
-            return self.admission.reserve(tenant.name, memory_mb)
+            return self.admission.reserve(tenant.name, memory_mb, who=_who(tenant))
         except Busy as exc:
             self.metrics.rejections.labels(exc.code).inc()
             raise busy_error(exc) from None
@@ -129,9 +162,8 @@ class AdmissionGate:
         inner = leased.ticket if leased is not None else ticket
         if not isinstance(inner, AdmissionTicket) or not self.admission.park(inner):
             return False
-        if leased is not None and leased.lease is not None:
-            leased.lease.release()
-            leased.lease = None
+        if leased is not None:
+            leased.drop_leases()
         return True
 
     async def resume(self, ticket: Ticket, tenant: CallerLike) -> None:
@@ -142,17 +174,22 @@ class AdmissionGate:
         if not isinstance(inner, AdmissionTicket):
             return
         await self.admission.resume(inner)
-        if leased is not None and self.leases is not None and not inner.released:
-            try:
-                lease = await self.leases.take("run", tenant.name, _NO_LIMIT)
-            except ApiError:
-                log.warning("a resumed run took no lease: shared state unavailable")
-                return
-            if inner.released or leased.lease is not None:  # ended meanwhile
+        if leased is None or self.leases is None or inner.released:
+            return
+        names = [n for n in (_user_name(tenant), tenant.name) if n is not None]
+        taken: list[Lease] = []
+        try:
+            for name in names:
+                lease = await self.leases.take("run", name, _NO_LIMIT)
                 if lease is not None:
-                    lease.release()
-            else:
-                leased.lease = lease
+                    taken.append(lease)
+        except ApiError:
+            log.warning("a resumed run took no lease: shared state unavailable")
+        if inner.released:  # ended meanwhile
+            for lease in taken:
+                lease.release()
+        else:
+            leased.leases = taken
 
 
 class Service:
@@ -229,10 +266,18 @@ class Service:
 
     # -- who and what ----------------------------------------------------------------------
     async def caller(
-        self, conn: HTTPConnection, *, allow_query_key: bool = False, key: str | None = None
+        self,
+        conn: HTTPConnection,
+        *,
+        allow_query_key: bool = False,
+        key: str | None = None,
+        user: str | None = None,
+        user_token: str | None = None,
     ) -> Tenant:
-        """Authenticate (``key`` when given, else the headers) and count one request against the
-        caller's rate limit (shared by every replica with ``redis_url``)."""
+        """Authenticate (``key`` when given, else the headers), find the user the request is for
+        (``user`` / ``user_token`` when given, else the headers; ``users.py``) and count one
+        request against the user's and the caller's rate limits (shared by every replica with
+        ``redis_url``)."""
         try:
             tenant = await self.gatekeeper.check(
                 conn.headers,
@@ -240,6 +285,8 @@ class Service:
                 client_address(conn),
                 allow_query=allow_query_key,
                 key=key,
+                user=user,
+                user_token=user_token,
             )
         except ApiError as exc:
             self.metrics.rejections.labels(exc.code).inc()
@@ -325,6 +372,7 @@ class Service:
             result=result,
             session=job.session_id,
             queued_seconds=waited,
+            user=getattr(job.tenant, "user", None),
         )
 
     async def run_job(

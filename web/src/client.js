@@ -28,8 +28,10 @@ export class Runner {
    * `relay`: URLs of Pyodide's large files (the server lists them in the page or embed.js); they
    * are fetched as soon as the frame is wanted, while the frame and its worker start.
    * `sandbox`: the frame's path under `base` ("sandbox?snapshot=off" starts Python normally).
+   * `user` / `userToken`: who the server-tier runs are for inside the key (an opaque id, or a
+   * token the platform signed for this user): each user gets its share of the key's caps.
    */
-  constructor({ base, tier = "auto", apiKey = null, relay = [], sandbox = "sandbox" } = {}) {
+  constructor({ base, tier = "auto", apiKey = null, relay = [], sandbox = "sandbox", user = null, userToken = null } = {}) {
     this.base = new URL(base || new URL("../../", import.meta.url).href);
     this.relay = Array.isArray(relay) ? relay.filter((url) => typeof url === "string") : [];
     this.sandboxPath = typeof sandbox === "string" && /^sandbox(\?[\w=&]*)?$/.test(sandbox) ? sandbox : "sandbox";
@@ -37,6 +39,8 @@ export class Runner {
     this.onNotice = null;
     this.tier = TIERS.includes(tier) ? tier : "auto";
     this.apiKey = apiKey; // only for servers that require keys for the server tier
+    this.user = typeof user === "string" && user ? user : null;
+    this.userToken = typeof userToken === "string" && userToken ? userToken : null;
     this.frame = null;
     this.frameReady = null;
     this.browserInfo = null; // set when Pyodide is ready in the frame
@@ -228,6 +232,8 @@ export class Runner {
   headers() {
     const headers = { "content-type": "application/json" };
     if (this.apiKey) headers.authorization = `Bearer ${this.apiKey}`;
+    if (this.userToken) headers["x-wasm-runner-user-token"] = this.userToken;
+    else if (this.user) headers["x-wasm-runner-user"] = this.user;
     return headers;
   }
 
@@ -305,7 +311,8 @@ export class Runner {
         setTimeout(() => failed("The run was stopped.", STATUS.CANCELLED), 2000);
       };
       if (options.signal) options.signal.addEventListener("abort", onAbort);
-      socket.onopen = () => socket.send(JSON.stringify({ type: "run", ...body }));
+      const who = this.userToken ? { user_token: this.userToken } : this.user ? { user: this.user } : {};
+      socket.onopen = () => socket.send(JSON.stringify({ type: "run", ...body, ...who }));
       socket.onerror = () => failed("Could not reach the server.");
       socket.onclose = () => failed(stopped ? "The run was stopped." : "The server closed the connection.", stopped ? STATUS.CANCELLED : STATUS.INTERNAL_ERROR);
       const emit = (stream, text) => {

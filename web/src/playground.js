@@ -26,8 +26,22 @@ let current = null; // the run in progress: {abort: AbortController, ended: Abor
 const storedTier = new URLSearchParams(location.search).get("tier");
 tierSelect.value = ["auto", "browser", "server"].includes(storedTier) ? storedTier : config.tier;
 
+// One id per browser, so the server gives each student of a class its own share (best effort:
+// without keys the server cannot tell a changed id from a new browser).
+function browserId() {
+  const fresh = () => Array.from(crypto.getRandomValues(new Uint8Array(12)), (b) => b.toString(16).padStart(2, "0")).join("");
+  try {
+    let id = localStorage.getItem("wasm-runner-user");
+    if (!id || !/^[0-9a-f]{24}$/.test(id)) localStorage.setItem("wasm-runner-user", (id = fresh()));
+    return id;
+  } catch {
+    return fresh(); // storage blocked: one id for this page
+  }
+}
+
 const runner = new Runner({
   base: new URL(config.base, location.href).href, tier: tierSelect.value, relay: config.relay, sandbox: config.sandbox,
+  user: browserId(),
 });
 runner.onNotice = (text) => {
   if (!current) stateText.textContent = "Loading Python (without the snapshot)…";

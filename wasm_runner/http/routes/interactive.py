@@ -7,9 +7,10 @@ text frame.
 
 Client -> server::
 
-    {"type": "run", "api_key"?: "...", "code": "...", "stdin"?: "...", "limits"?: {...},
-     "profile"?: "...", "filename"?: "main.py", "display"?: true|false|"figures",
-     "files"?: [...], "runtime"?: "...", "files_as"?: "base64"|"url"}     # first message, once
+    {"type": "run", "api_key"?: "...", "user"?: "...", "user_token"?: "...", "code": "...",
+     "stdin"?: "...", "limits"?: {...}, "profile"?: "...", "filename"?: "main.py",
+     "display"?: true|false|"figures", "files"?: [...], "runtime"?: "...",
+     "files_as"?: "base64"|"url"}                                        # first message, once
     {"type": "stdin", "data": "Ada\\n"}    # input for the program (a line, or any text)
     {"type": "eof"}                       # end of input: the program's next read gets EOF
     {"type": "cancel"}                    # stop the program; a "cancelled" result follows
@@ -30,8 +31,9 @@ a bad client message and the run continues. Time the program spends waiting for 
 count toward the wall-clock limit (the student is thinking, not running); one wait longer than the
 ``input_wait_seconds`` limit (default 5 minutes) ends the run as abandoned: status ``timeout``,
 limit ``input_wait``. A waiting run uses no CPU: it is parked, without its run slot or its key's
-in-flight place (``admission.Admission.park``), and resumes ahead of queued runs. The result's ``input_wait_ms`` says how long the
-run waited in all (it is part of ``wall_ms``). Output messages are coalesced as on the SSE stream
+in-flight place (``admission.Admission.park``), and resumes ahead of queued runs. The result's
+``input_wait_ms`` says how long the run waited in all (it is part of ``wall_ms``). ``user`` and
+``user_token`` name the user inside the key (``users.py``), as the headers do on other routes. Output messages are coalesced as on the SSE stream
 (see ``stream.py``); everything printed before a read goes out before ``input_wanted``. Closing
 the socket cancels the run at once.
 """
@@ -94,8 +96,9 @@ async def _fatal(ws: WebSocket, error: ApiError) -> None:
 
 async def _first_message(
     ws: WebSocket, service: Service, max_bytes: int
-) -> tuple[Any, str | None]:
-    """The run message, decoded (not yet validated), and the API key it carried (if any)."""
+) -> tuple[Any, dict[str, str | None]]:
+    """The run message, decoded (not yet validated), and the API key, user id and user token it
+    carried (each None when absent)."""
     try:
         raw = await asyncio.wait_for(ws.receive_text(), FIRST_MESSAGE_SECONDS)
     except TimeoutError:
@@ -108,10 +111,13 @@ async def _first_message(
     message = await asyncio.get_running_loop().run_in_executor(
         None, decode_json, raw, config.max_json_structure, config.max_json_depth
     )
-    key = message.pop("api_key", None) if isinstance(message, dict) else None
-    if key is not None and not isinstance(key, str):
-        raise ApiError(422, "invalid_request", "api_key: must be a string")
-    return message, key
+    who: dict[str, str | None] = {}
+    for name in ("api_key", "user", "user_token"):
+        value = message.pop(name, None) if isinstance(message, dict) else None
+        if value is not None and not isinstance(value, str):
+            raise ApiError(422, "invalid_request", f"{name}: must be a string")
+        who[name] = value
+    return message, who
 
 
 async def interactive_endpoint(ws: WebSocket) -> None:
@@ -129,8 +135,11 @@ async def interactive_endpoint(ws: WebSocket) -> None:
     offered = ws.scope.get("subprotocols", [])
     await ws.accept(subprotocol=WS_SUBPROTOCOL if WS_SUBPROTOCOL in offered else None)
     try:
-        message, key = await _first_message(ws, service, first_max)
-        tenant = await service.caller(ws, allow_query_key=True, key=key)
+        message, who = await _first_message(ws, service, first_max)
+        tenant = await service.caller(
+            ws, allow_query_key=True, key=who["api_key"], user=who["user"],
+            user_token=who["user_token"],
+        )  # fmt: skip
         _set_max_message(ws, MAX_MESSAGE_BYTES + 1024)
         start = parse_model(WsStart, message)
         profile, limits, runtime = service.policy(
