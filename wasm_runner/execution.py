@@ -384,6 +384,24 @@ class Executor:
             input_source=input_source,
         )
 
+    async def run_with(
+        self,
+        job: Job,
+        call: Callable[[Any, str | None, threading.Event], Result],
+        *,
+        cancel: threading.Event | None = None,
+    ) -> Result:
+        """Admit ``job`` and run ``call(sandbox, pool, cancel)`` in place of its one run: work of
+        more than one instance (an exercise's test check: the student's and the test's) that is
+        still one job for admission, caps, metrics and the audit log."""
+        def sandbox_call(c: threading.Event) -> Result:
+            sandbox = self.sandbox_for(job.runtime, job.profile.image)
+            return call(sandbox, self.pool_for(sandbox, job.profile) if self.pool_for else None, c)
+
+        return await self.admit_and_run(job, sandbox_call,
+                                        memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
+                                        cancel=cancel)
+
     def run_sync(
         self,
         job: Job,

@@ -1,36 +1,38 @@
-"""Checking a student's code against an exercise: one fresh run per check, judged on the host.
+"""Checking a student's code against an exercise on the server tier, judged on the host.
 
 - An **I/O case** runs the student's program with the case's stdin; the host compares what it
   printed with the expected output. Nothing the program does can make the host see a pass: it
   has to print the right text.
-- A **test function** runs in the guest harness (``wasm_runner/guest/check_harness.py``): the
-  student's code is imported as ``solution``, then one teacher test runs. The outcome comes back
-  as a file named after a per-run random nonce (server: ``/out/<nonce>.json``; browser: the
-  worker's rich-output channel), never through stdout, and only if the harness reached its end.
-  No report, or one without the nonce, is a failure.
+- A **test function** runs in two instances (``crossing.py``): the student's code in one, the
+  teacher's test in another that the student's code never touches; the test calls the student's
+  functions across the host with plain data only, and its verdict reaches the host from the
+  test's instance alone.
 
-``plan`` lists the runs and ``judge`` turns a run's result into a check result; comparing,
-messages, ``summarize`` and ``redact`` live in ``judging.py``, the one copy both tiers load. ``check_code`` does it all
-with a ``Sandbox`` (Python API and CLI); the HTTP route drives ``plan``/``judge`` through the
-service's admission and audit.
+``plan`` lists the checks, ``run_check`` runs one, ``judge`` turns a run's result into a check
+result; comparing, messages, ``summarize`` and ``redact`` live in ``judging.py``, the one copy
+both tiers load. ``check_code`` does it all with a ``Sandbox`` (Python API and CLI); the HTTP
+route runs each check through the service's admission and audit. ``harness_program`` and
+``find_record`` are the browser tier's single-interpreter harness (``guest/check_harness.py``).
 """
 
 from __future__ import annotations
 
 import json
-import secrets
+import threading
 from collections.abc import Callable, Iterable
+from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from importlib.resources import files as _pkg_files
 from typing import Any
 
 from ..limits import Limits
 from ..result import Result
+from .crossing import run_test_check
 from .judging import check_result, compare_output, redact, summarize
 from .model import Exercise, IOCase, TestFile
 
-__all__ = ["RunSpec", "plan", "judge", "summarize", "redact", "check_code", "harness_program",
-           "compare_output", "CHECK_MIME"]
+__all__ = ["RunSpec", "plan", "judge", "run_check", "summarize", "redact", "check_code",
+           "harness_program", "compare_output", "CHECK_MIME"]
 
 CHECK_MIME = "application/vnd.wasm-runner.check+json"
 STUDENT_FILE = "solution.py"
@@ -65,23 +67,32 @@ class RunSpec:
     test: str | None = None
 
 
-def plan(ex: Exercise, code: str, channel: str = "file") -> list[RunSpec]:
-    """The runs that check ``code``: one per I/O case, one per test function (or test file)."""
+def plan(ex: Exercise, code: str) -> list[RunSpec]:
+    """The checks of ``code``: one run per I/O case, one pair of instances per test function (or
+    test file; ``run_check``). The student's code is all a spec holds: tests stay on the host."""
     specs: list[RunSpec] = []
     for case in ex.io:
         specs.append(RunSpec(len(specs), "io", case.name, case.hidden, code, case.stdin,
                              STUDENT_FILE, case=case))
-    program = harness_program()
     for tf in ex.tests:
         for test in tf.tests or (None,):
-            nonce = secrets.token_hex(16)
-            payload = {"nonce": nonce, "channel": channel, "student": code,
-                       "student_file": STUDENT_FILE, "tests": tf.source,
-                       "tests_file": tf.filename, "test": test}
-            specs.append(RunSpec(len(specs), "test", test or tf.name, tf.hidden, program,
-                                 json.dumps(payload), "<wasm-runner check>", nonce=nonce,
-                                 tests=tf, test=test))
+            specs.append(RunSpec(len(specs), "test", test or tf.name, tf.hidden, code, "",
+                                 STUDENT_FILE, tests=tf, test=test))
     return specs
+
+
+def run_check(sandbox: Any, spec: RunSpec, limits: Limits, *, cancel: threading.Event | None = None,
+              pool: str | None = None) -> tuple[Result, dict[str, Any]]:
+    """Run one check on ``sandbox``: (the result that decided it, the check's verdict)."""
+    if spec.kind == "io":
+        result: Result = sandbox.run(spec.code, stdin=spec.stdin, limits=limits, filename=spec.filename,
+                                     cancel=cancel, pool=pool)
+        return result, judge(spec, result.to_dict())
+    assert spec.tests is not None
+    result, record = run_test_check(sandbox, spec.code, spec.tests.source, spec.test, limits,
+                                    tests_file=spec.tests.filename, student_file=spec.filename,
+                                    cancel=cancel, pool=pool)
+    return result, judge(spec, result.to_dict(), record)
 
 
 def find_record(spec: RunSpec, res: dict[str, Any], files: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any] | None:
@@ -115,21 +126,32 @@ def check_code(
     sandbox: Any = None,
     limits: Limits | None = None,
     on_check: Callable[[dict[str, Any]], None] | None = None,
+    parallel: int = 4,
 ) -> dict[str, Any]:
     """Check ``code`` against ``ex`` on the server tier (a ``Sandbox``; the default one if None).
-    Returns the full report (hidden checks included: ``redact`` it before showing a student)."""
+    Returns the full report (hidden checks included: ``redact`` it before showing a student).
+    Up to ``parallel`` checks run at once; ``on_check`` sees each as it ends."""
     if sandbox is None:
         from ..sandbox import default_sandbox
 
         sandbox = default_sandbox()
     run_limits = ex.run_limits(limits)
-    checks = []
-    for spec in plan(ex, code):
-        result: Result = sandbox.run(spec.code, stdin=spec.stdin, limits=run_limits,
-                                     filename=spec.filename, collect_out=spec.kind == "test")
-        record = find_record(spec, result.to_dict(), ((f.path, f.content) for f in result.files))
-        check = judge(spec, result.to_dict(), record)
-        checks.append(check)
-        if on_check is not None:
-            on_check(check)
-    return summarize(ex.id, checks)
+    specs = plan(ex, code)
+    checks: list[dict[str, Any] | None] = [None] * len(specs)
+    lock = threading.Lock()
+
+    def one(spec: RunSpec) -> None:
+        check = run_check(sandbox, spec, run_limits)[1]
+        with lock:
+            checks[spec.index] = check
+            if on_check is not None:
+                on_check(check)
+
+    workers = max(1, min(parallel, len(specs)))
+    if workers == 1:
+        for spec in specs:
+            one(spec)
+    else:
+        with ThreadPoolExecutor(max_workers=workers, thread_name_prefix="check") as pool:
+            list(pool.map(one, specs))
+    return summarize(ex.id, [c for c in checks if c is not None])

@@ -1,5 +1,6 @@
 """Judging a check, written once for both tiers: comparing output, a check's verdict and message,
-the report's summary, what a student may see of hidden checks, and bounded ``repr`` for messages.
+the report's summary, what a student may see of hidden checks, bounded ``repr`` for messages, and
+the asserts of teacher tests (rewritten to say what they compared; run on the test's side).
 
 Pure and standard-library only, with no imports from this package: the server imports it, and
 the browser tier loads the same file into Pyodide. Everything takes and returns plain data: a
@@ -14,7 +15,8 @@ from collections.abc import Mapping
 from typing import Any
 
 __all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact",
-           "short", "block", "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
+           "short", "block", "strict_eq", "assert_compare", "assert_true", "rewrite_asserts",
+           "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
 
 MAX_SHOWN_LINES = 20
 MAX_SHOWN_CHARS = 1500
@@ -207,3 +209,124 @@ def redact(report: Mapping[str, Any]) -> dict[str, Any]:
                        "limit": c.get("limit")})
     return {**report, "checks": checks}
 
+
+# -- asserts in teacher tests -----------------------------------------------------------------
+# The test's side rewrites each ``assert`` of a test file into a call of ``assert_compare`` or
+# ``assert_true``, so a failure says what was compared: the assert's text, what the code gave and
+# what was expected. ``strict_eq`` is the ``==`` of those asserts: a value of a builtin type
+# equals only a value of a builtin type, element by element (a handle of the student's object
+# is never equal to a number, whatever its class says).
+PLAIN = (int, float, complex, bool, str, bytes, type(None), list, tuple, dict, set, frozenset)
+NUMBERS = (int, float, complex, bool)
+SETS = (set, frozenset)
+
+
+def _type_name(value: Any) -> str:
+    return type(value).__name__
+
+
+def strict_eq(a: Any, b: Any, type_name: Any = _type_name) -> tuple[bool, str | None]:
+    """(equal, why-not) of ``a`` (what the code gave) and ``b`` (what was expected)."""
+    stack = [(a, b)]
+    while stack:
+        x, y = stack.pop()
+        tx, ty = type(x), type(y)
+        if tx not in PLAIN and ty not in PLAIN:
+            if not (x == y):
+                return False, None
+            continue
+        if tx not in PLAIN or ty not in PLAIN:
+            return False, f"type: got {type_name(x)}, expected {type_name(y)}"
+        if tx in NUMBERS and ty in NUMBERS:
+            if not (x == y):
+                return False, None
+            continue
+        if tx is not ty and not (tx in SETS and ty in SETS):
+            return False, f"type: got {tx.__name__}, expected {ty.__name__}"
+        if tx is list or tx is tuple:
+            if len(x) != len(y):
+                return False, None
+            stack.extend(zip(x, y))
+        elif tx is dict:
+            if len(x) != len(y):
+                return False, None
+            for k in x:
+                if k not in y:
+                    return False, None
+                stack.append((x[k], y[k]))
+        elif not (x == y):
+            return False, None
+    return True, None
+
+
+_OPS = {"<": lambda a, b: a < b, "<=": lambda a, b: a <= b, ">": lambda a, b: a > b,
+        ">=": lambda a, b: a >= b, "in": lambda a, b: a in b, "not in": lambda a, b: a not in b,
+        "is": lambda a, b: a is b, "is not": lambda a, b: a is not b}
+
+
+def assert_compare(left: Any, op: str, right: Any, source: str, msg: Any = None,
+                   type_name: Any = _type_name) -> None:
+    """A rewritten ``assert left <op> right``: compares once, explains a failure."""
+    why = None
+    if op == "==":
+        ok, why = strict_eq(left, right, type_name)
+    elif op == "!=":
+        ok = not strict_eq(left, right, type_name)[0]
+    else:
+        ok = bool(_OPS[op](left, right))
+    if ok:
+        return
+    text = "assert " + source
+    if msg is not None:
+        text += f" ({msg})"
+    if op == "==":
+        text += f"\n  got:      {short(left)}\n  expected: {short(right)}"
+    else:
+        text += f"\n  left:  {short(left)}\n  right: {short(right)}"
+    if why:
+        text += f"\n  ({why})"
+    raise AssertionError(text)
+
+
+def assert_true(value: Any, source: str, msg: Any = None) -> None:
+    if value:
+        return
+    raise AssertionError("assert " + source + ("" if msg is None else f" ({msg})"))
+
+
+def rewrite_asserts(source: str, filename: str, compare: str = "__wr_compare",
+                    truth: str = "__wr_truth") -> Any:
+    """``source`` compiled with each ``assert`` turned into a call of the globals ``compare``
+    (``assert_compare``) or ``truth`` (``assert_true``). Raises SyntaxError like ``compile``."""
+    import ast
+
+    names = {ast.Eq: "==", ast.NotEq: "!=", ast.Lt: "<", ast.LtE: "<=", ast.Gt: ">",
+             ast.GtE: ">=", ast.In: "in", ast.NotIn: "not in", ast.Is: "is", ast.IsNot: "is not"}
+    tree = ast.parse(source, filename)
+
+    def rewrite(stmt: Any) -> Any:
+        test = stmt.test
+        text = " ".join((ast.get_source_segment(source, test) or ast.unparse(test)).split())
+        msg = stmt.msg if stmt.msg is not None else ast.Constant(None)
+        if isinstance(test, ast.Compare) and len(test.ops) == 1 and type(test.ops[0]) in names:
+            call = ast.Call(ast.Name(compare, ast.Load()),
+                            [test.left, ast.Constant(names[type(test.ops[0])]),
+                             test.comparators[0], ast.Constant(text), msg], [])
+        else:
+            call = ast.Call(ast.Name(truth, ast.Load()), [test, ast.Constant(text), msg], [])
+        return ast.copy_location(ast.Expr(call), stmt)
+
+    def walk(node: Any) -> None:
+        for field in ("body", "orelse", "finalbody", "handlers", "cases"):
+            block = getattr(node, field, None)
+            if not isinstance(block, list):
+                continue
+            for i, child in enumerate(block):
+                if isinstance(child, ast.Assert):
+                    block[i] = rewrite(child)
+                elif isinstance(child, ast.AST):
+                    walk(child)
+
+    walk(tree)
+    ast.fix_missing_locations(tree)
+    return compile(tree, filename, "exec")

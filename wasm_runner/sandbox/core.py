@@ -27,7 +27,7 @@ from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
 from ..result import FileOut, Result
 from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
-from ..wasi import InputSource, define_imports
+from ..wasi import HostCall, InputSource, define_imports
 from . import wrapper
 from .classify import classify
 from .guest import Guest, Outcome, OutputCallback, start_thread
@@ -198,6 +198,7 @@ class Sandbox:
         input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
         pool: str | None = None,
+        host_call: HostCall | None = None,
     ) -> Result:
         """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
 
@@ -207,6 +208,8 @@ class Sandbox:
         (``"figures"``: the figures only); ``plt.show()`` always puts the figures shown there.
         ``pool`` names a warm pool (``add_pool``): a pre-warmed, never-used instance is taken from it
         when one is ready, else the run starts a fresh instance as usual.
+        ``host_call`` answers the run's host calls (``wasi.control``: a request written on fd 0,
+        the answer read back), on the guest's thread; without it they are refused.
         """
         t0 = time.perf_counter()
         rt = self.runtime.name
@@ -253,6 +256,7 @@ class Sandbox:
             io.stdout.on_chunk = on_output
             io.stderr.on_chunk = on_output
             io.cancel = cancel
+            io.host_call = host_call
             io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
                                   once=True, session=False, display=display,
                                   memory_cap=self.memory_cap(limits)))

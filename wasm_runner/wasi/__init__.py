@@ -13,7 +13,8 @@ Modules, in reading order: ``abi`` (errno values, flags, guest memory access), `
 ``process`` (args, clocks, random, poll), ``fd_calls``, ``path_calls``, ``linker``.
 """
 
+from .control import HostCall
 from .guestio import GuestIO, InputSource, StopRun, Stream, current
 from .linker import define_imports
 
-__all__ = ["GuestIO", "InputSource", "StopRun", "Stream", "current", "define_imports"]
+__all__ = ["GuestIO", "HostCall", "InputSource", "StopRun", "Stream", "current", "define_imports"]

@@ -21,7 +21,7 @@ from ..errors import WasmRunnerError
 from ..grants import GuestPathError
 
 __all__ = [
-    "ALL_RIGHTS", "BytesMem", "CONTROL_MAGIC", "CallerMem", "E2BIG", "EACCES", "EAGAIN", "EBADF",
+    "ALL_RIGHTS", "BytesMem", "CALL_MAGIC", "CONTROL_MAGIC", "CallerMem", "E2BIG", "EACCES", "EAGAIN", "EBADF",
     "EEXIST", "EFAULT", "EINVAL", "EIO", "EISDIR", "ELOOP", "EMFILE", "ENAMETOOLONG", "ENOENT",
     "ENOSPC", "ENOSYS", "ENOTCAPABLE", "ENOTDIR", "ENOTEMPTY", "ENOTSUP", "EPERM", "EROFS",
     "ESPIPE", "EXDEV", "FDFLAG_APPEND", "FT_CHAR", "FT_DIR", "FT_REG", "FT_SYMLINK", "FT_UNKNOWN",
@@ -65,6 +65,7 @@ FDFLAG_APPEND = 1
 WRITE_RIGHTS = RIGHT_FD_WRITE | (1 << 8) | (1 << 22)  # fd_write, fd_allocate, fd_filestat_set_size
 
 CONTROL_MAGIC = b"WRJB"  # host -> guest job frames on fd 0 during the control phase
+CALL_MAGIC = b"WRHC"  # guest -> host: a host call (control.HostCall), written on fd 0
 MAX_IOVECS = 1024
 MAX_PATH_BYTES = 4096
 

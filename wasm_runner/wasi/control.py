@@ -3,6 +3,12 @@
 Until a job is handed over, the guest's fd 0 serves job frames (``CONTROL_MAGIC``, a length, JSON)
 instead of stdin; the wrapper's reports come back as JSON written to fd 0. Reading a frame happens
 on the guest's thread, which is where ``on_handover`` arms the run's budgets.
+
+**Host calls**: a run given a ``HostCall`` may write ``CALL_MAGIC`` + a request on fd 0 at any
+time; the host hands the request to the ``HostCall`` on the guest's thread (it may block: the run
+waits, its CPU budget untouched, its wall clock running) and the next read of fd 0 gets the
+answer: 4 bytes of length (little-endian), then the answer's bytes. The exercise checker links a
+test's instance to the student's this way (``exercises/crossing.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +22,13 @@ from typing import Any
 
 from .abi import CONTROL_MAGIC
 
-__all__ = ["ControlChannel"]
+__all__ = ["ControlChannel", "HostCall", "MAX_CALL_BYTES"]
+
+MAX_CALL_BYTES = 32 << 20  # one host call's request or answer, at most
+
+# (request, stop) -> answer, or None to abandon the call: ``stop()`` returns why the run must
+# end (limit, cancel) or None; a call that blocks polls it and gives up when it says so.
+HostCall = Callable[[bytes, Callable[[], "str | None"]], "bytes | None"]
 
 
 class ControlChannel:
@@ -36,6 +48,8 @@ class ControlChannel:
         self.idle = False
         self.outbuf: int | None = None  # where the wrapper keeps output not yet written
         self.tick_addr: int | None = None  # the wrapper's pace flag (a guest address)
+        self.host_call: HostCall | None = None  # the run's host calls (None: refused)
+        self.call_answer = b""  # what fd 0 reads next: the last host call's answer
 
     # ---- host side -------------------------------------------------------------------------
     def submit(self, job: dict[str, Any]) -> None:
@@ -113,5 +127,24 @@ class ControlChannel:
         self.control = True
         return True
 
+    def take_call(self, request: bytes) -> bool:
+        """Answer one host call (``request`` without ``CALL_MAGIC``); False when it is refused
+        (no host calls in this run, one already unread, too big) or abandoned (the run ends)."""
+        handler = self.host_call
+        if handler is None or self.call_answer or len(request) > MAX_CALL_BYTES:
+            return False
+        answer = handler(request, self.should_stop)
+        if answer is None or len(answer) > MAX_CALL_BYTES:
+            return False
+        self.call_answer = struct.pack("<I", len(answer)) + answer
+        return True
+
+    def read_answer(self, want: int) -> bytes:
+        data, self.call_answer = self.call_answer[:want], self.call_answer[want:]
+        return data
+
     def stop(self, reason: str) -> None:  # pragma: no cover - GuestIO defines it
+        raise NotImplementedError
+
+    def should_stop(self) -> str | None:  # pragma: no cover - GuestIO defines it
         raise NotImplementedError

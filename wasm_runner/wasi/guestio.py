@@ -169,6 +169,8 @@ class GuestIO(ControlChannel):
     def read_stdin(self, want: int) -> bytes:
         """Up to ``want`` bytes of the program's stdin: job frames while in the control phase,
         else the input source (waiting up to the deadline), else what was given up front."""
+        if self.call_answer:
+            return self.read_answer(want)
         if self.control:
             return self.read_control(want)
         if self.input_source is not None:

@@ -4,7 +4,8 @@
 - ``GET  /api/exercises/{id}``          title, instructions, starter code, number of checks: what
                                         a student may see (never a check, never the solution)
 - ``POST /api/exercises/{id}/check``    ``{"code": ..., "profile": ...}`` → per-check results; each
-                                        check is one run through admission and the audit log;
+                                        check is one job through admission and the audit log
+                                        (a test check: two instances, one job), up to 4 at once;
                                         hidden checks come back as "hidden check N" and pass/fail
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
@@ -23,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ...exercises import Exercise, ExerciseError, find_record, judge, load_folder, plan, redact, summarize
+from ...exercises import Exercise, ExerciseError, RunSpec, judge, load_folder, plan, redact, run_check, summarize
 from ...inputs import MAX_SOURCE_BYTES
 from ..errors import ApiError, SafeJSONResponse
 from ..guests import cancel_on_disconnect
@@ -34,6 +35,7 @@ from ._common import service_of
 __all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
 
 _lock = threading.Lock()
+PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
 
 class CheckRequest(_Strict):
@@ -93,21 +95,29 @@ async def check_exercise(request: Request) -> Response:
     tenant = await service.caller(request)
     body = await read_model(request, CheckRequest, service.config.max_body_bytes)
     profile, base_limits, runtime = service.policy(tenant, body.profile, None)
-    # the harness reports through /out: every check run collects it, whatever the profile says
-    profile = dataclasses.replace(profile, files_out=True, display=False)
+    profile = dataclasses.replace(profile, files_out=False, display=False)
     limits = ex.run_limits(base_limits)
     client = client_address(request)
+    # checks in parallel, within the key's runs in flight (each check is one admitted job)
+    room = asyncio.Semaphore(max(1, min(PARALLEL_CHECKS, tenant.max_concurrent)))
+
+    async def one(spec: RunSpec) -> dict[str, Any]:
+        job = Job(tenant=tenant, client=client, kind="check", profile=profile, limits=limits,
+                  runtime=runtime, code=spec.code, stdin=spec.stdin, filename=spec.filename)
+        verdict: dict[str, Any] = {}
+
+        def call(sandbox: Any, pool: str | None, cancel: threading.Event) -> Any:
+            result, verdict["check"] = run_check(sandbox, spec, limits, cancel=cancel, pool=pool)
+            return result
+
+        async with room:
+            result = await service.executor.run_with(job, call)
+        check: dict[str, Any] = verdict.get("check") or judge(spec, result.to_dict())
+        return check
 
     async def run_all() -> dict[str, Any]:
-        checks = []
-        for spec in plan(ex, body.code):
-            job = Job(tenant=tenant, client=client, kind="check", profile=profile, limits=limits,
-                      runtime=runtime, code=spec.code, stdin=spec.stdin, filename=spec.filename)
-            result = await service.run_job(job)
-            res = result.to_dict()
-            record = find_record(spec, res, ((f.path, f.content) for f in result.files))
-            checks.append(judge(spec, res, record))
-        return summarize(ex.id, checks)
+        checks = await asyncio.gather(*(one(spec) for spec in plan(ex, body.code)))
+        return summarize(ex.id, list(checks))
 
     work = asyncio.ensure_future(run_all())
     report = await cancel_on_disconnect(request.receive, work)
