@@ -394,7 +394,7 @@ class Executor:
         """Admit ``job`` and run ``call(sandbox, pool, cancel)`` in place of its one run: work of
         more than one instance (an exercise's test check: the student's and the test's) that is
         still one job for admission, caps, metrics and the audit log."""
-        def sandbox_call(c: threading.Event) -> Result:
+        def sandbox_call(c: threading.Event, _source: Any) -> Result:
             sandbox = self.sandbox_for(job.runtime, job.profile.image)
             return call(sandbox, self.pool_for(sandbox, job.profile) if self.pool_for else None, c)
 
