@@ -2,18 +2,20 @@
 
 from __future__ import annotations
 
+import time
+
 import pytest
 
 from wasm_runner import Limits, Sandbox, Status
+from wasm_runner.sandbox import default_prestart
 
 MARKER = "wr-isolation-marker-7f3a"
 
 
 @pytest.fixture(scope="module")
 def pooled() -> Sandbox:
-    sb = Sandbox("default")
+    sb = Sandbox("default", prestart=2)  # the "plain" pool every run without a pool takes from
     sb.add_pool("ds", size=2, preload=("numpy", "pandas"))
-    sb.add_pool("plain", size=2)
     assert sb.pools["ds"].wait_ready() and sb.pools["plain"].wait_ready()
     yield sb
     sb.close()
@@ -30,7 +32,8 @@ def test_budget_starts_at_handover(pooled: Sandbox) -> None:
     assert r.stdout == "6\n"
     assert pool.taken == taken + 1
     assert r.fuel_used < pooled.fuel_for(0.5)
-    fresh = pooled.run(code, limits=Limits(cpu_seconds=0.5))  # the same run, cold: over budget
+    # the same run, cold (a plain instance): over budget (a generous wall: a busy host is slow)
+    fresh = pooled.run(code, limits=Limits(cpu_seconds=0.5, wall_seconds=120))
     assert fresh.status is Status.CPU_LIMIT
 
 
@@ -109,3 +112,65 @@ def test_pooled_grants_are_bound_per_run(pooled: Sandbox, tmp_path) -> None:
     assert r.stdout == "from data\n" and (out / "o.txt").read_text() == "x"
     r = pooled.run("import os\nfor p in ('/data', '/out'):\n    try:\n        os.listdir(p); print('SEEN', p)\n    except OSError as e:\n        print('absent', e.errno)")
     assert "SEEN" not in r.stdout, r.stdout
+
+
+def test_runs_take_a_prestarted_instance_by_default() -> None:
+    """The fast path is the default: ``Sandbox()`` keeps ``default_prestart()`` instances started,
+    a run takes one (never a used one) and the pool refills behind it."""
+    sb = Sandbox("default")
+    try:
+        pool = sb.pools["plain"]
+        assert pool.size == default_prestart() >= 1
+        assert pool.wait_ready()
+        seen: set[int] = set()
+        for i in range(4):
+            assert pool.wait_ready(1)
+            slot = pool._ready[0]
+            assert id(slot) not in seen
+            seen.add(id(slot))
+            taken = pool.taken
+            r = sb.run(f"print({i})")
+            assert r.ok and r.stdout == f"{i}\n", r.stderr
+            assert pool.taken == taken + 1 and slot.done.is_set()  # it ran, and is gone
+        assert pool.wait_ready()  # refilled in the background
+    finally:
+        sb.close()
+
+
+def test_a_run_takes_the_instance_being_started_rather_than_a_second_one() -> None:
+    """With nothing ready, a run claims the slot the refill is warming and waits for it (it
+    started earlier than a fresh one could): one instance started, not two."""
+    sb = Sandbox("default", prestart=0)
+    try:
+        # numpy and pandas take a while to import: the run comes while the slot is warming
+        pool = sb.add_pool("slow", size=1, preload=("numpy", "pandas"), refill=False)
+        end = time.monotonic() + 60
+        while not pool.warming and time.monotonic() < end:
+            time.sleep(0.005)
+        assert pool.warming and pool.ready == 0
+        r = sb.run("import sys\nprint('pandas' in sys.modules)", pool="slow")
+        assert r.ok and r.stdout == "True\n", r.stderr  # the warmed slot ran it
+        assert pool.taken == 1 and pool.misses == 0 and pool.warmed == 1
+        # refill=False (a process that runs once, like `wasm-runner run`): none started after
+        time.sleep(1.0)
+        assert pool.warmed == 1 and pool.ready == 0 and not pool.warming
+        r = sb.run("print('fresh')", pool="slow")  # empty: a fresh instance, as before
+        assert r.ok and r.stdout == "fresh\n" and pool.misses == 1
+    finally:
+        sb.close()
+
+
+def test_prestart_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WASM_RUNNER_PRESTART", "0")
+    assert default_prestart() == 0
+    sb = Sandbox("default")
+    try:
+        assert "plain" not in sb.pools and sb.run("print(1)").ok  # fresh instances, as before
+    finally:
+        sb.close()
+    monkeypatch.setenv("WASM_RUNNER_PRESTART", "3")
+    assert default_prestart() == 3
+    for bad in ("-1", "99", "many"):
+        monkeypatch.setenv("WASM_RUNNER_PRESTART", bad)
+        with pytest.raises(ValueError, match="WASM_RUNNER_PRESTART"):
+            default_prestart()

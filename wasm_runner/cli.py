@@ -124,7 +124,7 @@ def _warm(names: list[str] | None) -> int:
             continue
         for image, fuel in kinds:
             try:
-                sb = Sandbox(name, fuel=fuel, image=image)
+                sb = Sandbox(name, fuel=fuel, image=image, prestart=0)
                 executor = Executor(_only(sb), workers=1)
                 res = executor.run_sync(Job("print('ok')", runtime=name, kind="cli"))
                 executor.shutdown()
@@ -168,7 +168,7 @@ def _snapshot(names: list[str] | None, *, fuel: bool) -> int:
     for image in names or image_names():
         t0 = time.monotonic()
         try:
-            sb = Sandbox("default", fuel=fuel, image=image)
+            sb = Sandbox("default", fuel=fuel, image=image, prestart=0)
         except (RuntimeUnavailable, RuntimeError) as e:
             print(f"{image}: failed: {e}", file=sys.stderr)
             status = 1
@@ -226,7 +226,7 @@ def _stdin_is_open() -> bool:
 
 def _run(args: argparse.Namespace) -> int:
     from .execution import Caller, Executor, Job, Policy
-    from .sandbox import Sandbox
+    from .sandbox import Sandbox, default_prestart
 
     if args.file == "-" and args.stdin == "-":
         print("wasm-runner: the program and its input cannot both come from stdin; give the "
@@ -255,7 +255,11 @@ def _run(args: argparse.Namespace) -> int:
         return _finish(Result.invalid(f"Invalid limit: {e}."), args.json)
     stream = None if args.json else _passthrough
     try:
-        sb = Sandbox(args.runtime, fuel=not args.no_fuel, image=args.image)
+        # one run per process: its instance starts as soon as the module is loaded, while the
+        # run is prepared, and no other is started after it (WASM_RUNNER_PRESTART=0: none)
+        sb = Sandbox(args.runtime, fuel=not args.no_fuel, image=args.image, prestart=0)
+        if default_prestart():
+            sb.add_pool("plain", size=1, refill=False)
     except ValueError as e:
         return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
     executor = Executor(_only(sb), workers=1)

@@ -46,7 +46,7 @@ def server_toml(scale: str = "small") -> str:
     server = {
         "max_running": 2,
         "max_queue": 8,
-        "memory_budget_mb": 1200,
+        "memory_budget_mb": 1270,  # 1200 for guests + the 2 prestarted datascience instances
         "tenant_memory_share": 0.5,
         "session_idle_seconds": 300,
         "download_store_bytes": 4 << 20,

@@ -8,7 +8,8 @@ from pathlib import Path
 import httpx
 from http_harness import live_server, make_config, wait_until
 
-from wasm_runner.http.config import ApiKey, hash_key
+from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, hash_key
+from wasm_runner.http.service import server_memory_mb
 
 
 def test_full_queue_gives_429_then_recovers(warm_sandbox: None, tmp_path: Path) -> None:
@@ -62,7 +63,9 @@ def test_per_key_concurrency_cap(warm_sandbox: None, tmp_path: Path) -> None:
 
 def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> None:
     # a session holds its memory_mb plus its image's resident pages (datascience: 34 MB)
-    config = make_config(tmp_path, memory_budget_mb=1100, tenant_memory_share=1.0)
+    # 1100 MB for guests, after what the server holds itself (prestarted instances, allocator)
+    held = server_memory_mb(make_config(tmp_path))
+    config = make_config(tmp_path, memory_budget_mb=1100 + held, tenant_memory_share=1.0)
     with live_server(config) as server, server.client() as api:
         big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 + 34 MB
         assert big.status_code == 201
@@ -71,3 +74,23 @@ def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> No
         api.delete(f"/api/sessions/{big.json()['id']}")
         small = api.post("/api/sessions", json={"profile": "student"})
         assert small.status_code == 201
+
+
+def test_the_servers_own_instances_count_in_the_memory_budget(warm_sandbox: None, tmp_path: Path) -> None:
+    """The instances a server keeps started ahead of time (and what its allocator keeps) come off
+    ``memory_budget_mb`` first: a run that would fit the budget alone but not what is left after
+    them is refused, one that fits what is left runs."""
+    only_student = {"profiles": {"student": DEFAULT_PROFILES["student"]}, "runtimes": ("default",),
+                    "tenant_memory_share": 1.0}
+    held = server_memory_mb(make_config(tmp_path, **only_student))
+    assert held >= 2 * 34  # two prestarted datascience instances at least
+    run_mb = 64 + 34  # the student profile's memory_mb and its image's resident pages
+    with live_server(make_config(tmp_path, memory_budget_mb=held + run_mb - 1, **only_student)) as server:
+        with server.client() as client:
+            r = client.post("/api/run", json={"code": "print(1)"})
+            assert r.status_code == 429 and r.json()["error"]["code"] == "memory_budget", r.text
+            assert server.health()["status"] == "ok"
+    with live_server(make_config(tmp_path, memory_budget_mb=held + run_mb, **only_student)) as server:
+        with server.client() as client:
+            r = client.post("/api/run", json={"code": "print(1)"})
+            assert r.status_code == 200 and r.json()["stdout"] == "1\n", r.text

@@ -105,6 +105,7 @@ class Admission:
         self.queue_timeout = queue_timeout
         self.running = 0
         self.memory_mb = 0  # held by running guests and live sessions
+        self.server_mb = 0  # held by the server itself (hold_for_server), never released
         self._in_flight: dict[str, int] = {}
         self._user_in_flight: dict[str, int] = {}  # per user inside a tenant (tenant/user/...)
         self._queue: deque[_Waiter] = deque()
@@ -129,6 +130,16 @@ class Admission:
         self.tenant_queue = tenant_queue
         if hold_seconds is not None:
             self.hold_seconds = hold_seconds
+
+    def hold_for_server(self, memory_mb: int) -> None:
+        """Memory the server holds of the budget for as long as it runs: instances started ahead
+        of time and what the instance allocator keeps resident (``Service.server_memory_mb``)."""
+        self.server_mb = max(0, memory_mb)
+
+    @property
+    def room_mb(self) -> int:
+        """The budget guests and sessions may hold: ``memory_budget_mb`` less the server's."""
+        return self.memory_budget_mb - self.server_mb
 
     def tenant_memory(self, tenant: str) -> int:
         return self._tenant_memory.get(tenant, 0)
@@ -163,7 +174,7 @@ class Admission:
     def _fits(self, memory_mb: int, tenant: str | None = None) -> bool:
         return (
             self.running < self.max_running
-            and self.memory_mb + memory_mb <= self.memory_budget_mb
+            and self.memory_mb + memory_mb <= self.room_mb
             and (tenant is None or self.tenant_memory(tenant) + memory_mb <= self.tenant_memory_mb)
         )
 
@@ -172,7 +183,7 @@ class Admission:
         when the tickets holding memory now are expected to be released."""
         now = time.monotonic()
         if tenant is None:
-            need = self.memory_mb + memory_mb - self.memory_budget_mb
+            need = self.memory_mb + memory_mb - self.room_mb
         else:
             need = self.tenant_memory(tenant) + memory_mb - self.tenant_memory_mb
         if need <= 0:
@@ -207,7 +218,7 @@ class Admission:
         inside the tenant's ``max_concurrent``); waits in the queue or raises ``Busy``. A user
         over its cap is refused before anything is counted for the tenant. ``who`` names the
         tenant in refusals ("this API key", or "this client" without keys)."""
-        if memory_mb > self.memory_budget_mb:
+        if memory_mb > self.room_mb:
             raise Busy(
                 "memory_budget",
                 f"the run asks for {memory_mb} MB, more than the server's memory budget",
@@ -263,7 +274,7 @@ class Admission:
                 if isinstance(exc, asyncio.CancelledError):
                     raise
                 retry = self.retry_after()
-                if self.memory_mb + memory_mb > self.memory_budget_mb:
+                if self.memory_mb + memory_mb > self.room_mb:
                     retry = max(retry, self.memory_retry_after(memory_mb))
                 elif self.tenant_memory(tenant) + memory_mb > self.tenant_memory_mb:
                     retry = max(retry, self.memory_retry_after(memory_mb, tenant))
@@ -355,7 +366,7 @@ class Admission:
     ) -> Ticket:
         """Hold ``memory_mb`` of the budget (for a session) without taking a run slot.
         ``expires_in(now)`` (optional, may be set on the ticket later) says when it ends."""
-        if self.memory_mb + memory_mb > self.memory_budget_mb:
+        if self.memory_mb + memory_mb > self.room_mb:
             raise Busy(
                 "memory_budget",
                 "the server's memory budget is held by other runs and sessions",
@@ -432,7 +443,7 @@ class Admission:
                 w.tenant != waiter.tenant and not w.future.done() for w in self._queue
             ):
                 continue
-            if self.memory_mb + waiter.memory_mb > self.memory_budget_mb:
+            if self.memory_mb + waiter.memory_mb > self.room_mb:
                 return
             self._queue.remove(waiter)
             waiter.future.set_result(self._admit(waiter.tenant, waiter.memory_mb, waiter.user))

@@ -75,6 +75,28 @@ def _user_name(tenant: CallerLike) -> str | None:
     return getattr(tenant, "user_name", None)
 
 
+def server_memory_mb(config: ServerConfig) -> int:
+    """What a server holds of ``memory_budget_mb`` for itself, counted before any run: the
+    instances its sandboxes keep started ahead of time (each sandbox's ``prestart`` and the
+    profiles' warm pools; each instance its image's resident pages, ``images.RESIDENT_MB``) and the
+    most the instance allocator keeps resident between instances (``engine.retained_bytes``)."""
+    from ..engine import retained_bytes
+    from ..images import RESIDENT_MB
+    from ..sandbox import default_prestart
+
+    def slot_mb(runtime: str, image: str) -> int:
+        return RESIDENT_MB.get(image if runtime == "default" else "plain", RESIDENT_MB["plain"])
+
+    # one sandbox per (runtime, image) a request can reach: each profile's, and any other
+    # runtime a request may ask for (with the profile's limits, on that runtime's only image)
+    slots = {(runtime, "plain"): default_prestart() for runtime in config.runtimes if runtime != "default"}
+    for profile in config.profiles.values():
+        where = (profile.runtime, profile.image if profile.runtime == "default" else "plain")
+        slots[where] = slots.get(where, default_prestart()) + max(0, profile.pool_size)
+    held = sum(count * slot_mb(*where) for where, count in slots.items())
+    return held + -(-retained_bytes() // (1 << 20))
+
+
 class AdmissionGate:
     """The server's admission as the executor's ``Gate``: a refusal becomes a 429 and a metric.
 
@@ -211,6 +233,8 @@ class Service:
             max_waiting=config.max_waiting_runs,
             tenant_waiting=config.max_waiting_runs_per_key,
         )
+        # instances started ahead of time and the allocator's resident pages count first
+        self.admission.hold_for_server(server_memory_mb(config))
         self.metrics = Metrics()
         self.lifecycle = Lifecycle()  # warming / ready / draining (/readyz, SIGTERM)
         # per-key runs in flight and open sessions counted across replicas, or None (local)

@@ -12,6 +12,7 @@ handed the sandbox, so no import leads back to ``core``.
 
 from .core import OutputCallback, Sandbox
 from .default import default_sandbox, default_sandboxes, run
+from .pool import default_prestart
 from .session import Session, SessionEnded
 
 __all__ = [
@@ -19,6 +20,7 @@ __all__ = [
     "Sandbox",
     "Session",
     "SessionEnded",
+    "default_prestart",
     "default_sandbox",
     "default_sandboxes",
     "run",

@@ -31,7 +31,7 @@ from ..wasi import HostCall, InputSource, define_imports
 from . import wrapper
 from .classify import classify
 from .guest import Guest, Outcome, OutputCallback, start_thread
-from .pool import WarmPool, bind_slot
+from .pool import WarmPool, bind_slot, default_prestart
 from .session import Session
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
@@ -68,11 +68,13 @@ class Sandbox:
         *,
         fuel: bool = True,
         progress: Callable[[str], None] | None = None,
-        prestart: int = 0,
+        prestart: int | None = None,
         image: str | None = None,
     ) -> None:
-        """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``);
-        runs that name no pool take one when ready, so their start-up is off the critical path.
+        """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``;
+        default ``pool.default_prestart()``: 2, or ``WASM_RUNNER_PRESTART``; 0: none); runs that
+        name no pool take one, so their start-up is off the critical path. Each is still used for
+        one run only.
 
         ``image`` (default runtime only): the pre-initialized image every instance starts from,
         ``plain`` (the default: the runtime's snapshot with CPython's C-stack window corrected)
@@ -116,8 +118,9 @@ class Sandbox:
                 images.ensure(self.runtime, self.image, wrapper.BOOT_SOURCE, self._snapshot_run,
                               progress or engine.stderr_progress)
             self._load(images.image_runtime(self.runtime, self.image, path))
-        if prestart:
-            self.add_pool("plain", size=prestart)
+        self.prestart = default_prestart() if prestart is None else prestart
+        if self.prestart:
+            self.add_pool("plain", size=self.prestart)
 
     def _load(self, rt: Runtime) -> None:
         self.module = engine.get_module(rt, self.fuel, self._progress)
@@ -273,11 +276,12 @@ class Sandbox:
             ws.close()
 
     def add_pool(self, name: str, *, size: int = 2, preload: tuple[str, ...] = (),
-                 memory_mb: int = 1024) -> WarmPool:
-        """Keep ``size`` instances warm (``preload`` imported), refilled in the background."""
+                 memory_mb: int = 1024, refill: bool = True) -> WarmPool:
+        """Keep ``size`` instances warm (``preload`` imported), refilled in the background
+        (``refill=False``: warmed once, for a process that runs once)."""
         if name in self.pools:
             raise ValueError(f"pool {name!r} exists")
-        p = WarmPool(self, name, size=size, preload=preload, memory_mb=memory_mb)
+        p = WarmPool(self, name, size=size, preload=preload, memory_mb=memory_mb, refill=refill)
         self.pools[name] = p
         p.start()
         return p

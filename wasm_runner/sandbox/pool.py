@@ -5,8 +5,15 @@ is blocked on the control channel waiting for a program. ``take`` hands one over
 deadline, memory cap) are armed at the hand-over, on the guest's own thread, so warm-up never
 counts against a run. A taken slot is never returned: after its run it is destroyed and a
 background thread warms a replacement, one at a time and only while fewer runs are active than
-there are cores, so refilling never starves running jobs. ``take`` never waits: an empty pool
-answers None and the caller starts a fresh instance.
+there are cores, so refilling never starves running jobs. ``take`` never starts a second
+instance where one is already on its way: with no slot ready it takes the one being warmed (and
+waits for it, which is never longer than starting a fresh instance would take, since that one
+started earlier); only with nothing ready or warming does it answer None, and the caller starts a
+fresh instance.
+
+Every sandbox keeps a small ``plain`` pool by default (``DEFAULT_PRESTART`` slots, the
+``WASM_RUNNER_PRESTART`` environment variable, ``Sandbox(prestart=N)``): runs that name no pool
+take an instance started ahead of time.
 
 Isolation: every slot starts from the same pristine snapshot, runs the same warm-up code and no
 user code before its hand-over, so no run sees anything another run wrote, defined or imported.
@@ -17,6 +24,9 @@ from __future__ import annotations
 import os
 import threading
 import time
+from concurrent.futures import Future
+from concurrent.futures import TimeoutError as FutureTimeout
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -26,9 +36,35 @@ from . import wrapper
 from .guest import Guest, GuestHost, busy, restore_priority
 from .workspace import Workspace, extra_grant, place_files
 
-__all__ = ["WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot"]
+__all__ = ["DEFAULT_PRESTART", "WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot", "default_prestart"]
 
 WARM_TIMEOUT_S = 120.0
+DEFAULT_PRESTART = 2  # plain instances every sandbox keeps started ahead of time
+MAX_PRESTART = 8
+
+
+def default_prestart() -> int:
+    """How many plain instances a sandbox keeps started when not told: ``WASM_RUNNER_PRESTART``
+    (0 to ``MAX_PRESTART``; 0 turns prestarting off), else ``DEFAULT_PRESTART``."""
+    raw = os.environ.get("WASM_RUNNER_PRESTART", "").strip()
+    if not raw:
+        return DEFAULT_PRESTART
+    try:
+        value = int(raw)
+    except ValueError:
+        raise ValueError(f"WASM_RUNNER_PRESTART={raw!r} is not a whole number") from None
+    if not 0 <= value <= MAX_PRESTART:
+        raise ValueError(f"WASM_RUNNER_PRESTART must be between 0 and {MAX_PRESTART}, not {value}")
+    return value
+
+
+@dataclass(eq=False)
+class _Warming:
+    """The slot the refill thread is warming; a ``take`` that finds nothing ready claims it."""
+
+    guest: Guest
+    claimed: bool = False
+    handed: Future[Guest | None] = field(default_factory=Future)
 
 
 class PoolHost(GuestHost, Protocol):
@@ -40,7 +76,9 @@ class PoolHost(GuestHost, Protocol):
 
 
 class WarmPool:
-    def __init__(self, sb: PoolHost, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int):
+    def __init__(self, sb: PoolHost, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int,
+                 refill: bool = True):
+        """``refill=False``: warm ``size`` slots once and no more (a process that runs once)."""
         if not 0 <= size <= 64:
             raise ValueError("pool size must be between 0 and 64")
         self.sb = sb
@@ -53,6 +91,8 @@ class WarmPool:
         self._wake = threading.Event()
         self._closed = False
         self._thread: threading.Thread | None = None
+        self._warming: _Warming | None = None
+        self._to_warm: int | None = None if refill else size
         self.taken = 0
         self.misses = 0
         self.warmed = 0
@@ -67,8 +107,15 @@ class WarmPool:
         with self._lock:
             return len(self._ready)
 
+    @property
+    def warming(self) -> bool:
+        """Whether a slot is being started and warmed right now."""
+        with self._lock:
+            return self._warming is not None
+
     def take(self) -> Guest | None:
-        """A warm, never-used slot, or None at once when none is ready."""
+        """A warm, never-used slot; else the one being warmed (claimed, waited for); else None
+        at once."""
         with self._lock:
             while self._ready:
                 g = self._ready.pop(0)
@@ -76,9 +123,31 @@ class WarmPool:
                     self.taken += 1
                     self._wake.set()
                     return g
-            self.misses += 1
+            warming = self._warming
+            if warming is not None and not warming.claimed:
+                warming.claimed = True
+            else:
+                warming = None
+                self.misses += 1
         self._wake.set()
-        return None
+        if warming is None:
+            return None
+        if warming.guest.native_id is not None:  # a run waits on it now: normal priority
+            restore_priority(warming.guest.native_id)
+        try:
+            handed = warming.handed.result(WARM_TIMEOUT_S)
+        except FutureTimeout:
+            handed = None
+        with self._lock:
+            if handed is None and not warming.handed.done():
+                warming.claimed = False  # given up: when warm, it goes to the pool as usual
+            elif handed is None and warming.handed.result() is not None:
+                handed = warming.handed.result()  # handed over as the wait ended
+            if handed is None:
+                self.misses += 1
+            else:
+                self.taken += 1
+        return handed
 
     def wait_ready(self, count: int | None = None, timeout: float = WARM_TIMEOUT_S) -> bool:
         """Block until ``count`` slots (default: the pool's size) are warm; for tests and bench."""
@@ -92,18 +161,31 @@ class WarmPool:
 
     def _refill(self) -> None:
         while not self._closed:
+            if self._to_warm == 0:
+                return
             if self.ready >= self.size or busy():
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
+            if self._to_warm is not None:
+                self._to_warm -= 1
             ws = self.sb.new_workspace(self.limits, None, None, None, False, placeholders=True)
             g = Guest(self.sb, ws, self.limits, wrapper.argv(self.sb.boot), nice=True)
+            warming = _Warming(g)
+            with self._lock:
+                self._warming = warming
             g.io.submit({"kind": "warm", "preload": list(self.preload)})
-            if g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed:
-                restore_priority(g.native_id)  # warm: its run must not wait behind others
-                self.warmed += 1
-                with self._lock:
+            ok = g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed
+            with self._lock:
+                self._warming = None
+                if ok and not warming.claimed:
                     self._ready.append(g)
+                # to the run that claimed it, if one did (None: that run starts a fresh one)
+                warming.handed.set_result(g if ok and warming.claimed else None)
+            if ok:
+                if g.native_id is not None:
+                    restore_priority(g.native_id)  # warm: its run must not wait behind others
+                self.warmed += 1
             else:
                 self.failed += 1
                 g.cancel()
