@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import threading
 import time
 
 import pytest
@@ -174,3 +175,33 @@ def test_prestart_follows_the_environment(monkeypatch: pytest.MonkeyPatch) -> No
         monkeypatch.setenv("WASM_RUNNER_PRESTART", bad)
         with pytest.raises(ValueError, match="WASM_RUNNER_PRESTART"):
             default_prestart()
+
+
+def test_the_pool_refills_between_runs_not_during_them() -> None:
+    """Starting an instance is mostly host Python: a refill during a run would make the run's own
+    host calls wait for the interpreter lock. It waits for the gap after the run instead."""
+    sb = Sandbox("default", prestart=1)
+    try:
+        pool = sb.pools["plain"]
+        assert pool.wait_ready()
+        done: list[str] = []
+        worker = threading.Thread(target=lambda: done.append(sb.run("import time\ntime.sleep(5)\nprint('slept')").stdout))
+        worker.start()
+        assert wait_for(lambda: pool.taken == 1, 60)
+        for _ in range(10):  # the run is sleeping: nothing is being started meanwhile
+            assert sb.runs_in_flight == 1 and pool.ready == 0 and not pool.warming
+            time.sleep(0.1)
+        worker.join(60)
+        assert done == ["slept\n"] and sb.runs_in_flight == 0
+        assert pool.wait_ready()  # and refilled once it ended
+    finally:
+        sb.close()
+
+
+def wait_for(check, timeout: float) -> bool:  # type: ignore[no-untyped-def]
+    end = time.monotonic() + timeout
+    while time.monotonic() < end:
+        if check():
+            return True
+        time.sleep(0.01)
+    return bool(check())

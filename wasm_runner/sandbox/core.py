@@ -101,6 +101,8 @@ class Sandbox:
         self._base = Path(tempfile.mkdtemp(prefix=f"wasm-runner-{os.getpid()}-", dir=work_root()))
         os.chmod(self._base, 0o700)
         self.pools: dict[str, WarmPool] = {}
+        self._in_flight = 0  # runs between their start and their result (pools refill at 0)
+        self._in_flight_lock = threading.Lock()
         self.boot: Path | None = None  # the compiled wrapper's folder; None while bootstrapping
         if self.image is None:  # a command runtime: its stack enlarged (images.relocate_stack)
             path = images.ensure_command(self.runtime)
@@ -184,6 +186,11 @@ class Sandbox:
         return make_workspace(self._base, fixed, limits, data_dir, out_dir, files, collect_out,
                               placeholders)
 
+    @property
+    def runs_in_flight(self) -> int:
+        """Runs of this sandbox between their start and their result."""
+        return self._in_flight
+
     # ---- one run ------------------------------------------------------------------------------
     def run(
         self,
@@ -236,6 +243,26 @@ class Sandbox:
             pool = "plain"
         if pool is not None and pool not in self.pools:
             return Result.invalid(f"Unknown pool {pool!r}; this sandbox has: {', '.join(self.pools) or 'none'}.", rt)
+        with self._in_flight_lock:
+            self._in_flight += 1
+        try:
+            return self._run_in_instance(code, data, limits, data_dir, out_dir, files, collect_out,
+                                         filename, display, on_output, input_source, cancel, pool, t0,
+                                         host_call)
+        finally:
+            with self._in_flight_lock:
+                self._in_flight -= 1
+                idle = not self._in_flight
+            if idle:  # the gap between runs: the pools refill now
+                for p in list(self.pools.values()):
+                    p.nudge()
+
+    def _run_in_instance(self, code: str, data: bytes, limits: Limits, data_dir: Any, out_dir: Any,
+                         files: dict[str, bytes] | None, collect_out: bool, filename: str | None,
+                         display: bool | str, on_output: OutputCallback | None,
+                         input_source: InputSource | None, cancel: threading.Event | None,
+                         pool: str | None, t0: float, host_call: HostCall | None) -> Result:
+        rt = self.runtime.name
         guest = self.pools[pool].take() if pool is not None else None
         try:
             if guest is not None:

@@ -68,7 +68,11 @@ class _Warming:
 
 
 class PoolHost(GuestHost, Protocol):
-    """What a pool reads of its sandbox: what a guest does, and a run folder for each slot."""
+    """What a pool reads of its sandbox: what a guest does, a run folder for each slot, and how
+    many of its runs are in flight (a refill waits for none)."""
+
+    @property
+    def runs_in_flight(self) -> int: ...
 
     def new_workspace(self, limits: Limits, data_dir: str | os.PathLike[str] | None,
                       out_dir: str | os.PathLike[str] | None, files: dict[str, bytes] | None,
@@ -106,6 +110,10 @@ class WarmPool:
     def ready(self) -> int:
         with self._lock:
             return len(self._ready)
+
+    def nudge(self) -> None:
+        """Wake the refill thread (a run of the sandbox ended)."""
+        self._wake.set()
 
     @property
     def warming(self) -> bool:
@@ -163,7 +171,11 @@ class WarmPool:
         while not self._closed:
             if self._to_warm == 0:
                 return
-            if self.ready >= self.size or busy():
+            # Not while a run of this sandbox is in flight: starting an instance is mostly host
+            # Python (the GIL), and each of the run's own host calls would then wait up to a
+            # switch interval (5 ms) for it: a refill fills the gaps between runs, and under
+            # continuous load runs start their own instance, as without a pool.
+            if self.ready >= self.size or busy() or self.sb.runs_in_flight:
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
