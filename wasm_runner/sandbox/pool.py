@@ -4,8 +4,8 @@ A slot is a guest that has started, imported its profile's modules (say numpy an
 is blocked on the control channel waiting for a program. ``take`` hands one over; budgets (fuel,
 deadline, memory cap) are armed at the hand-over, on the guest's own thread, so warm-up never
 counts against a run. A taken slot is never returned: after its run it is destroyed and a
-background thread warms a replacement, one at a time and only while fewer runs are active than
-there are cores, so refilling never starves running jobs. ``take`` never starts a second
+background thread warms a replacement, one at a time, only in the gaps between the sandbox's runs
+and while fewer guests are active than there are cores, so refilling never slows a running job. ``take`` never starts a second
 instance where one is already on its way: with no slot ready it takes the one being warmed (and
 waits for it, which is never longer than starting a fresh instance would take, since that one
 started earlier); only with nothing ready or warming does it answer None, and the caller starts a
