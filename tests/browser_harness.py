@@ -256,3 +256,20 @@ def run_via_ui(
 def end_sentence(end_line: str | None) -> str:
     """The end line without where it ran and how long it took (those differ by tier on purpose)."""
     return (end_line or "").split(" — ")[0]
+
+
+CHECK_EXERCISE = """async (code) => {
+  const ex = window.playground.exercise;
+  await ex.ready;
+  window.playground.editor.setCode(code);
+  return await ex.check();
+}"""
+"""Put ``code`` in the playground's editor and press its exercise's Check; the report."""
+
+
+def send_html(handler: Any, body: bytes) -> None:
+    """Answer a course page's request (an ``http.server`` handler) with the HTML ``body``."""
+    handler.send_response(200)
+    handler.send_header("content-type", "text/html; charset=utf-8")
+    handler.end_headers()
+    handler.wfile.write(body)

@@ -13,7 +13,7 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from browser_harness import (READY_SECONDS, open_playground, poll, run_in_browser, shared_browser,
+from browser_harness import (CHECK_EXERCISE, READY_SECONDS, open_playground, poll, run_in_browser, shared_browser,
                              shared_server)
 
 from wasm_runner import Limits
@@ -25,12 +25,7 @@ EXERCISES = ROOT / "tests" / "exercises"
 SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))
 MEAN = load_exercise(EXERCISES / "mean")
 
-CHECK = """async (code) => {
-  const ex = window.playground.exercise;
-  await ex.ready;
-  window.playground.editor.setCode(code);
-  return await ex.check();
-}"""
+CHECK = CHECK_EXERCISE
 
 
 @pytest.fixture(scope="module")

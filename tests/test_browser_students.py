@@ -29,6 +29,7 @@ from browser_harness import (
     poll,
     run_in_browser,
     run_via_ui,
+    send_html,
     shared_browser,
     shared_server,
 )
@@ -317,10 +318,7 @@ class _CoursePage(BaseHTTPRequestHandler):
 <wasm-runner id="counts" tier="browser">print(sum(range(10)))</wasm-runner>
 <wasm-runner id="loops" tier="browser">import time\ni = 0\nwhile True:\n    print(i)\n    i += 1\n    if i % 200 == 0:\n        time.sleep(0.02)</wasm-runner>
 </body></html>""".encode()
-        self.send_response(200)
-        self.send_header("content-type", "text/html; charset=utf-8")
-        self.end_headers()
-        self.wfile.write(body)
+        send_html(self, body)
 
     def log_message(self, *args: object) -> None:
         pass

@@ -232,7 +232,8 @@ def test_folder_of_exercises_loads_by_id():
     assert {"mean", "greet", "turtle-square"} <= set(found)
     assert found["greet"].public() == {
         "id": "greet", "title": "Greet", "instructions": "Read a name and print `Hello, NAME!`",
-        "starter": "name = input()\nprint(name)\n", "checks": 2, "limits": {}}
+        "starter": "name = input()\nprint(name)\n", "checks": 2, "limits": {},
+        "browser": False}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -26,7 +26,7 @@ def test_list_and_public_view_hold_no_check(api: httpx.Client) -> None:
     view = api.get("/api/exercises/mean")
     assert view.status_code == 200
     body = view.json()
-    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits"}
+    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser"}
     assert body["instructions"].startswith("## The mean")
     assert body["starter"].startswith("def mean(values):\n    return 0")
     assert body["checks"] == 7

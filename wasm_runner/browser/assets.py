@@ -43,6 +43,9 @@ PYODIDE_FILES = (
 RELAYED = ("pyodide.asm.wasm", "python_stdlib.zip")
 APP_SUFFIXES = (".js", ".css", ".svg")
 COMPRESSIBLE = (".js", ".mjs", ".css", ".svg", ".json", ".wasm", ".html")
+# a larger asset is sent as it is until the background thread has packed it: Brotli at quality 9
+# takes seconds per MB on a busy machine, and a request must not wait for that
+PACK_ON_REQUEST_MAX = 256 * 1024
 mimetypes.add_type("text/javascript", ".mjs")
 mimetypes.add_type("text/javascript", ".js")
 mimetypes.add_type("application/wasm", ".wasm")
@@ -187,16 +190,24 @@ class WebAssets:
         wanted = [e.strip().split(";")[0] for e in accept_encoding.lower().split(",")]
         if not name.endswith(COMPRESSIBLE):
             return asset.content, None, asset.media_type
+        pack = len(asset.content) <= PACK_ON_REQUEST_MAX
         for encoding in ("br", "gzip"):
             if encoding in wanted and (encoding != "br" or brotli is not None):
-                return self._encoded(asset, encoding), encoding, asset.media_type
+                packed = self._encoded(asset, encoding, pack=pack)
+                if packed is not None:
+                    return packed, encoding, asset.media_type
         return asset.content, None, asset.media_type
 
-    def _encoded(self, asset: Asset, encoding: str) -> bytes:
+    def _encoded(self, asset: Asset, encoding: str, pack: bool = True) -> bytes | None:
+        """``asset`` packed with ``encoding``; packed now if ``pack`` (else None until then).
+        Packing happens outside the lock, so no request waits for another asset's."""
         with self._lock:
-            if encoding not in asset.encoded:
-                asset.encoded[encoding] = _compress(asset.content, encoding)
-            return asset.encoded[encoding]
+            done = asset.encoded.get(encoding)
+        if done is None and pack:
+            packed = _compress(asset.content, encoding)
+            with self._lock:
+                done = asset.encoded.setdefault(encoding, packed)
+        return done
 
     def precompress(self) -> None:
         """Compress every asset now (the first page load then pays nothing)."""

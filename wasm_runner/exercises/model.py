@@ -74,10 +74,11 @@ class Exercise:
     browser: bool = False  # may the full exercise (hidden checks too) be sent to browsers?
 
     def public(self) -> dict[str, Any]:
-        """What a student may see: title, instructions, starter; no checks, no solution."""
+        """What a student may see: title, instructions, starter, whether the browser tier may
+        check it (``browser``: its bundle is served); no checks, no solution."""
         return {"id": self.id, "title": self.title, "instructions": self.instructions,
                 "starter": self.starter, "checks": len(self.check_names()),
-                "limits": dict(self.limits)}
+                "limits": dict(self.limits), "browser": self.browser}
 
     def check_names(self) -> list[tuple[str, str, bool]]:
         """(kind, name, hidden) of every check, in the order they run."""

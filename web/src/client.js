@@ -237,6 +237,22 @@ export class Runner {
     return headers;
   }
 
+  /**
+   * A refused server run whose cause the page's author can fix (`why`: "origin", or read from
+   * the server's 401/403) gets `result.refused` {reason, text}: said for the author, on the page
+   * and once in the console, instead of as a fault of the server.
+   */
+  explain(result, why = null) {
+    const said = authorRefusal(why || result.answered, this.base, result.message);
+    delete result.answered;
+    if (said) {
+      result.refused = said;
+      result.message = said.text;
+      tellAuthor(said);
+    }
+    return result;
+  }
+
   async runOnServerStream(body, options) {
     const started = performance.now();
     const controller = new AbortController();
@@ -248,7 +264,7 @@ export class Runner {
       const response = await fetch(new URL("api/run/stream", this.base), {
         method: "POST", headers: this.headers(), body: JSON.stringify(body), signal: controller.signal,
       });
-      if (!response.ok || !response.body) return refusal(response, await readJson(response));
+      if (!response.ok || !response.body) return this.explain(refusal(response, await readJson(response)));
       let result = null;
       for await (const event of serverSentEvents(response.body)) {
         let data = null;
@@ -274,7 +290,10 @@ export class Runner {
         wall_ms: performance.now() - started,
         message: cancelled ? "The run was stopped." : `Could not reach the server: ${error.message}`,
       };
-      if (!cancelled && !info) REFUSED.add(result);
+      if (!cancelled && !info) {
+        REFUSED.add(result);
+        this.explain(result, await unreadableWhy(this.base));
+      }
       return withStartInfo(result, info, 0);
     } finally {
       if (options.signal) options.signal.removeEventListener("abort", abort);
@@ -300,9 +319,17 @@ export class Runner {
         try { socket.close(); } catch { /* closed */ }
         resolve(withStartInfo(result, info, waitMs));
       };
-      const failed = (message, status = STATUS.INTERNAL_ERROR) => {
+      let socketOpened = false;
+      let failing = false;
+      const failed = async (message, status = STATUS.INTERNAL_ERROR, answered = null) => {
+        if (settled || failing) return;
+        failing = true;
         const result = { ...emptyResult("server"), status, exit_code: null, message, wall_ms: performance.now() - opened };
-        if (!info && !stopped && status !== STATUS.INVALID_INPUT) REFUSED.add(result); // the program never started there
+        if (!info && !stopped && status !== STATUS.INVALID_INPUT) { // the program never started there
+          REFUSED.add(result);
+          // a handshake the server closed (origin not allowed) looks like a network fault here
+          this.explain(result, answered || (socketOpened ? null : await unreadableWhy(this.base)));
+        }
         finish(result);
       };
       const onAbort = () => {
@@ -312,7 +339,10 @@ export class Runner {
       };
       if (options.signal) options.signal.addEventListener("abort", onAbort);
       const who = this.userToken ? { user_token: this.userToken } : this.user ? { user: this.user } : {};
-      socket.onopen = () => socket.send(JSON.stringify({ type: "run", ...body, ...who }));
+      socket.onopen = () => {
+        socketOpened = true;
+        socket.send(JSON.stringify({ type: "run", ...body, ...who }));
+      };
       socket.onerror = () => failed("Could not reach the server.");
       socket.onclose = () => failed(stopped ? "The run was stopped." : "The server closed the connection.", stopped ? STATUS.CANCELLED : STATUS.INTERNAL_ERROR);
       const emit = (stream, text) => {
@@ -343,7 +373,8 @@ export class Runner {
         } else if (msg.type === "error" && !info) {
           const error = msg.error || {};
           const invalid = /invalid|bad_/.test(String(error.code || ""));
-          failed(error.message || msg.message || "The server refused the run.", invalid ? STATUS.INVALID_INPUT : STATUS.INTERNAL_ERROR);
+          const answered = /^(unauthorized|forbidden|profile_forbidden)$/.test(String(error.code || "")) ? "key" : null;
+          failed(error.message || msg.message || "The server refused the run.", invalid ? STATUS.INVALID_INPUT : STATUS.INTERNAL_ERROR, answered);
         }
       };
     });
@@ -372,7 +403,90 @@ function refusal(response, payload) {
   const status = response.status === 400 || response.status === 422 || response.status === 413 ? STATUS.INVALID_INPUT : STATUS.INTERNAL_ERROR;
   const result = { ...emptyResult("server"), status, exit_code: null, message: `The server answered ${response.status}${detail ? `: ${detail}` : ""}` };
   if (status !== STATUS.INVALID_INPUT) REFUSED.add(result);
+  if (response.status === 401 || response.status === 403) result.answered = "key";
   return result;
+}
+
+// -- refusals the page's author can fix ---------------------------------------------------------
+/**
+ * Why a request to the server at `base` got no answer this page could read: "origin" when the
+ * server answers but the browser may not show this page its answers (this page's origin is not
+ * in the server's cors_origins), "unreachable" when it does not answer at all, "" when it
+ * answers now (a passing network fault). A same-origin page is never refused for its origin.
+ */
+export async function unreadableWhy(base) {
+  const probe = new URL("healthz", base);
+  const options = { cache: "no-store", credentials: "omit" };
+  try {
+    await fetch(probe, options);
+    return "";
+  } catch {
+    if (probe.origin === location.origin) return "unreachable";
+  }
+  try {
+    await fetch(probe, { ...options, mode: "no-cors" }); // an answer this page may not read
+    return "origin";
+  } catch {
+    return "unreachable";
+  }
+}
+
+/**
+ * What to tell about a refusal the page's author can fix: {reason, sentence, text}, or null.
+ * `why`: "origin" (see unreadableWhy) or "key" (the server answered 401/403: an API key is
+ * missing, not valid, or may not do this); `said`: the server's own words.
+ */
+export function authorRefusal(why, base, said = "") {
+  const runner = new URL(base).origin;
+  const page = typeof location === "object" ? location.origin : "this page";
+  const sentence = "Could not run it: this page is not set up to use the server";
+  if (why === "origin") {
+    return { reason: "origin", sentence, text: `For the page's author: the runner at ${runner} does not accept requests from this page's origin, ${page}. Add "${page}" to the server's cors_origins setting (or use tier="browser").` };
+  }
+  if (why === "key") {
+    const words = String(said || "").replace(/^The server answered \d+: /, "");
+    return { reason: "key", sentence, text: `For the page's author: the runner at ${runner} refused this page's request${words ? ` (${words})` : ""}. It needs an API key it accepts for this, or a server that allows anonymous use (auth = false).` };
+  }
+  return null;
+}
+
+const told = new Set();
+
+/** The author reads the console: say each refusal there once per page. */
+function tellAuthor(said) {
+  if (told.has(said.text)) return;
+  told.add(said.text);
+  console.error(`wasm-runner: ${said.text}`);
+}
+
+/**
+ * fetch() to the server for JSON: resolves with {response, body}; a request the server refused
+ * in a way the page's author can fix throws an Error with `refused` set (see authorRefusal).
+ */
+export async function fetchServerJson(base, url, init = {}) {
+  let response;
+  try {
+    response = await fetch(url, { credentials: "omit", ...init });
+  } catch (error) {
+    if (init.signal && init.signal.aborted) throw error;
+    const said = authorRefusal(await unreadableWhy(base), base);
+    throw refusedError(said, `could not reach the server: ${error.message}`);
+  }
+  const body = await readJson(response);
+  if (response.status === 401 || response.status === 403) {
+    const words = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
+    throw refusedError(authorRefusal("key", base, words), words);
+  }
+  return { response, body };
+}
+
+function refusedError(said, fallback) {
+  const error = new Error(said ? said.text : fallback);
+  if (said) {
+    error.refused = said;
+    tellAuthor(said);
+  }
+  return error;
 }
 
 /** Parse a text/event-stream body into {event, data} records. */

@@ -5,6 +5,7 @@
 // carries the run's random nonce. In the browser every check, hidden ones too, is on the
 // student's machine: a student can read them and make this page say anything. It is practice
 // feedback; grading that counts uses tier="server", where hidden checks never leave the server.
+import { fetchServerJson } from "./client.js";
 import { HARNESS_PROGRAM } from "./pylib.js";
 
 export const CHECK_MIME = "application/vnd.wasm-runner.check+json";
@@ -12,24 +13,41 @@ const STUDENT_FILE = "solution.py";
 const MAX_SHOWN_LINES = 20;
 const MAX_SHOWN_CHARS = 1500;
 
-/** Load an exercise: a bundle URL (…json), or an id on `base`'s server (public view or bundle). */
-export async function loadExercise(ref, { base, tier = "browser", headers = {} } = {}) {
+/**
+ * Load an exercise: a bundle URL (…json: every check, for the browser), or an id on `base`'s
+ * server, whose public view (title, instructions, starter, whether the browser may check it)
+ * every tier can show. `source` says which: "bundle" or "server".
+ */
+export async function loadExercise(ref, { base, headers = {} } = {}) {
   const isUrl = /^(https?:|\/|\.)/.test(ref) || ref.endsWith(".json");
-  const url = isUrl
-    ? new URL(ref, location.href).href
-    : new URL(`api/exercises/${encodeURIComponent(ref)}${tier === "server" ? "" : "/bundle"}`, base).href;
-  const response = await fetch(url, { headers });
-  let body = null;
-  try {
-    body = await response.json();
-  } catch {
-    body = null;
+  if (!isUrl) {
+    const url = new URL(`api/exercises/${encodeURIComponent(ref)}`, base);
+    const { response, body } = await fetchServerJson(base, url, { headers });
+    return { ...checkedBody(ref, response, body), id: (body && body.id) || ref, source: "server" };
   }
+  let response;
+  try {
+    response = await fetch(new URL(ref, location.href).href);
+  } catch (error) {
+    throw new Error(`could not load exercise ${ref}: ${error.message}`);
+  }
+  const body = await response.json().catch(() => null);
+  return { ...checkedBody(ref, response, body), id: (body && body.id) || ref, source: "bundle", browser: true };
+}
+
+/** The checks of a server exercise for the browser tier (only for one that allows it). */
+export async function loadBundle(id, { base, headers = {} } = {}) {
+  const url = new URL(`api/exercises/${encodeURIComponent(id)}/bundle`, base);
+  const { response, body } = await fetchServerJson(base, url, { headers });
+  return { ...checkedBody(id, response, body), id };
+}
+
+function checkedBody(ref, response, body) {
   if (!response.ok || !body || typeof body !== "object") {
     const why = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
     throw new Error(`could not load exercise ${ref}: ${why}`);
   }
-  return { ...body, id: body.id || ref, tier: isUrl ? "browser" : tier };
+  return body;
 }
 
 function nonce() {
@@ -261,10 +279,9 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
 
 /** Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check. */
 export async function checkOnServer(base, id, code, { signal, headers = {} } = {}) {
-  const response = await fetch(new URL(`api/exercises/${encodeURIComponent(id)}/check`, base), {
+  const { response, body } = await fetchServerJson(base, new URL(`api/exercises/${encodeURIComponent(id)}/check`, base), {
     method: "POST", signal, headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ code }),
   });
-  const body = await response.json().catch(() => null);
   if (!response.ok || !body || !Array.isArray(body.checks)) {
     const why = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
     throw new Error(`the server could not check the code: ${why}`);
@@ -273,6 +290,13 @@ export async function checkOnServer(base, id, code, { signal, headers = {} } = {
 }
 
 // -- showing it ------------------------------------------------------------------------------
+/** The instructions without a first heading that only repeats the title (shown above them). */
+export function withoutTitle(text, title) {
+  const m = /^\s*#{1,6}\s+(.*?)\s*#*\s*(\n|$)/.exec(text || "");
+  const norm = (t) => String(t || "").trim().replace(/\s+/g, " ").toLowerCase();
+  return m && norm(m[1]) === norm(title) ? text.slice(m[0].length).replace(/^\s*\n/, "") : text || "";
+}
+
 /** A small, safe Markdown subset (headings, paragraphs, lists, code, emphasis) as DOM nodes. */
 export function renderMarkdown(container, text) {
   container.textContent = "";
@@ -348,16 +372,26 @@ export class CheckView {
     this.summary = document.createElement("p");
     this.summary.className = "check-summary";
     this.summary.tabIndex = -1;
+    this.where = document.createElement("p");
+    this.where.className = "check-where";
     this.list = document.createElement("ul");
     this.list.className = "check-list";
-    this.container.append(this.summary, this.list);
+    this.container.append(this.summary, this.where, this.list);
     this.container.hidden = true;
   }
 
-  start(text = "Checking…") {
+  /** `where`: "browser" (practice: it does not count) or "server" (the check that counts). */
+  start(text = "Checking…", where = null) {
     this.clear();
     this.container.hidden = false;
     this.summary.textContent = text;
+    this.container.dataset.where = where || "";
+    if (where === "browser") {
+      this.where.textContent = "Practice check, in your browser: it does not count (anyone can change what it says here). The check that counts runs on the server.";
+      this.where.classList.add("check-practice");
+    } else if (where === "server") {
+      this.where.textContent = "Checked on the server.";
+    }
     if (this.live) this.live.textContent = text;
   }
 
@@ -405,6 +439,9 @@ export const CHECK_STYLE = `
 .checks[hidden] { display: none; }
 .check-summary { font-weight: 600; margin: .2rem 0 .4rem; }
 .check-summary.check-pass { color: #1a7f37; } .check-summary.check-fail { color: #b42318; }
+.check-where { margin: 0 0 .4rem; color: #5b5b63; font-size: .85rem; }
+.check-where:empty { display: none; }
+.check-where.check-practice { color: #6b4e00; background: #fff8e6; padding: .2rem .4rem; border-radius: .3rem; }
 .check-list { list-style: none; margin: 0; padding: 0; }
 .check { padding: .2rem 0; border-bottom: 1px solid #f0f0f2; }
 .check-mark { display: inline-block; width: 1.3rem; font-weight: 700; }
@@ -417,13 +454,16 @@ export const CHECK_STYLE = `
 
 /**
  * Put an exercise around an editor: instructions before it, a Check button in `bar` (after
- * `runButton`), the results after `resultsAfter`. `tier()` says where checks run ("server":
- * POST /api/exercises/{id}/check; otherwise the browser, with the exercise's bundle).
- * Returns {ready: Promise<exercise>, check(): Promise<report>}.
+ * `runButton`), the results after `resultsAfter`. `tier()` is the page's tier ("browser",
+ * "server" or "auto"); checks run on the server for tier "server", for an exercise the browser
+ * may not check (its checks never leave the server), and for "auto" when `runner` decides on
+ * the server; otherwise in the browser, as practice. Returns {ready: Promise<exercise>,
+ * check(): Promise<report>, where(): "browser" | "server"}.
  */
 export function mountExercise({ ref, base, runner, bar, runButton, instructionsBefore, resultsAfter, live,
-  getCode, setCode, tier, headers = () => ({}), onBusy = () => {} }) {
+  getCode, setCode, tier, onBusy = () => {} }) {
   const doc = bar.ownerDocument;
+  const headers = () => (runner.apiKey ? { authorization: `Bearer ${runner.apiKey}` } : {});
   const checkButton = doc.createElement("button");
   checkButton.type = "button";
   checkButton.className = "check-button";
@@ -447,23 +487,33 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
 
   const ready = (async () => {
     try {
-      exercise = await loadExercise(ref, { base, tier: tier() === "server" ? "server" : "browser", headers: headers() });
-      if (exercise.io || exercise.tests) bundle = exercise;
+      exercise = await loadExercise(ref, { base, headers: headers() });
+      if (exercise.source === "bundle") bundle = exercise;
       const title = doc.createElement("h2");
       title.className = "exercise-title";
       title.textContent = exercise.title || exercise.id;
       const body = doc.createElement("div");
-      renderMarkdown(body, exercise.instructions || "");
+      renderMarkdown(body, withoutTitle(exercise.instructions, exercise.title));
       instructions.append(title, body);
       instructions.hidden = false;
       if (exercise.starter && !getCode().trim()) setCode(exercise.starter);
       checkButton.disabled = false;
       checkButton.setAttribute("aria-label", `Check your code: ${exercise.title || exercise.id}`);
     } catch (error) {
-      view.error(String(error.message || error));
+      view.error(error.refused ? `This exercise could not be loaded. ${error.message}` : String(error.message || error));
     }
     return exercise;
   })();
+
+  /** Where the next Check runs. */
+  function where() {
+    if (!exercise) return null;
+    if (exercise.source === "bundle") return "browser";
+    if (!exercise.browser) return "server"; // a server-only exercise, whatever the page's tier
+    const wanted = tier();
+    if (wanted === "auto") return runner.resolveTier("auto");
+    return wanted === "server" ? "server" : "browser";
+  }
 
   async function check() {
     if (busy || !exercise) return null;
@@ -471,16 +521,18 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
     busy = abort;
     checkButton.disabled = true;
     onBusy(true, abort);
-    view.start();
+    const place = where();
+    view.start("Checking…", place);
     let report = null;
     try {
-      if (tier() === "server") {
+      if (place === "server") {
         report = await checkOnServer(base, exercise.id, getCode(), { signal: abort.signal, headers: headers() });
         for (const c of report.checks) view.add(c);
       } else {
-        if (!bundle) bundle = await loadExercise(exercise.id, { base, tier: "browser", headers: headers() });
+        if (!bundle) bundle = await loadBundle(exercise.id, { base, headers: headers() });
         report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c) });
       }
+      report.where = place;
       view.end(report);
     } catch (error) {
       view.error(abort.signal.aborted ? "The check was stopped." : String(error.message || error));
@@ -500,5 +552,5 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
       check();
     }
   }, true);
-  return { ready, check, view, button: checkButton, stop: () => busy && busy.abort(), get exercise() { return exercise; } };
+  return { ready, check, where, view, button: checkButton, stop: () => busy && busy.abort(), get exercise() { return exercise; } };
 }

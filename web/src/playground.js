@@ -154,7 +154,8 @@ $("share").addEventListener("click", async () => {
 window.playground = { runner, editor, start, stop, view };
 
 // ?exercise=ID: the exercise's instructions above the editor and a Check button beside Run;
-// checks run where the tier says (server: hidden checks stay there; browser: its bundle).
+// checks run where the tier says (server: hidden checks stay there; browser: its bundle, as
+// practice), and always on the server for an exercise the browser may not check.
 const exerciseRef = new URLSearchParams(location.search).get("exercise");
 if (exerciseRef) {
   const { mountExercise } = await import("./exercise.js");
@@ -167,12 +168,13 @@ if (exerciseRef) {
     ref: exerciseRef, base: new URL(config.base, location.href).href, runner, bar: runButton.parentElement,
     runButton, instructionsBefore: $("editor"), resultsAfter: $("output"), live,
     getCode: () => editor.getCode(), setCode: (text) => editor.setCode(text),
-    tier: () => (tierSelect.value === "server" || (tierSelect.value === "auto" && runner.autoTier === "server") ? "server" : "browser"),
+    tier: () => tierSelect.value,
     onBusy: (on, abort) => {
       runButton.disabled = on;
       stopButton.disabled = !on;
       current = on ? { abort, ended: new AbortController() } : null;
       stateText.textContent = on ? "Checking…" : "Done";
+      if (!on) showTier(); // a Check in "auto" may have decided where this page runs
     },
   });
   if (!location.hash) editor.setCode(""); // the sample makes way for the starter code

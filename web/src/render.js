@@ -335,12 +335,15 @@ export function whereText(result) {
  */
 export function endLine(result) {
   const limits = result.limits || {};
-  const sentence = endSentence(result, limits);
+  const refused = result.refused && typeof result.refused.text === "string" ? result.refused : null;
+  const sentence = refused ? refused.sentence : endSentence(result, limits);
   const where = whereText(result);
   const text = `${sentence} — ${where ? `${where} · ` : ""}${elapsedText(result)}`;
   let detail = "";
   const missing = result.missing;
-  if (missing) {
+  if (refused) {
+    detail = refused.text; // for the page's author: a setting of theirs, not a fault of the server
+  } else if (missing) {
     const index = missing.index ? ` (${missing.index})` : "";
     detail = missing.reason === "unreachable"
       ? `The package “${missing.package || missing.module}” could not be downloaded: the browser's package index${index} could not be reached.`
