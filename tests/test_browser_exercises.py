@@ -51,6 +51,8 @@ def test_playground_shows_the_exercise_and_checks_with_the_keyboard(browser_page
     page.keyboard.press("Enter")
     poll(page, "document.querySelector('.check-summary').textContent.includes('of 7 checks')", timeout=180)
     assert texts(page, ".check-summary") == ["0 of 7 checks passed."]
+    # labelled practice: in the browser it does not count
+    assert texts(page, ".check-where")[0].startswith("Practice check, in your browser: it does not count")
     rows = texts(page, ".check-name")
     assert len(rows) == 7 and rows[0] == "Failed: three numbers"
     assert texts(page, ".check-mark")[0] == "✗"
@@ -65,6 +67,8 @@ def test_playground_shows_the_exercise_and_checks_with_the_keyboard(browser_page
     page.keyboard.press("Control+Shift+Enter")
     poll(page, "document.querySelector('.check-summary').textContent.startsWith('7 of 7')", timeout=180)
     assert texts(page, ".check-mark") == ["✓"] * 7
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "exercise-playground-browser-practice.png"), full_page=True)
     assert page.errors == []
 
 
@@ -83,6 +87,30 @@ def test_browser_verdicts_match_the_server(browser_page):
     one = {c["name"]: c for c in in_browser["checks"]}["test_mean_of_one"]
     assert 'File "solution.py", line 2, in helper (your code)' in one["message"]
     assert one["message"].endswith("ZeroDivisionError: division by zero")
+
+
+CHECK_BUNDLE = """async ([bundle, code]) => {
+  const url = performance.getEntriesByType("resource").map((e) => e.name).find((n) => /\\/assets\\/[^/]+\\/exercise\\.js$/.test(n));
+  const { checkInBrowser } = await import(url);
+  return await checkInBrowser(window.playground.runner, bundle, code);
+}"""
+ADD = load_exercise(ROOT / "examples" / "exercises" / "add-numbers")
+ADD_WRONG = ("def add(a, b):\n    return a - b if a < 0 else a + b\n\n"
+             "if __name__ == '__main__':\n    print(add(int(input()), int(input())))\n")
+
+
+@pytest.mark.parametrize("program", ["solution", "starter", "wrong"])
+def test_the_shipped_example_checks_in_the_browser_as_on_the_server(browser_page, program):
+    """The same Python judging on both tiers: the same verdicts, and the same messages for I/O
+    cases and passing tests (a failing test's traceback comes from each tier's own run)."""
+    code = {"solution": ADD.solution, "starter": ADD.starter, "wrong": ADD_WRONG}[program]
+    in_browser = browser_page.evaluate(CHECK_BUNDLE, [ADD.bundle(), code])
+    on_server = check_code(ADD, code)
+    assert in_browser["summary"] == on_server["summary"]
+    for b, s in zip(in_browser["checks"], on_server["checks"], strict=True):
+        assert (b["name"], b["kind"], b["hidden"], b["passed"]) == (s["name"], s["kind"], s["hidden"], s["passed"])
+        if b["kind"] == "io" or b["passed"]:
+            assert b["message"] == s["message"], (b, s)
 
 
 def test_a_stuck_check_is_stopped_by_its_limit_in_the_browser(browser_page):
@@ -216,6 +244,7 @@ def test_embed_element_checks_an_exercise_and_shows_turtles(course):
     poll(page, f"{shadow}.querySelector('.check-summary').textContent.startsWith('7 of 7')", timeout=180)
     assert page.evaluate(f"{shadow}.querySelectorAll('.check-pass .check-mark').length") == 7
     assert page.evaluate(f"{shadow}.querySelector('.state').textContent") == "Check finished: 7 of 7 checks passed — well done!"
+    assert page.evaluate(f"{shadow}.querySelector('.check-where').textContent").startswith("Practice check, in your browser")
     page.evaluate("document.getElementById('draw').run()")
     poll(page, "document.getElementById('draw').shadowRoot.querySelector('img.out-svg')", timeout=60)
     page.screenshot(path=str(SCREENSHOTS / "exercise-embed.png"), full_page=True)

@@ -1,17 +1,15 @@
-// Exercises in the page: load one, check the student's code in the browser (Pyodide) or on the
-// server, and show the result as one row per check. The browser tier runs the same plan as the
-// server (wasm_runner/exercises/checker.py): one fresh run per I/O case, compared here, and one
-// run of the shared harness per test function, whose report comes back as a rich output that
-// carries the run's random nonce. In the browser every check, hidden ones too, is on the
-// student's machine: a student can read them and make this page say anything. It is practice
-// feedback; grading that counts uses tier="server", where hidden checks never leave the server.
+// Exercises in the page: load one, check the student's code on the server or, as practice, in
+// the browser, and show the result as one row per check. The checking logic is Python, written
+// once: in the browser the page runs the practice program (wasm_runner/exercises/practice.py
+// with judging.py, the server's judging, generated into checking.js) in Pyodide to plan the
+// runs and to judge each one. In the browser every check, hidden ones too, is on the student's
+// machine, and the judging shares the worker with the student's runs: a student can read the
+// checks and make this page say anything. It is labelled practice; the check that counts runs
+// on the server (tier="server"), where hidden checks never leave the server.
 import { fetchServerJson } from "./client.js";
-import { HARNESS_PROGRAM } from "./pylib.js";
+import { HARNESS_PROGRAM, PRACTICE_PROGRAM } from "./checking.js";
 
 export const CHECK_MIME = "application/vnd.wasm-runner.check+json";
-const STUDENT_FILE = "solution.py";
-const MAX_SHOWN_LINES = 20;
-const MAX_SHOWN_CHARS = 1500;
 
 /**
  * Load an exercise: a bundle URL (…json: every check, for the browser), or an id on `base`'s
@@ -50,231 +48,52 @@ function checkedBody(ref, response, body) {
   return body;
 }
 
-function nonce() {
-  const bytes = new Uint8Array(16);
-  crypto.getRandomValues(bytes);
-  return Array.from(bytes, (b) => b.toString(16).padStart(2, "0")).join("");
-}
-
-/** Imports of the student's code, so the worker loads those packages for a harness run too. */
-function importHint(code) {
-  const names = new Set();
-  for (const m of code.matchAll(/^\s*(?:from\s+([\w.]+)\s+import|import\s+([\w., ]+))/gm)) {
-    for (const part of (m[1] || m[2]).split(",")) {
-      const name = part.trim().split(/\s+/)[0];
-      if (/^[A-Za-z_][\w.]*$/.test(name)) names.add(name);
-    }
-  }
-  if (!names.size) return "";
-  return "\nif False:\n" + [...names].map((n) => `    import ${n}\n`).join("");
-}
-
-/** The runs that check `code` (same plan as the server's checker.plan). */
-export function planChecks(bundle, code) {
-  const specs = [];
-  for (const c of bundle.io || []) {
-    specs.push({ kind: "io", name: c.name, hidden: Boolean(c.hidden), code, stdin: c.stdin || "", filename: STUDENT_FILE, case: c });
-  }
-  const program = HARNESS_PROGRAM + importHint(code);
-  for (const tf of bundle.tests || []) {
-    const tests = tf.tests && tf.tests.length ? tf.tests : [null];
-    for (const test of tests) {
-      const n = nonce();
-      const payload = { nonce: n, channel: "output", student: code, student_file: STUDENT_FILE,
-        tests: tf.source, tests_file: tf.filename || "tests.py", test };
-      specs.push({ kind: "test", name: test || tf.name, hidden: Boolean(tf.hidden), code: program,
-        stdin: JSON.stringify(payload), filename: "<wasm-runner check>", nonce: n, test });
-    }
-  }
-  return specs;
-}
-
-// -- comparing output (as checker.compare_output) --------------------------------------------
-/** Python's repr() of a str, for messages identical to the server's. */
-export function pyRepr(s) {
-  const quote = s.includes("'") && !s.includes('"') ? '"' : "'";
-  let out = quote;
-  for (const ch of s) {
-    const c = ch.codePointAt(0);
-    if (ch === "\\") out += "\\\\";
-    else if (ch === quote) out += "\\" + ch;
-    else if (ch === "\n") out += "\\n";
-    else if (ch === "\r") out += "\\r";
-    else if (ch === "\t") out += "\\t";
-    else if (c < 0x20 || c === 0x7f) out += "\\x" + c.toString(16).padStart(2, "0");
-    else out += ch;
-  }
-  return out + quote;
-}
-
-/** Python's format(x, "g"). */
-export function pyG(x) {
-  if (x === 0) return "0";
-  const exp = Math.floor(Math.log10(Math.abs(x)));
-  if (exp < -4 || exp >= 6) {
-    let [mant, e] = x.toExponential(5).split("e");
-    mant = mant.includes(".") ? mant.replace(/0+$/, "").replace(/\.$/, "") : mant;
-    const n = parseInt(e, 10);
-    return `${mant}e${n < 0 ? "-" : "+"}${String(Math.abs(n)).padStart(2, "0")}`;
-  }
-  return String(parseFloat(x.toPrecision(6)));
-}
-
-function pyNumber(token) {
-  if (!/^[+-]?(\d+\.?\d*(e[+-]?\d+)?|\.\d+(e[+-]?\d+)?|inf(inity)?|nan)$/i.test(token.replace(/_/g, ""))) return null;
-  const v = Number(token.replace(/_/g, ""));
-  return Number.isFinite(v) ? v : null;
-}
-
-function isClose(a, b, tol) {
-  return a === b || Math.abs(a - b) <= Math.max(tol * Math.max(Math.abs(a), Math.abs(b)), tol);
-}
-
-const rstrip = (s) => s.replace(/\s+$/, "");
-const words = (s) => s.split(/\s+/).filter(Boolean);
-
-export function compareOutput(c, got) {
-  const want = c.stdout;
-  const mode = c.compare || "lines";
-  let a;
-  let b;
-  if (mode === "exact") {
-    if (got === want) return [true, ""];
-    a = got.split("\n");
-    b = want.split("\n");
-  } else if (mode === "lines") {
-    a = rstrip(got).split("\n").map(rstrip);
-    b = rstrip(want).split("\n").map(rstrip);
-    if (a.length === b.length && a.every((x, i) => x === b[i])) return [true, ""];
-  } else {
-    const ta = words(got);
-    const tb = words(want);
-    if (mode === "whitespace") {
-      if (ta.length === tb.length && ta.every((x, i) => x === tb[i])) return [true, ""];
-    } else {
-      const tol = c.tolerance ?? 1e-6;
-      for (let i = 0; i < Math.min(ta.length, tb.length); i++) {
-        const nx = pyNumber(ta[i]);
-        const ny = pyNumber(tb[i]);
-        const ok = nx !== null && ny !== null ? isClose(nx, ny, tol) : ta[i] === tb[i];
-        if (!ok) return [false, `expected ${pyRepr(tb[i])}, got ${pyRepr(ta[i])}${ny !== null ? ` (tolerance ${pyG(tol)})` : ""}`];
-      }
-      if (ta.length === tb.length) return [true, ""];
-    }
-    if (ta.length !== tb.length) return [false, `expected ${tb.length} words, got ${ta.length}`];
-    for (let i = 0; i < ta.length; i++) if (ta[i] !== tb[i]) return [false, `expected ${pyRepr(tb[i])}, got ${pyRepr(ta[i])}`];
-    return [false, ""];
-  }
-  for (let i = 0; i < Math.min(a.length, b.length); i++) {
-    if (a[i] !== b[i]) return [false, `line ${i + 1}: expected ${pyRepr(b[i])}, got ${pyRepr(a[i])}`];
-  }
-  if (a.length < b.length) return [false, `line ${a.length + 1}: expected ${pyRepr(b[a.length])}, got nothing more`];
-  return [false, `line ${b.length + 1}: expected nothing more, got ${pyRepr(a[b.length])}`];
-}
-
-function block(text) {
-  const lines = text.split("\n");
-  if (lines.length && lines[lines.length - 1] === "") lines.pop();
-  if (!lines.length) return "    (nothing)";
-  let cut = lines.length > MAX_SHOWN_LINES;
-  let shown = lines.slice(0, MAX_SHOWN_LINES).map((l) => "    " + l).join("\n");
-  if (shown.length > MAX_SHOWN_CHARS) {
-    shown = shown.slice(0, MAX_SHOWN_CHARS);
-    cut = true;
-  }
-  return shown + (cut ? "\n    ..." : "");
-}
-
-const LIMIT_HINT = {
-  cpu: "Is there an infinite loop?",
-  wall: "Is there an infinite loop, or is the program waiting for input it never gets?",
-  memory: "Is a list or string growing without end?",
-  output: "Is something printed in an endless loop?",
-};
-
-function stopped(res) {
-  const msg = res.message || `The run ended with status ${res.status}.`;
-  const hint = LIMIT_HINT[res.limit || ""];
-  return hint ? `${msg} ${hint}` : msg;
-}
-
-/** The harness's report in a browser run: the one CHECK_MIME output holding the run's nonce. */
-export function findRecord(spec, res) {
-  if (!spec.nonce) return null;
-  const records = [];
-  for (const o of res.outputs || []) {
-    if (!o || o.mime !== CHECK_MIME) continue;
+/** One request to the practice program (practice.py) in the page's Pyodide: its JSON answer. */
+async function practice(runner, request) {
+  const res = await runner.run(PRACTICE_PROGRAM, { tier: "browser", stdin: JSON.stringify(request) });
+  if (res.status === "ok") {
     try {
-      const rec = JSON.parse(o.data);
-      if (rec && rec.nonce === spec.nonce && rec.test === spec.test) records.push(rec);
+      return JSON.parse(res.stdout);
     } catch {
-      // not a report
+      // said below
     }
   }
-  return records.length === 1 ? records[0] : null;
+  const why = (res.stderr || "").trim().split("\n").pop() || res.message || res.status;
+  throw new Error(`the browser could not check the code: ${why}`);
 }
 
-/** One check's result from its run (as checker.judge). */
-export function judgeCheck(spec, res, record = findRecord(spec, res)) {
-  const out = { name: spec.name, kind: spec.kind, hidden: spec.hidden, passed: false, message: "", status: res.status, limit: res.limit ?? null };
-  if (spec.kind === "io") {
-    const c = spec.case;
-    const stdinPart = c.stdin ? `Input:\n${block(c.stdin)}\n` : "";
-    if (res.status !== "ok") {
-      if (res.limit) out.message = stopped(res);
-      else {
-        let err = (res.stderr || "").replace(/^\n+|\n+$/g, "");
-        if (err.length > MAX_SHOWN_CHARS) err = "..." + err.slice(-MAX_SHOWN_CHARS);
-        out.message = err ? `${stdinPart}Your program stopped with an error:\n${block(err)}` : `${stdinPart}${stopped(res)}`;
-      }
-      return out;
-    }
-    const [same, diff] = compareOutput(c, res.stdout || "");
-    out.passed = same;
-    out.message = same ? "Output matches."
-      : `${stdinPart}Expected output:\n${block(c.stdout)}\nYour output:\n${block(res.stdout || "")}` + (diff ? `\nFirst difference: ${diff}.` : "");
-    return out;
-  }
-  if (record) {
-    out.passed = record.passed === true && !(res.status !== "ok" && res.limit);
-    out.message = record.passed === true ? "Test passed." : String(record.message || "Test failed.");
-    return out;
-  }
-  if (res.limit || ["invalid_input", "internal_error", "cancelled"].includes(res.status)) out.message = stopped(res);
-  else out.message = "The test did not report back: the program ended before the test finished (sys.exit or os._exit in your code?).";
-  return out;
-}
-
-export function summarize(id, checks) {
-  const passed = checks.filter((c) => c.passed).length;
-  const total = checks.length;
+/** The part of a run's result the judging reads (the harness's report is a CHECK_MIME output). */
+function forJudging(res) {
   return {
-    exercise: id, passed: total > 0 && passed === total, total, passed_count: passed, failed_count: total - passed,
-    summary: `${passed} of ${total} checks passed` + (passed === total && total ? " — well done!" : "."),
-    checks,
+    status: res.status, limit: res.limit ?? null, message: res.message || "", stdout: res.stdout || "", stderr: res.stderr || "",
+    outputs: (res.outputs || []).filter((o) => o && o.mime === CHECK_MIME),
   };
 }
 
-/** Check `code` in the browser: the runs one after another through `runner` (client.js). */
+/**
+ * Check `code` in the browser, as practice: the practice program plans the runs, each runs
+ * through `runner` (client.js, tier "browser"; a Node controller in tests), and the practice
+ * program judges it, as the server would. Resolves with the report (the server's shape).
+ */
 export async function checkInBrowser(runner, bundle, code, { signal, onCheck, filename } = {}) {
-  const limits = {};
-  if (bundle.limits && bundle.limits.wall_seconds) limits.wall_seconds = bundle.limits.wall_seconds;
-  if (bundle.limits && bundle.limits.stdout_bytes) limits.stdout_bytes = bundle.limits.stdout_bytes;
+  const { runs, limits, report: empty } = await practice(runner, { op: "plan", bundle, code });
   const checks = [];
-  for (const spec of planChecks(bundle, code)) {
+  let report = empty;
+  for (const run of runs) {
     let res;
     if (signal && signal.aborted) {
       res = { status: "cancelled", message: "The check was stopped.", outputs: [], limit: null };
     } else {
-      const options = { tier: "browser", stdin: spec.stdin, limits, signal };
-      if (spec.kind === "io") options.filename = filename || STUDENT_FILE; // the harness names its own
-      res = await runner.run(spec.code, options);
+      const options = { tier: "browser", stdin: run.stdin, limits, signal };
+      if (run.program === "student") options.filename = filename || run.filename; // the harness names its own
+      res = await runner.run(run.program === "student" ? code : HARNESS_PROGRAM + run.suffix, options);
     }
-    const check = judgeCheck(spec, res);
-    checks.push(check);
-    if (onCheck) onCheck(check);
+    const answer = await practice(runner, { op: "judge", exercise: bundle.id, run, result: forJudging(res), checks });
+    checks.push(answer.check);
+    report = answer.report;
+    if (onCheck) onCheck(answer.check);
   }
-  return summarize(bundle.id, checks);
+  return report;
 }
 
 /** Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check. */
@@ -409,7 +228,7 @@ export class CheckView {
     said.textContent = check.passed ? "Passed: " : "Failed: ";
     label.append(said, check.name + (check.hidden && !check.name.startsWith("hidden") ? " (hidden)" : ""));
     li.append(mark, label);
-    if (check.message && !(check.passed && /^(Test passed|Output matches|Hidden check passed)\.$/.test(check.message))) {
+    if (check.message && !check.passed) { // a passing check's message only says it passed
       const pre = document.createElement("pre");
       pre.className = "check-message";
       pre.textContent = check.message;
@@ -430,7 +249,7 @@ export class CheckView {
     this.container.hidden = false;
     this.summary.textContent = text;
     this.summary.className = "check-summary check-fail";
-    if (this.live) this.live.textContent = text;
+    if (this.live) this.live.textContent = text.split(/(?<=\.) /)[0]; // the first sentence; the rest is above
   }
 }
 
