@@ -1,14 +1,42 @@
 #!/usr/bin/env bash
 # Idempotent set-up of everything the project needs: venv, Python package, web assets, Chromium.
 # Safe to run again; each step skips what is already there.
+# `setup.sh --serve` (scripts/serve.sh) sets up only what serving needs: the package (without its
+# test extras) and the web assets; not Chromium, Redis, HAProxy, pyodide-build, the comparison tiers.
 set -euo pipefail
 cd "$(dirname "$0")/.."
+serve_only=0
+if [ "${1:-}" = "--serve" ]; then serve_only=1; fi
 
 # --- Python: venv and the package with its test extras ---
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
-.venv/bin/pip install --quiet -e '.[test]'
+if [ "$serve_only" = 1 ]; then
+  .venv/bin/pip install --quiet -e .
+else
+  .venv/bin/pip install --quiet -e '.[test]'
+fi
+
+# --- the web assets (all serving needs besides the package) ---
+web_assets() {
+  # --- browser tier: Pyodide and CodeMirror from npm (exact versions in web/package-lock.json) ---
+  lock_sum="$(sha256sum web/package-lock.json | cut -d' ' -f1)"
+  if [ ! -d web/node_modules/pyodide ] || [ "$(cat web/node_modules/.wasm-runner-lock 2>/dev/null)" != "$lock_sum" ]; then
+    (cd web && npm ci --no-audit --no-fund --loglevel=error)
+    echo "$lock_sum" > web/node_modules/.wasm-runner-lock
+  fi
+  # bundles (editor, sandbox frame, worker): rebuilt whenever a source is newer than the last build,
+  # since the server serves a bundle in preference to the modules it was built from
+  if [ ! -f web/dist/.built ] || [ -n "$(find web/src web/build.mjs web/package-lock.json -newer web/dist/.built -print -quit)" ]; then
+    (cd web && npm run --silent build)
+    touch web/dist/.built
+  fi
+}
+if [ "$serve_only" = 1 ]; then
+  web_assets
+  exit 0
+fi
 
 # --- wasm-runner wheelhouse: pyodide-build + pyodide-lock (Python 3.12+) in their own venv ---
 # The pyodide-build extra of pyproject.toml, from PyPI, with the newest Python 3.12+ found on PATH
@@ -52,18 +80,7 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 
   apt-get install -y -qq --no-install-recommends redis-server haproxy >/dev/null
 fi
 
-# --- browser tier: Pyodide and CodeMirror from npm (exact versions in web/package-lock.json) ---
-lock_sum="$(sha256sum web/package-lock.json | cut -d' ' -f1)"
-if [ ! -d web/node_modules/pyodide ] || [ "$(cat web/node_modules/.wasm-runner-lock 2>/dev/null)" != "$lock_sum" ]; then
-  (cd web && npm ci --no-audit --no-fund --loglevel=error)
-  echo "$lock_sum" > web/node_modules/.wasm-runner-lock
-fi
-# bundles (editor, sandbox frame, worker): rebuilt whenever a source is newer than the last build,
-# since the server serves a bundle in preference to the modules it was built from
-if [ ! -f web/dist/.built ] || [ -n "$(find web/src web/build.mjs web/package-lock.json -newer web/dist/.built -print -quit)" ]; then
-  (cd web && npm run --silent build)
-  touch web/dist/.built
-fi
+web_assets
 
 # --- wasm-runner compare: isolation tiers from Debian packages; images built once and cached ---
 compare_pkgs=""

@@ -9,6 +9,8 @@ import sys
 import time
 from pathlib import Path
 
+import pytest
+
 from wasm_runner import RESULT_JSON_SCHEMA
 
 CLI = [sys.executable, "-m", "wasm_runner.cli"]
@@ -169,3 +171,20 @@ def test_limits_hold_around_terminal_input(tmp_path: Path) -> None:
         proc.kill()
         proc.wait()
         os.close(master)
+
+
+def test_warm_prepares_what_the_servers_profiles_and_runtimes_use_each_once(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    from wasm_runner.cli import warm_targets
+
+    monkeypatch.delenv("WASM_RUNNER_CONFIG", raising=False)
+    # the built-in profiles (datascience) and runtimes (default's plain, small); no fuel-off module
+    assert warm_targets(None, None) == [("default", "plain"), ("default", "datascience"), ("small", None)]
+    assert warm_targets(["small"], None) == [("small", None)]
+    config = tmp_path / "server.toml"
+    config.write_text('[server]\nruntimes = ["small"]\n\n[profiles.student]\nruntime = "small"\n\n'
+                      '[profiles.analyst]\nruntime = "small"\npool_size = 0\npreload = []\n')
+    assert warm_targets(None, str(config)) == [("small", None)]
+    bad = cli("warm", "--config", str(tmp_path / "missing.toml"))
+    assert bad.returncode == 2 and "cannot read config" in bad.stderr

@@ -178,7 +178,7 @@ def test_plots_come_back_as_png(default_sandbox: Sandbox) -> None:
 
 
 def test_without_fuel_the_wall_limit_still_holds() -> None:
-    sb = Sandbox("default", fuel=False)
+    sb = Sandbox("small", fuel=False)  # the smallest module to compile for the fuel-off engine
     try:
         r = sb.run("while True: pass", limits=Limits(wall_seconds=0.5))
         assert r.status is Status.TIMEOUT and r.limit == "wall"

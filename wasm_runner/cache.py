@@ -3,17 +3,23 @@
 ``$WASM_RUNNER_CACHE`` when set, else ``$XDG_CACHE_HOME/wasm-runner``, else ``~/.cache/wasm-runner``.
 Compiled modules are native code wasmtime runs as found, so the folder must be ours and 0700:
 one that is not is refused rather than used.
+
+``build_lock(path)`` serialises the making of one cached file across processes (replicas sharing
+a cache folder): the second waits for the first, then finds the file made.
 """
 
 from __future__ import annotations
 
+import contextlib
+import fcntl
 import os
 import stat
+from collections.abc import Iterator
 from pathlib import Path
 
 from .errors import WasmRunnerError
 
-__all__ = ["CacheUnsafe", "cache_dir", "private_file_ok"]
+__all__ = ["CacheUnsafe", "build_lock", "cache_dir", "private_file_ok"]
 
 
 class CacheUnsafe(WasmRunnerError, RuntimeError):
@@ -43,3 +49,16 @@ def private_file_ok(path: Path) -> bool:
     except OSError:
         return False
     return stat.S_ISREG(st.st_mode) and st.st_uid == os.getuid() and not (st.st_mode & 0o022)
+
+
+@contextlib.contextmanager
+def build_lock(path: Path) -> Iterator[None]:
+    """Hold the lock of the cached file ``path`` (an advisory ``flock`` on ``.NAME.lock`` beside
+    it): one process at a time makes it. The lock goes with the process if it dies."""
+    lock = path.with_name(f".{path.name}.lock")
+    fd = os.open(lock, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock

@@ -76,8 +76,9 @@ def _parser() -> argparse.ArgumentParser:
                         "(numpy, pandas, matplotlib already imported)")
     r.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (no CPU limit; the wall limit still holds)")
     r.add_argument("--json", action="store_true", help="print the result object as one JSON document")
-    w = sub.add_parser("warm", help="verify and compile the runtimes and build the images ahead of time")
-    w.add_argument("--runtime", action="append", help="runtime(s) to warm (default: all)")
+    w = sub.add_parser("warm", help="build and compile, ahead of time, what the server's profiles and runtimes use")
+    w.add_argument("--runtime", action="append", help="only this runtime (repeatable; default: every one the config offers)")
+    w.add_argument("--config", metavar="TOML", help="the server config whose profiles to prepare (default: the built-in profiles)")
     sn = sub.add_parser("snapshot", help="build (or find cached) the default runtime's pre-initialized images")
     sn.add_argument("--image", action="append", choices=image_names(), help="image(s) to build (default: all)")
     sn.add_argument("--no-fuel", action="store_true", help="compile for the engine without fuel metering")
@@ -93,7 +94,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         return int(module.main(args_list[1:]) or 0)
     args = _parser().parse_args(args_list)
     if args.cmd == "warm":
-        status = _warm(args.runtime)
+        status = _warm(args.runtime, args.config)
         return _warm_browser() or status
     if args.cmd == "snapshot":
         return _snapshot(args.image, fuel=not args.no_fuel)
@@ -105,38 +106,68 @@ def _only(sandbox: Any) -> Callable[[str, str | None], Any]:
     return lambda runtime, image: sandbox
 
 
-def _warm(names: list[str] | None) -> int:
+def warm_targets(names: list[str] | None, config_path: str | None) -> list[tuple[str, str | None]]:
+    """What ``warm`` prepares, each once: the (runtime, image) of every profile of the server's
+    config and each offered runtime's default module; only runtimes in ``names`` when given.
+    The default runtime's ``plain`` comes before its other images (their set-up runs use it)."""
+    from .http.config import load_config
+    from .sandbox.default import sandbox_key
+
+    config = load_config(config_path)
+    keys = [sandbox_key(p.runtime, p.image) for p in config.profiles.values()]
+    keys += [sandbox_key(runtime) for runtime in config.runtimes]
+    keys = [k for k in dict.fromkeys(keys) if not names or k[0] in names]
+    keys += [sandbox_key(n) for n in names or () if n not in {k[0] for k in keys}]
+    return sorted(keys, key=lambda k: (k[0], k[1] not in (None, "plain")))
+
+
+def _warm(names: list[str] | None, config_path: str | None = None) -> int:
+    """Prepare every target of ``warm_targets`` (fuel on: what runs use) and run ``print('ok')``
+    in each. Runtimes are prepared side by side (one's compile uses the cores while the other
+    builds an image), the images of one runtime in order."""
+    import threading
+
     from .execution import Executor, Job
-    from .runtimes import RuntimeUnavailable, get_runtime, runtime_names
+    from .runtimes import RuntimeUnavailable
     from .sandbox import Sandbox
 
-    status = 0
-    for name in names or runtime_names():
-        # every image of a runtime with images, fuel on; without fuel only the default image
-        # (the --no-fuel switch and its test), so a fresh machine compiles each module once
-        kinds: list[tuple[str | None, bool]] = [(None, True), (None, False)]
-        try:
-            if get_runtime(name).kind == "reactor":
-                kinds = [(image, True) for image in image_names()] + [(None, False)]
-        except RuntimeUnavailable as e:
-            print(f"{name}: unavailable: {e}", file=sys.stderr)
-            status = 1
-            continue
-        for image, fuel in kinds:
+    from .http.config import ConfigError
+
+    try:
+        targets = warm_targets(names, config_path)
+    except ConfigError as e:
+        print(f"wasm-runner warm: {e}", file=sys.stderr)
+        return 2
+    status = [0]
+    lock = threading.Lock()
+
+    def say(line: str, failed: bool = False) -> None:
+        with lock:
+            print(line, file=sys.stderr if failed else sys.stdout, flush=True)
+            if failed:
+                status[0] = 1
+
+    def prepare(runtime: str) -> None:
+        for name, image in (t for t in targets if t[0] == runtime):
+            label = f"{name}{'/' + image if image else ''}"
             try:
-                sb = Sandbox(name, fuel=fuel, image=image, prestart=0)
+                sb = Sandbox(name, image=image, prestart=0)
                 executor = Executor(_only(sb), workers=1)
                 res = executor.run_sync(Job("print('ok')", runtime=name, kind="cli"))
                 executor.shutdown()
-                label = f"{name}{'/' + sb.image if sb.image else ''}"
                 sb.close()
-                print(f"{label} (fuel {'on' if fuel else 'off'}): {res.status.value}, {res.wall_ms:.1f} ms for print('ok')")
-                if not res.ok:
-                    status = 1
-            except RuntimeUnavailable as e:
-                print(f"{name}: unavailable: {e}", file=sys.stderr)
-                status = 1
-    return status
+                say(f"{label}: {res.status.value}, {res.wall_ms:.1f} ms for print('ok')", not res.ok)
+            except (RuntimeUnavailable, RuntimeError, ValueError) as e:
+                say(f"{label}: unavailable: {e}", True)
+                return
+
+    threads = [threading.Thread(target=prepare, args=(rt,), name=f"warm-{rt}")
+               for rt in dict.fromkeys(t[0] for t in targets)]
+    for t in threads:
+        t.start()
+    for t in threads:
+        t.join()
+    return status[0]
 
 
 def _warm_browser() -> int:

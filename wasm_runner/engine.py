@@ -1,8 +1,10 @@
 """Engines, compiled modules (cached on disk), the epoch ticker and each store's deadline check.
 
-One engine per (fuel on/off) setting per process. A compiled module is cached as a ``.cwasm``
-in the private cache folder, keyed by the module's SHA-256, wasmtime's version and the engine
-settings; the first compile takes about a minute and shows progress.
+One engine per (fuel on/off, compiler) setting per process. A compiled module is cached as a
+``.cwasm`` in the private cache folder, keyed by the module's SHA-256, wasmtime's version and the
+engine settings; the first compile takes about a minute and shows progress. Processes sharing
+the cache folder never compile one module at once: the second waits for the first's file lock
+and loads what it wrote.
 
 Wall-clock limits: a ticker thread advances every engine's epoch each ``TICK_S``; every store
 asks to be called back at each tick (``watch``), and the callback ends the guest when its
@@ -25,10 +27,14 @@ from pathlib import Path
 import wasmtime as wt
 from wasmtime import _ffi as ffi
 
-from .cache import cache_dir, private_file_ok
+from .cache import build_lock, cache_dir, private_file_ok
 from .runtimes import Runtime
 
-__all__ = ["TICK_S", "get_engine", "get_module", "module_cache_path", "retained_bytes", "watch"]
+__all__ = [
+    "COMPILE_CPU_S_PER_MIB", "CRANELIFT", "QUICK", "QUICK_SLOWDOWN", "TICK_S", "compile_estimate",
+    "cpu_estimate", "get_engine", "get_module", "is_compiled", "module_cache_path", "quick_module",
+    "retained_bytes", "watch",
+]
 
 TICK_S = 0.01
 # The native stack wasm code may use (wasmtime's max_wasm_stack; its default is 512 KiB). Guests
@@ -41,21 +47,36 @@ TICK_S = 0.01
 # page (a crash of the host process) instead of a clean stack-overflow trap.
 MAX_WASM_STACK = 24 << 20
 
+# How modules are compiled (docs/security.md, "Compilers"; figures in docs/performance.md).
+# Every module a run uses is compiled by Cranelift, wasmtime's optimising compiler, at its default
+# optimisation level, with wasmtime's parallel compilation (one function per core at a time).
+# QUICK: Winch, wasmtime's baseline compiler, compiles the default runtime with ~40% of
+# Cranelift's CPU time, into code ~4.5x slower; it cannot compile that runtime with fuel
+# metering, so it is used for one thing only: the run that builds an image from our own set-up
+# code (images.py), without fuel (the wall deadline holds) and without a cache file, when the
+# Cranelift module it would otherwise need is not compiled yet (serve's first start).
+CRANELIFT = "cranelift"
+QUICK = "winch"
+_WASMTIME_STRATEGY = {CRANELIFT: 1, QUICK: 2}  # wasmtime_strategy_t (wasmtime-py: auto/cranelift only)
+
 _lock = threading.Lock()
-_engines: dict[bool, wt.Engine] = {}
+_engines: dict[tuple[bool, str], wt.Engine] = {}
 _modules: dict[tuple[bool, str], wt.Module] = {}
 _compiling: dict[tuple[bool, str], threading.Lock] = {}
 
 
-def _config(fuel: bool) -> wt.Config:
+def _config(fuel: bool, compiler: str = CRANELIFT) -> wt.Config:
     cfg = wt.Config()
+    ffi.wasmtime_config_strategy_set(cfg.ptr(), _WASMTIME_STRATEGY[compiler])
+    cfg.parallel_compilation = True
     cfg.consume_fuel = fuel
     cfg.epoch_interruption = True
     cfg.wasm_exceptions = True
     cfg.memory_init_cow = True
     set_async_stack_size(cfg, MAX_WASM_STACK)  # wasmtime refuses a max_wasm_stack above it
     cfg.max_wasm_stack = MAX_WASM_STACK
-    use_pooling(cfg)
+    if compiler == CRANELIFT:  # the quick engine serves one instance: no pool of slots
+        use_pooling(cfg)
     return cfg
 
 
@@ -123,16 +144,69 @@ def set_async_stack_size(cfg: wt.Config, size: int) -> None:
 
 
 def _settings(fuel: bool) -> str:
+    # Cranelift at its default level is what every cached module so far was made with: the key
+    # names another compiler or level when one is chosen (a module is only loaded by its own kind)
     return f"fuel={int(fuel)},epoch=1,exceptions=1,cow=1"
 
 
-def get_engine(fuel: bool = True) -> wt.Engine:
+def get_engine(fuel: bool = True, compiler: str = CRANELIFT) -> wt.Engine:
     with _lock:
-        eng = _engines.get(fuel)
+        eng = _engines.get((fuel, compiler))
         if eng is None:
-            eng = _engines[fuel] = wt.Engine(_config(fuel))
+            eng = _engines[(fuel, compiler)] = wt.Engine(_config(fuel, compiler))
         _ensure_ticker()
         return eng
+
+
+def quick_module(rt: Runtime, progress: Callable[[str], None] | None = None) -> tuple[wt.Engine, wt.Module]:
+    """``rt``'s module compiled by the quick compiler, without fuel, not cached: for the one run
+    that builds an image when the Cranelift module is not compiled yet (see ``QUICK``)."""
+    say = progress or stderr_progress
+    data = rt.module.read_bytes()
+    if hashlib.sha256(data).hexdigest() != rt.module_sha256:
+        raise RuntimeError(f"{rt.module} changed after it was verified; not compiling it")
+    eng = get_engine(False, QUICK)
+    start = time.monotonic()
+    say(f"compiling the {rt.name} runtime with the quick compiler for the image's set-up run")
+    mod = wt.Module(eng, data)
+    say(f"compiled the {rt.name} runtime (quick) in {time.monotonic() - start:.1f} s")
+    return eng, mod
+
+
+# CPU seconds one MiB of wasm takes to compile, measured on a 2-core x86-64 machine
+# (docs/performance.md, "Compiling the runtimes"): what the estimates of ``compile_estimate`` use.
+COMPILE_CPU_S_PER_MIB = {CRANELIFT: 1.0, QUICK: 0.39}
+QUICK_SLOWDOWN = 4.5  # how much more CPU time the quick compiler's code takes (a Python loop)
+
+
+def compile_estimate(size: int, compiler: str = CRANELIFT) -> float:
+    """About how many seconds (wall clock) compiling ``size`` bytes of wasm takes here now:
+    its CPU time spread over this process's cores, less the share other work takes of them."""
+    return cpu_estimate(size / 2**20 * COMPILE_CPU_S_PER_MIB[compiler], parallel=True)
+
+
+def cpu_estimate(cpu_seconds: float, *, parallel: bool) -> float:
+    """Wall seconds ``cpu_seconds`` of work take on this machine now, on all its cores
+    (``parallel``) or on one, given its load average."""
+    try:
+        cores = max(1, len(os.sched_getaffinity(0)))
+    except (AttributeError, OSError):
+        cores = os.cpu_count() or 1
+    try:
+        load = os.getloadavg()[0]
+    except OSError:
+        load = 0.0
+    threads = cores if parallel else 1
+    share = min(1.0, cores / (load + threads))  # of a core, for each of our threads
+    return cpu_seconds / (threads * share)
+
+
+def is_compiled(rt: Runtime, fuel: bool = True) -> bool:
+    """Whether ``rt``'s module is compiled in this process or in the cache (not checked further)."""
+    with _lock:
+        if (fuel, rt.module_sha256) in _modules:
+            return True
+    return private_file_ok(module_cache_path(rt, fuel))
 
 
 def module_cache_path(rt: Runtime, fuel: bool) -> Path:
@@ -157,16 +231,24 @@ def get_module(rt: Runtime, fuel: bool = True, progress: Callable[[str], None] |
         if mod is not None:
             return mod
         path = module_cache_path(rt, fuel)
-        if private_file_ok(path):
-            try:
-                mod = wt.Module.deserialize_file(engine, str(path))
-            except wt.WasmtimeError:
-                mod = None  # stale or damaged: compile again
+        mod = _cached(engine, path)
         if mod is None:
-            mod = _compile(engine, rt, path, progress)
+            with build_lock(path):  # another process sharing the cache may be compiling it
+                mod = _cached(engine, path)
+                if mod is None:
+                    mod = _compile(engine, rt, path, progress)
         with _lock:
             _modules[key] = mod
         return mod
+
+
+def _cached(engine: wt.Engine, path: Path) -> wt.Module | None:
+    if not private_file_ok(path):
+        return None
+    try:
+        return wt.Module.deserialize_file(engine, str(path))
+    except wt.WasmtimeError:
+        return None  # stale or damaged: compile again
 
 
 def _compile(engine: wt.Engine, rt: Runtime, path: Path, progress: Callable[[str], None] | None) -> wt.Module:

@@ -29,7 +29,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -214,6 +214,7 @@ class Claims(Protocol):
 OnDone = Callable[[Job, Result, float], None]  # the job, how it ended, seconds it waited for a slot
 PoolFor = Callable[[Any, PolicyLike], "str | None"]  # (sandbox, policy) -> warm pool name
 SandboxFor = Callable[[str, "str | None"], Any]  # (runtime, image) -> sandbox
+Prepare = Callable[[str, "str | None"], Awaitable[None]]  # (runtime, image): ready, or Refused
 MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits) -> MB to hold
 
 
@@ -306,7 +307,9 @@ class Executor:
     process-wide ones); ``gate`` admits runs (None: no admission); ``on_done(job, result, waited)``
     records every finished run (metrics, audit); ``pool_for(sandbox, policy)`` names a warm pool or
     None; ``memory_for(policy, runtime, limits)`` is what a run or session holds of the gate's
-    memory budget (default: its memory limit).
+    memory budget (default: its memory limit); ``prepare(runtime, image)`` returns once that
+    sandbox is ready or raises ``Refused`` (the server's ``warmup.Warmup``: runs wait while their
+    runtime is compiled in the background; default: none, the first run compiles it).
     """
 
     def __init__(
@@ -317,6 +320,7 @@ class Executor:
         on_done: OnDone | None = None,
         pool_for: PoolFor | None = None,
         memory_for: MemoryFor | None = None,
+        prepare: Prepare | None = None,
         workers: int = 8,
         max_sessions: int = 16,
         session_idle_seconds: float = 900.0,
@@ -327,6 +331,7 @@ class Executor:
         self.on_done = on_done
         self.pool_for = pool_for
         self.memory_for = memory_for or _memory_limit
+        self.prepare = prepare
         self._active: set[threading.Event] = set()  # cancel events of running guests
         self._threads_lock = threading.Lock()
         self._in_threads = 0
@@ -375,6 +380,7 @@ class Executor:
     ) -> Result:
         """Admit ``job`` and run it in a fresh instance. Raises ``Refused`` when there is no room;
         calls ``on_admitted`` once it has a slot. Cancelling the awaiting task cancels the guest."""
+        await self.ready(job.runtime, job.profile.image)
         return await self.admit_and_run(
             job,
             lambda c, source: self._sandbox_call(job, c, on_output, source),
@@ -398,9 +404,15 @@ class Executor:
             sandbox = self.sandbox_for(job.runtime, job.profile.image)
             return call(sandbox, self.pool_for(sandbox, job.profile) if self.pool_for else None, c)
 
+        await self.ready(job.runtime, job.profile.image)
         return await self.admit_and_run(job, sandbox_call,
                                         memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
                                         cancel=cancel)
+
+    async def ready(self, runtime: str, image: str | None) -> None:
+        """Wait until the sandbox of ``runtime`` and ``image`` is ready, or ``Refused``."""
+        if self.prepare is not None:
+            await self.prepare(runtime, image)
 
     def run_sync(
         self,
@@ -645,6 +657,7 @@ class SessionStore:
                 f"this caller already has {tenant.max_concurrent} open sessions; close one first",
                 headers={"Retry-After": "30"},
             )  # fmt: skip
+        await self.executor.ready(runtime, profile.image)
         gate = self.executor.gate
         held = self.executor.memory_for(profile, runtime, limits)
         reservation = gate.reserve(tenant, held) if gate is not None else None

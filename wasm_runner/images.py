@@ -44,7 +44,7 @@ from typing import Any
 import wasmtime as wt
 
 from . import snapshot as snap
-from .cache import cache_dir, private_file_ok
+from .cache import build_lock, cache_dir, private_file_ok
 from .errors import WasmRunnerError
 from .runtimes import Runtime
 
@@ -58,6 +58,7 @@ __all__ = [
     "IMAGES",
     "ImageBuildFailed",
     "RESIDENT_MB",
+    "SETUP_CPU_S",
     "check_name",
     "command_path",
     "ensure",
@@ -163,6 +164,10 @@ def setup_code(name: str, boot_source: str) -> str:
 
 ENTRY = b"_wr_main()\n"  # what a restored instance's turn runs
 
+# CPU seconds an image's set-up run takes with Cranelift's code (for the estimates of
+# sandbox.default.prepare_estimate; measured, docs/performance.md)
+SETUP_CPU_S = {"datascience": 4.0}
+
 
 def image_key(rt: Runtime, name: str, boot_source: str) -> str:
     h = hashlib.sha256()
@@ -224,9 +229,11 @@ def ensure(rt: Runtime, name: str, boot_source: str,
     code through ``turn`` in a fresh instance of ``plain`` and returns its memory and a report."""
     check_name(name)
     path = image_path(rt, name, boot_source)
+    if ready(path):
+        return path
     with _build_guard:
         lock = _build_locks.setdefault(str(path), threading.Lock())
-    with lock:
+    with lock, build_lock(path):  # one thread, and one process sharing the cache, makes it
         if ready(path):
             return path
         say = progress or (lambda m: None)
@@ -285,11 +292,11 @@ def finish_image(module: bytes, memory: bytearray) -> bytes:
     return snap.write_image(module, memory)
 
 
-def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any],
+def run_setup(engine: wt.Engine, fuel: bool, pre: Any, code: bytes, layout: Callable[[], Any],
               start: Callable[[Callable[[], None]], None]) -> tuple[bytes, dict[str, Any]]:
-    """Run ``code`` through ``turn`` in a fresh instance of ``pre`` (an instance-pre of ``sb``'s
-    engine and imports) on a guest thread (``start`` runs a function on one); return its memory
-    and a report.
+    """Run ``code`` through ``turn`` in a fresh instance of ``pre`` (an instance-pre of
+    ``engine``, metering fuel or not) on a guest thread (``start`` runs a function on one);
+    return its memory and a report.
     ``layout`` makes the run folder and grants every image run will have (same fd numbers)."""
     from . import engine as _engine
     from .wasi import GuestIO, current
@@ -302,10 +309,10 @@ def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any],
         io.stdout.cap = io.stderr.cap = 1 << 20
         io.deadline = time.monotonic() + 600
         fds_before = sorted(io.fds)
-        store = wt.Store(sb.engine)
+        store = wt.Store(engine)
         current.io = io
         try:
-            if sb.fuel:
+            if fuel:
                 store.set_fuel(10**13)
             _engine.watch(store, io.should_stop)
             inst = pre.instantiate(store)
@@ -325,7 +332,7 @@ def run_setup(sb: Any, pre: Any, code: bytes, layout: Callable[[], Any],
                 raise ImageBuildFailed(f"the set-up left files open: {left}")
             out["memory"] = mem.read(store, 0, mem.data_len(store))
             out["report"] = {"stdout": io.stdout.text(), "stderr": io.stderr.text(),
-                             "fuel": (10**13 - store.get_fuel()) if sb.fuel else None}
+                             "fuel": (10**13 - store.get_fuel()) if fuel else None}
         except BaseException as e:  # noqa: BLE001 - reported on the caller's thread
             out["error"] = e
         finally:
@@ -373,9 +380,11 @@ def command_path(rt: Runtime) -> Path:
 def ensure_command(rt: Runtime) -> Path:
     """The command module with its stack moved to a ``COMMAND_STACK`` region of its own."""
     path = command_path(rt)
+    if ready(path):
+        return path
     with _build_guard:
         lock = _build_locks.setdefault(str(path), threading.Lock())
-    with lock:
+    with lock, build_lock(path):
         if ready(path):
             return path
         module = rt.module.read_bytes()

@@ -1,8 +1,8 @@
 """Assembles the Starlette app: API routes, the MCP tools at ``/mcp`` (``wasm_runner.mcp.http``,
 behind the same keys and rate limits), extra routes (the playground pages), middleware, error
 handlers, the background sweep that ends expired sessions, and the replica's lifecycle (warming
-until the default sandbox is loaded, ``/readyz``; the Redis client of ``shared`` with
-``redis_url``, started here and closed at shutdown).
+while the profiles' runtimes are prepared in the background, ``wasm_runner.warmup``; ``/readyz``;
+the Redis client of ``shared`` with ``redis_url``, started here and closed at shutdown).
 
 Middleware, outermost first: security headers; ``HostGuard`` (only ``allowed_hosts``); ``BodyGuard``
 (body size and read time); ``InternalGuard`` (internal-hop headers: only a signed call from
@@ -23,6 +23,7 @@ from starlette.middleware.cors import CORSMiddleware
 from starlette.routing import BaseRoute
 
 from ..mcp.http import McpHttp
+from ..warmup import RETRY_SECONDS
 from .config import ServerConfig
 from .errors import install_error_handlers
 from .hop import InternalGuard, audit_refusal
@@ -49,15 +50,23 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
                 await asyncio.sleep(SWEEP_SECONDS)
                 await service.sessions.sweep()
 
-        async def warm() -> None:  # load the default profile's sandbox before a request needs it
-            default = service.config.profile(None)
+        async def warm() -> None:
+            # the profiles' runtimes are prepared in the background (compiled the first time on a
+            # machine): the app answers at once, runs wait for their runtime, /readyz says warming
+            while True:
+                preps = [service.warmup.start(rt, image) for rt, image in service.profile_runtimes()]
+                service.lifecycle.preparing = preps
+                while not all(p.done.is_set() for p in preps):
+                    await asyncio.sleep(0.2)
+                if not any(p.state == "failed" for p in preps):
+                    break
+                # logged by the warm-up; /readyz says runtime_failed; tried again after a while
+                await asyncio.sleep(RETRY_SECONDS)
             try:
-                await service.runner.call(lambda: service.sandbox(default.runtime, default.image))
                 await service.runner.call(service.start_pools)
             except Exception:
-                log.exception("warming the sandbox failed; the first run will try again")
-            finally:
-                service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)
+                log.exception("starting the warm pools failed; runs start fresh instances")
+            service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)
 
         if service.shared is not None:
             await service.shared.start()

@@ -1,8 +1,8 @@
 """A replica's life for a load balancer: warming up, ready, draining; and the drain on SIGTERM.
 
-``/readyz`` answers from ``Lifecycle.readiness``: 503 while the app warms up (the default
-profile's sandbox and the warm pools are not loaded yet), while it drains, and while the shared
-state (Redis) does not answer; 200 otherwise. ``/healthz`` stays the liveness probe (200 while the
+``/readyz`` answers from ``Lifecycle.readiness``: 503 while the app warms up (the profiles'
+runtimes are prepared in the background, then the warm pools start), while it drains, and while
+the shared state (Redis) does not answer; 200 otherwise. ``/healthz`` stays the liveness probe (200 while the
 process serves at all).
 
 On SIGTERM (or the first Ctrl-C) ``DrainingServer`` does not stop uvicorn at once: it calls
@@ -25,6 +25,7 @@ import uvicorn
 
 from ..execution import Executor, SessionStore
 from .admission import Admission
+from ..warmup import Preparation
 from .errors import ApiError
 from .leases import Leases
 from .shared import SharedState
@@ -73,6 +74,7 @@ class Lifecycle:
         self.warm = False
         self.draining = False
         self.drain_started: float | None = None
+        self.preparing: list[Preparation] = []  # the profiles' runtimes (app.py's warm-up)
 
     def check_admit(self) -> None:
         """Refuse new work while draining (``503 draining``)."""
@@ -80,11 +82,13 @@ class Lifecycle:
             raise draining_error()
 
     async def readiness(self, service: Drained) -> tuple[bool, str]:
-        """(ready, reason): ``ready``, ``warming``, ``draining`` or ``shared_state_unavailable``."""
+        """(ready, reason): ``ready``, ``warming``, ``runtime_failed`` (preparing a profile's
+        runtime failed: logged, tried again), ``draining`` or ``shared_state_unavailable``."""
         if self.draining:
             return False, "draining"
         if not self.warm:
-            return False, "warming"
+            failed = any(p.state == "failed" for p in self.preparing)
+            return False, "runtime_failed" if failed else "warming"
         if service.shared is not None and not await service.shared.ping():
             return False, "shared_state_unavailable"
         return True, "ready"

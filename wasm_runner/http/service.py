@@ -21,6 +21,7 @@ from starlette.requests import HTTPConnection
 from ..execution import CallerLike, Executor, Job, Ticket
 from ..limits import InvalidLimits, Limits
 from ..result import Result
+from ..warmup import Warmup
 from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
@@ -247,12 +248,15 @@ class Service:
             directory=self.directory,
         )
         self._pool_lock = threading.Lock()
+        # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
+        self.warmup = Warmup(self.sandbox, estimate=self.prepare_estimate, made=self.sandbox_made)
         self.executor = Executor(
             self.sandbox,
             gate=AdmissionGate(self.admission, self.metrics, self.leases, self.lifecycle),
             on_done=self.record,
             pool_for=self.pool_for,
             memory_for=self.resident_mb,
+            prepare=self.prepare,
             # a parked run (waiting for input) keeps its worker thread
             workers=config.max_running + config.max_waiting_runs + 4,
             max_sessions=config.max_sessions,
@@ -287,6 +291,34 @@ class Service:
             raise ApiError(
                 503, "runtime_unavailable", f"runtime {runtime!r} is not installed here: {exc}"
             ) from None
+
+    @staticmethod
+    def sandbox_made(runtime: str, image: str | None) -> bool:
+        from ..sandbox.default import is_made
+
+        return is_made(runtime, image)
+
+    @staticmethod
+    def prepare_estimate(runtime: str, image: str | None) -> float:
+        """About how many seconds making that sandbox takes here (0: all cached)."""
+        from ..sandbox.default import prepare_estimate
+
+        return prepare_estimate(runtime, image)
+
+    async def prepare(self, runtime: str, image: str | None) -> None:
+        """Return once the sandbox of ``runtime`` and ``image`` is ready (prepared in the
+        background on first use), waiting at most the queue timeout; else ``503 warming``."""
+        from ..sandbox.default import sandbox_key
+
+        runtime, image = sandbox_key(runtime, image)
+        await self.warmup.wait(runtime, image, self.config.queue_timeout_seconds)
+
+    def profile_runtimes(self) -> list[tuple[str, str | None]]:
+        """The (runtime, image) the profiles of the config use, each once."""
+        from ..sandbox.default import sandbox_key
+
+        keys = [sandbox_key(p.runtime, p.image) for p in self.config.profiles.values()]
+        return list(dict.fromkeys(keys))
 
     # -- who and what ----------------------------------------------------------------------
     async def caller(

@@ -142,8 +142,15 @@ class Sandbox:
         def layout() -> Workspace:
             return self.new_workspace(Limits(), None, None, None, False, placeholders=True)
 
-        self._load(base)
-        return images.run_setup(self, self.pre, code, layout, start_thread)
+        if engine.is_compiled(base, self.fuel):  # the plain image is compiled already: use it
+            self._load(base)
+            return images.run_setup(self.engine, self.fuel, self.pre, code, layout, start_thread)
+        # else a quick compile for this one run of our own code (engine.QUICK), not the
+        # minute or more that compiling plain for runs takes (serve's first start)
+        quick, module = engine.quick_module(base, self._progress)
+        linker = wt.Linker(quick)
+        define_imports(linker, module)
+        return images.run_setup(quick, False, linker.instantiate_pre(module), code, layout, start_thread)
 
     def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
                     collect_out: bool) -> tuple[Guest, Workspace]:

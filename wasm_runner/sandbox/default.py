@@ -1,4 +1,5 @@
-"""The process-wide sandboxes (one per runtime) behind ``wasm_runner.run``."""
+"""The process-wide sandboxes (one per runtime and image) behind ``wasm_runner.run`` and the
+server, and how long making one would take here (``prepare_estimate``, for ``warmup``)."""
 
 from __future__ import annotations
 
@@ -6,15 +7,21 @@ import atexit
 import os
 import threading
 
+from pathlib import Path
+
+from .. import engine, images
 from ..images import DEFAULT_IMAGE
 from ..limits import Limits
 from ..result import Result
+from ..runtimes import Runtime, get_runtime
+from . import wrapper
 from .core import Sandbox
 
-__all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "run"]
+__all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "is_made", "prepare_estimate", "run", "sandbox_key"]
 
 _default_sandboxes: dict[tuple[str, str | None], Sandbox] = {}
 _default_lock = threading.Lock()
+_making: dict[tuple[str, str | None], threading.Lock] = {}  # one maker per key; others wait
 
 
 @atexit.register
@@ -27,17 +34,68 @@ def close_default_sandboxes() -> None:
         sb.close()
 
 
+def sandbox_key(runtime: str | None = None, image: str | None = None) -> tuple[str, str | None]:
+    """(runtime, image) as the process-wide sandboxes are keyed: the default runtime's image
+    named (its default when None), no image for the others."""
+    name = runtime or "default"
+    return (name, image or DEFAULT_IMAGE) if name == "default" else (name, None)
+
+
 def default_sandbox(runtime: str | None = None, image: str | None = None) -> Sandbox:
     """The process-wide sandbox of ``runtime`` (and ``image``, default runtime only), made on
-    first use."""
-    name = runtime or "default"
-    if name == "default":
-        image = image or DEFAULT_IMAGE
+    first use. Making one (a compile, the first time on a machine) holds up only callers of the
+    same runtime and image."""
+    key = sandbox_key(runtime, image)
     with _default_lock:
-        sb = _default_sandboxes.get((name, image))
+        sb = _default_sandboxes.get(key)
+        if sb is not None:
+            return sb
+        making = _making.setdefault(key, threading.Lock())
+    with making:
+        with _default_lock:
+            sb = _default_sandboxes.get(key)
         if sb is None:
-            sb = _default_sandboxes[(name, image)] = Sandbox(name, image=image)
+            sb = Sandbox(key[0], image=key[1])
+            with _default_lock:
+                _default_sandboxes[key] = sb
         return sb
+
+
+def is_made(runtime: str | None = None, image: str | None = None) -> bool:
+    """Whether the process-wide sandbox of ``runtime`` and ``image`` exists already."""
+    with _default_lock:
+        return sandbox_key(runtime, image) in _default_sandboxes
+
+
+def prepare_estimate(runtime: str | None = None, image: str | None = None) -> float:
+    """About how many seconds making the process-wide sandbox of ``runtime`` and ``image`` takes
+    on this machine now: 0 when it is made or its module is compiled; else the compile, and for
+    an image made by running code and not built yet, the set-up run (after a quick compile when
+    the plain image is not compiled either) before it."""
+    name, image = sandbox_key(runtime, image)
+    if is_made(name, image):
+        return 0.0
+    rt = get_runtime(name)
+    size = rt.module.stat().st_size
+    if image is None:  # a command runtime: its module with a larger stack (images.ensure_command)
+        return _compile_left(rt, images.command_path(rt), "stack", size)
+    path = images.image_path(rt, image, wrapper.BOOT_SOURCE)
+    if not images.via_turn(image) or images.ready(path):
+        return _compile_left(rt, path, image, size)
+    plain = images.image_path(rt, "plain", wrapper.BOOT_SOURCE)
+    setup = images.SETUP_CPU_S.get(image, 10.0)
+    if images.ready(plain) and engine.is_compiled(images.image_runtime(rt, "plain", plain)):
+        before = engine.cpu_estimate(setup, parallel=False)
+    else:
+        before = engine.compile_estimate(size, engine.QUICK) + engine.cpu_estimate(
+            setup * engine.QUICK_SLOWDOWN, parallel=False)
+    return before + engine.compile_estimate(size)  # the image's module: about the runtime's size
+
+
+def _compile_left(rt: Runtime, path: Path, name: str, size: int) -> float:
+    if images.ready(path) and engine.is_compiled(images.image_runtime(rt, name, path)):
+        return 0.0
+    return engine.compile_estimate(size)
 
 
 def default_sandboxes() -> list[Sandbox]:

@@ -151,6 +151,36 @@ $("share").addEventListener("click", async () => {
   $("share-note").textContent = copied ? "Link copied" : "Link is in the address bar";
 });
 
+// While the server prepares its runtime (compiled once, on its first start) say so, and let
+// "auto" run in the browser meanwhile; a runtime that could not be prepared is said too.
+async function watchServer() {
+  const note = $("server-note");
+  for (;;) {
+    let body;
+    try {
+      body = await (await fetch(new URL("readyz", new URL(config.base, location.href)), { cache: "no-store" })).json();
+    } catch {
+      return; // no answer: the runs' own errors will say what is wrong
+    }
+    const runtimes = Array.isArray(body && body.runtimes) ? body.runtimes : [];
+    const preparing = runtimes.filter((r) => r && r.state === "preparing");
+    if (preparing.length) {
+      const left = Math.max(...preparing.map((r) => Number(r.seconds_left) || 0));
+      note.textContent = `The server runtime is being prepared: first start only, about ${left} s. Runs in your browser work now.`;
+      if (!runner.autoTier && !current) runner.autoTier = "browser";
+    } else if (runtimes.some((r) => r && r.state === "failed")) {
+      note.textContent = "The server runtime could not be prepared (the server's log says why). Runs in your browser still work.";
+    } else {
+      note.hidden = true;
+      return;
+    }
+    note.hidden = false;
+    showTier();
+    await new Promise((resolve) => setTimeout(resolve, 3000));
+  }
+}
+watchServer();
+
 window.playground = { runner, editor, start, stop, view };
 
 // ?exercise=ID: the exercise's instructions above the editor and a Check button beside Run;

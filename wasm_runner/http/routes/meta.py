@@ -29,10 +29,13 @@ async def healthz(request: Request) -> Response:
 
 async def readyz(request: Request) -> Response:
     """200 ``{"status": "ready"}`` when this replica takes work; else 503 with the reason
-    (``warming``, ``draining``, ``shared_state_unavailable``) in ``status``."""
+    (``warming``, ``runtime_failed``, ``draining``, ``shared_state_unavailable``) in ``status``;
+    while warming (or failed) ``runtimes`` lists the profiles' runtimes: state, seconds left."""
     service = service_of(request)
     ready, reason = await service.lifecycle.readiness(service)
-    body = {"status": reason, "ready": ready}
+    body: dict[str, object] = {"status": reason, "ready": ready}
+    if reason in ("warming", "runtime_failed"):  # what the playground page shows meanwhile
+        body["runtimes"] = [p.describe() for p in service.lifecycle.preparing]
     if service.shared is not None:
         body["shared_state"] = "up" if service.shared.up else "down"
     return SafeJSONResponse(
