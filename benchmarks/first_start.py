@@ -8,6 +8,7 @@ folder (never the user's own cache), and Debian's Chromium (headless, via Playwr
 browser tier. Not a test: it only measures and reports. Times are seconds from the start of
 ``serve.sh``:
 
+- serve_started: the set-up (checks only) is done and the server starts;
 - page: ``GET /`` answers 200;
 - browser_result: the playground page opened in Chromium then, ``print(6*7)`` run in the browser
   tier, its result back in the page;
@@ -70,6 +71,8 @@ def main(argv: list[str] | None = None) -> int:
         out: dict[str, Any] = {}
         try:
             while time.monotonic() - start < args.timeout:
+                if "serve_started_s" not in out and "auth is OFF" in (Path(tmp) / "serve.log").read_text():
+                    out["serve_started_s"] = round(time.monotonic() - start, 1)  # set-up checked
                 try:
                     if httpx.get(url + "/", timeout=10).status_code == 200:
                         out["page_s"] = round(time.monotonic() - start, 1)
@@ -80,6 +83,7 @@ def main(argv: list[str] | None = None) -> int:
             with sync_playwright() as pw:
                 browser = pw.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
                 page = browser.new_page()
+                page.set_default_timeout(args.timeout * 1000)
                 page.goto(url + "/")
                 got = page.evaluate(BROWSER_RESULT)
                 out["browser_result_s"] = round(time.monotonic() - start, 1)
@@ -100,7 +104,11 @@ def main(argv: list[str] | None = None) -> int:
             out["server_cpu_s"] = round(cpu_seconds(proc.pid), 1)  # serve.sh execs the server
         finally:
             proc.terminate()
-            proc.wait(60)
+            try:
+                proc.wait(300)  # it drains first
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(60)
             log.close()
         out["log_tail"] = (Path(tmp) / "serve.log").read_text()[-1500:]
     out.update({
