@@ -47,11 +47,12 @@ TICK_S = 0.01
 # page (a crash of the host process) instead of a clean stack-overflow trap.
 MAX_WASM_STACK = 24 << 20
 
-# How modules are compiled (docs/security.md, "Compilers"; figures in docs/performance.md).
+# How modules are compiled (docs/security.md, "How the runtimes are compiled"; figures in
+# docs/performance.md, "Compiling the runtimes").
 # Every module a run uses is compiled by Cranelift, wasmtime's optimising compiler, at its default
 # optimisation level, with wasmtime's parallel compilation (one function per core at a time).
-# QUICK: Winch, wasmtime's baseline compiler, compiles the default runtime with ~40% of
-# Cranelift's CPU time, into code ~4.5x slower; it cannot compile that runtime with fuel
+# QUICK: Winch, wasmtime's baseline compiler, compiles with a fraction of Cranelift's CPU time
+# (16% for the small runtime), into code ~2x slower; it cannot compile the default runtime with fuel
 # metering, so it is used for one thing only: the run that builds an image from our own set-up
 # code (images.py), without fuel (the wall deadline holds) and without a cache file, when the
 # Cranelift module it would otherwise need is not compiled yet (serve's first start).
@@ -176,7 +177,7 @@ def quick_module(rt: Runtime, progress: Callable[[str], None] | None = None) -> 
 # CPU seconds one MiB of wasm takes to compile, measured on a 2-core x86-64 machine
 # (docs/performance.md, "Compiling the runtimes"): what the estimates of ``compile_estimate`` use.
 COMPILE_CPU_S_PER_MIB = {CRANELIFT: 1.0, QUICK: 0.39}
-QUICK_SLOWDOWN = 4.5  # how much more CPU time the quick compiler's code takes (a Python loop)
+QUICK_SLOWDOWN = 2.0  # how much more CPU time the quick compiler's code takes (a Python loop)
 
 
 def compile_estimate(size: int, compiler: str = CRANELIFT) -> float:
