@@ -80,7 +80,10 @@ INPUTS: list[tuple[str, list[str], str]] = [
      "Age? minor\n"),
 ]  # fmt: skip
 ENDLESS = "n = 0\nwhile True:\n    n += 1"
-EXERCISE_ANSWER = "a = int(input())\nb = int(input())\nprint(a + b)\n"
+EXERCISE_ANSWER = (  # examples/exercises/add-numbers: its tests call add()
+    "def add(a, b):\n    return a + b\n\n\nif __name__ == '__main__':\n"
+    "    a = int(input())\n    b = int(input())\n    print(add(a, b))\n"
+)
 
 # what a student does next, with its weight
 ACTIONS = {
