@@ -260,7 +260,9 @@ def test_auto_tier_falls_back_to_the_browser_when_the_server_refuses():
         server = page.evaluate(
             """async () => await window.playground.runner.run("print('x')", {tier: 'server'})"""
         )
-        assert server["tier"] == "server" and "401" in server["message"]
+        # a missing key is the page author's to fix, and is said to them as such (issue 21)
+        assert server["tier"] == "server" and server["refused"]["reason"] == "key", server
+        assert server["message"].startswith("For the page's author:") and "API key" in server["message"]
         page.context.close()
     finally:
         stop_process(process)

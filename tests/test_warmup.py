@@ -8,12 +8,31 @@ from __future__ import annotations
 import asyncio
 import logging
 import threading
+from collections.abc import Coroutine
+from typing import Any
 
 import pytest
 
 from wasm_runner.execution import Refused
 from wasm_runner.warmup import Warmup
 
+
+def run_in_own_loop(coro: Coroutine[Any, Any, None]) -> None:
+    """asyncio.run in a thread of its own: earlier tests in the same process (Playwright's sync
+    API) can leave an event loop running in the main thread, where asyncio.run refuses to start."""
+    failure: list[BaseException] = []
+
+    def main() -> None:
+        try:
+            asyncio.run(coro)
+        except BaseException as exc:  # handed back to the test's thread
+            failure.append(exc)
+
+    thread = threading.Thread(target=main)
+    thread.start()
+    thread.join()
+    if failure:
+        raise failure[0]
 
 def test_runs_wait_then_are_refused_while_the_runtime_is_prepared_then_pass() -> None:
     release = threading.Event()
@@ -41,7 +60,7 @@ def test_runs_wait_then_are_refused_while_the_runtime_is_prepared_then_pass() ->
         assert prep.state == "ready" and prep.describe() == {
             "runtime": "default", "image": "datascience", "state": "ready"}
 
-    asyncio.run(scenario())
+    run_in_own_loop(scenario())
     assert made == [("default", "datascience")]  # made once, however many waited
 
 
@@ -62,7 +81,7 @@ def test_a_failed_preparation_is_logged_and_refused_not_swallowed(caplog: pytest
             await warmup.wait("small", None, timeout=30)
 
     with caplog.at_level(logging.ERROR, logger="wasm_runner.warmup"):
-        asyncio.run(scenario())
+        run_in_own_loop(scenario())
     assert "preparing the small runtime failed" in caplog.text
     assert "the compiler ran out of memory" in caplog.text
     assert len(warmup.preparations()) == 1
@@ -72,4 +91,4 @@ def test_a_sandbox_made_already_is_ready_at_once() -> None:
     warmup = Warmup(lambda runtime, image: None, made=lambda runtime, image: True)
     prep = warmup.start("default", "plain")
     assert prep.state == "ready" and prep.seconds_left() == 0
-    asyncio.run(warmup.wait("default", "plain", timeout=0))
+    run_in_own_loop(warmup.wait("default", "plain", timeout=0))

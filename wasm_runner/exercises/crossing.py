@@ -24,6 +24,7 @@ from importlib.resources import files as _pkg_files
 from typing import Any
 
 from .. import codec
+from ..errors import WasmRunnerError
 from ..limits import Limits
 from ..result import LIMIT_STATUSES, Result, Status
 
@@ -73,7 +74,7 @@ def split_limits(limits: Limits) -> tuple[Limits, Limits]:
     return replace(limits, memory_mb=student_mb), replace(limits, memory_mb=test_mb)
 
 
-class ProtocolError(ValueError):
+class ProtocolError(WasmRunnerError, ValueError):
     """A message that is not what the protocol allows at that point."""
 
 
