@@ -49,8 +49,6 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-from .errors import WasmRunnerError
-
 __all__ = ["PlainDataError", "to_tagged", "from_tagged", "dumps", "loads", "describe_type",
            "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
 
@@ -64,7 +62,7 @@ HANDLE_TAGS = ("$handle", "$remote")
 Handler = Callable[[Any], Any]  # encode: a non-plain object -> a tag ({"$handle": n}); decode: tag -> object
 
 
-class PlainDataError(WasmRunnerError, ValueError):
+class PlainDataError(ValueError):
     """A value that cannot cross: too deep, too big, a cycle, or malformed encoded data."""
 
 
