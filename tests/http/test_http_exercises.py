@@ -105,3 +105,18 @@ def test_checks_are_audited(api: httpx.Client, server) -> None:  # type: ignore[
     lines = [json.loads(line) for line in Path(server.config.audit_log).read_text().splitlines()]
     mine = [e for e in lines if e.get("kind") == "check"]
     assert len(mine) >= 2  # one entry per check run
+
+
+def test_a_named_students_check_runs_within_its_own_places(api: httpx.Client) -> None:
+    # seven checks, four at once for the key, but the student may have two runs in flight: the
+    # checks wait for the student's places instead of being refused by them (classroom benchmark)
+    solution = (EXERCISES / "mean" / "solution.py").read_text()
+    r = api.post("/api/exercises/mean/check", json={"code": solution},
+                 headers={"X-Wasm-Runner-User": "student-7"})
+    assert r.status_code == 200, r.text
+    report = r.json()
+    assert report["passed"] and report["passed_count"] == report["total"] == 7
+    # the same student runs code afterwards: nothing of the check is still held
+    after = api.post("/api/run", json={"code": "print('next')"},
+                     headers={"X-Wasm-Runner-User": "student-7"})
+    assert after.status_code == 200 and after.json()["stdout"] == "next\n"

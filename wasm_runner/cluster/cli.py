@@ -59,6 +59,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner cluster [options]``; returns the exit status."""
     from ..http.config import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
     from .replicas import CLUSTER_SECRET_ENV
+    from ..host_memory import default_memory_budget_mb
     from .supervisor import Cluster, ClusterError, ClusterOptions
 
     args = _parser().parse_args(argv)
@@ -98,6 +99,9 @@ def main(argv: Sequence[str] | None = None) -> int:
         replicas=args.replicas, port=args.port, host=args.host, config_path=args.config,
         no_auth=args.no_auth, max_running=args.max_running, drain_seconds=args.drain_seconds,
         allowed_hosts=allowed, log_level=args.log_level, ready_timeout=args.ready_timeout,
+        # the replicas share this host's memory: each gets its part of the default budget
+        memory_budget_mb=default_memory_budget_mb(shares=args.replicas)
+        if config.memory_budget_mb == default_memory_budget_mb() else None,
     )  # fmt: skip
 
     stop = threading.Event()

@@ -20,9 +20,10 @@ from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["ReplicaSpec", "replica_argv", "replica_ready", "CLUSTER_SECRET_ENV"]
+__all__ = ["ReplicaSpec", "replica_argv", "replica_ready", "CLUSTER_SECRET_ENV", "MEMORY_BUDGET_ENV"]
 
 CLUSTER_SECRET_ENV = "WASM_RUNNER_CLUSTER_SECRET"
+MEMORY_BUDGET_ENV = "WASM_RUNNER_MEMORY_BUDGET_MB"  # a replica's part of the host's memory
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 

@@ -36,7 +36,7 @@ from ..http.config import ServerConfig
 from .children import Child, environ_with, free_port, require_binary
 from .haproxy import check_config, haproxy_argv, render_config, server_states
 from .redis import redis_argv, redis_ready, redis_url, wait_for_redis
-from .replicas import CLUSTER_SECRET_ENV, ReplicaSpec, replica_argv, replica_ready
+from .replicas import CLUSTER_SECRET_ENV, MEMORY_BUDGET_ENV, ReplicaSpec, replica_argv, replica_ready
 
 __all__ = ["Cluster", "ClusterError", "ClusterOptions", "RESTART_DELAY", "MAX_RESTARTS", "RESTART_WINDOW"]
 
@@ -64,6 +64,9 @@ class ClusterOptions:
     allowed_hosts: tuple[str, ...] = ()
     log_level: str = "warning"
     ready_timeout: float = 300.0  # a fresh machine compiles the runtime on the first start
+    # each replica's memory_budget_mb when the config leaves it to the host's default: the
+    # replicas share one host, so each gets its part (host_memory.default_memory_budget_mb)
+    memory_budget_mb: int | None = None
 
 
 @dataclass
@@ -110,7 +113,10 @@ class Cluster:
                                + " | ".join(redis_child.tail))  # fmt: skip
         self.redis_quiet = False
         self.say(f"redis-server {self.redis_url} (pid {redis_child.pid})")
-        env = environ_with({CLUSTER_SECRET_ENV: self.secret})
+        extra = {CLUSTER_SECRET_ENV: self.secret}
+        if self.options.memory_budget_mb is not None:
+            extra[MEMORY_BUDGET_ENV] = str(self.options.memory_budget_mb)
+        env = environ_with(extra)
         backends = []
         for i in range(self.options.replicas):
             spec = ReplicaSpec(

@@ -11,7 +11,8 @@ TOML layout (every table and key optional)::
     default_profile = "student"
     max_running = 2                   # guests running at once, all tenants together
     max_queue = 64                    # requests waiting for a slot; more get 429 + Retry-After
-    memory_budget_mb = 2048           # memory running guests and live sessions may hold together
+    memory_budget_mb = 4096           # memory running guests and live sessions may hold together
+                                      # (default: half the host's or container's memory)
     max_waiting_runs = 256            # runs waiting for input() (no run slot; memory still held)
     max_waiting_runs_per_key = 128    # ...of them, per key
     cors_origins = ["https://course.example"]
@@ -70,6 +71,7 @@ from typing import Any, Literal
 from limits import parse as parse_rate
 
 from ..errors import WasmRunnerError
+from ..host_memory import default_memory_budget_mb
 from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
 
@@ -175,7 +177,9 @@ class ServerConfig:
     # tenant_queue while two endless loops held both slots, benchmarks/classroom.py)
     max_queue: int = 64
     queue_timeout_seconds: float = 30.0
-    memory_budget_mb: int = 2048
+    # half the memory of the host (or its container), at least 1024 (host_memory.py): a class of
+    # 30 each holding a session (98 MB with the default profile) did not fit in a fixed 2048
+    memory_budget_mb: int = field(default_factory=default_memory_budget_mb)
     # runs parked while they wait for interactive input (no run slot, memory held), all / per key
     max_waiting_runs: int = 256
     max_waiting_runs_per_key: int = 128
@@ -188,7 +192,7 @@ class ServerConfig:
     max_files_in: int = 32
     max_file_in_bytes: int = 4 << 20
     # sessions
-    max_sessions: int = 16
+    max_sessions: int = 64  # live sessions of all keys (a class of 30 each with one fits)
     session_idle_seconds: float = 300.0
     session_max_lifetime_seconds: float = 3600.0
     # downloads of files a run wrote
