@@ -34,9 +34,9 @@ from pathlib import Path
 from typing import Any
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from browser_harness import CHROMIUM, CHROMIUM_ARGS, start_uvicorn, stop_process  # noqa: E402 - after the sys.path line above
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, start_uvicorn, stop_process  # noqa: E402 - after the sys.path line above
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 from wasm_runner.browser.locations import web_dir  # noqa: E402

@@ -35,9 +35,9 @@ from typing import Any
 import httpx
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from browser_harness import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - after the sys.path line above
+from tests.support.browser import CHROMIUM, CHROMIUM_ARGS  # noqa: E402 - after the sys.path line above
 from playwright.sync_api import sync_playwright  # noqa: E402
 
 BROWSER_RESULT = """async () => {

@@ -24,9 +24,9 @@ import time
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
-sys.path.insert(0, str(REPO / "tests"))
+sys.path.insert(0, str(REPO))
 
-from browser_harness import (  # noqa: E402
+from tests.support.browser import (  # noqa: E402
     CHROMIUM,
     CHROMIUM_ARGS,
     READY_SECONDS,

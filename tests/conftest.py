@@ -1,12 +1,15 @@
 """Shared fixtures: one real Sandbox per runtime and image for the whole session (compiled once,
-cached: ``wasm-runner warm`` builds and compiles the images before the suite)."""
+cached: ``wasm-runner warm`` builds and compiles the images before the suite), and real
+redis-servers (``tests/support/redis_process.py``)."""
 
 from __future__ import annotations
 
 import os
+from collections.abc import Iterator
 
 import pytest
 
+from tests.support.redis_process import RedisProcess
 from wasm_runner import Sandbox
 
 RUNTIMES = ["default", "small"]
@@ -61,3 +64,24 @@ def fake_secret(monkeypatch: pytest.MonkeyPatch) -> str:
     value = "wr-fake-secret-" + os.urandom(8).hex()
     monkeypatch.setenv("WR_FAKE_SECRET", value)
     return value
+
+
+@pytest.fixture(scope="session")
+def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """One redis-server for the whole test session, for tests that only need *a* Redis (do not
+    stop it: a module whose tests do takes ``redis``)."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()
+
+
+@pytest.fixture(scope="module")
+def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
+    """The test module's own redis-server, which its tests may stop and start again."""
+    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
+    try:
+        yield server
+    finally:
+        server.stop()

@@ -1,7 +1,7 @@
 """``wasm_runner.warmup``: a runtime prepared in the background, runs waiting for it (bounded),
 refused with ``503 warming`` and a Retry-After meanwhile, a failure reported and kept, not
 swallowed. The maker here is a plain function that blocks until released (what a compile does);
-the real compile is in ``tests/http/test_http_first_start.py``."""
+the real compile is in ``tests/http/test_first_start.py``."""
 
 from __future__ import annotations
 

@@ -18,14 +18,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_harness import (CHECK_EXERCISE, READY_SECONDS, poll, send_html, shared_browser,
+from tests.support.browser import (CHECK_EXERCISE, READY_SECONDS, poll, send_html, shared_browser,
                              start_uvicorn, stop_process)
 
 from wasm_runner.browser.locations import web_dir
 from wasm_runner.browser.pyodide_snapshot import SnapshotStore
 from wasm_runner.exercises import load_exercise
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXAMPLES = ROOT / "examples" / "exercises"
 ADD = load_exercise(EXAMPLES / "add-numbers")
 SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))

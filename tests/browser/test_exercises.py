@@ -13,14 +13,14 @@ from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 
 import pytest
-from browser_harness import (CHECK_EXERCISE, READY_SECONDS, open_playground, poll, run_in_browser, shared_browser,
+from tests.support.browser import (CHECK_EXERCISE, READY_SECONDS, open_playground, poll, run_in_browser, shared_browser,
                              shared_server)
 
 from wasm_runner import Limits
 from wasm_runner.exercises import check_code, load_exercise
 from wasm_runner.sandbox import default_sandbox
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "tests" / "exercises"
 SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))
 MEAN = load_exercise(EXERCISES / "mean")

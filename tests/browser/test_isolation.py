@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import pytest
-from browser_harness import READY_SECONDS, poll, shared_browser, shared_server
+from tests.support.browser import READY_SECONDS, poll, shared_browser, shared_server
 
 COOKIE_SECRET = "cookie-secret-5f1c"
 STORAGE_SECRET = "storage-secret-9a7e"

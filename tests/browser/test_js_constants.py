@@ -16,7 +16,7 @@ from wasm_runner import Limits, Status
 from wasm_runner.inputs import MAX_SOURCE_BYTES
 from wasm_runner.limits import limit_ranges
 
-WEB_SRC = Path(__file__).resolve().parent.parent / "web" / "src"
+WEB_SRC = Path(__file__).resolve().parents[2] / "web" / "src"
 _OPS = {ast.LShift: operator.lshift, ast.Mult: operator.mul, ast.Add: operator.add}
 
 

@@ -23,9 +23,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from browser_harness import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, run_via_ui, shared_browser
-from browser_harness import stop_process as stop
-from test_wheelhouse import NUMPY_FILE, make_archive, make_release, make_wheel
+from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, run_via_ui, shared_browser
+from tests.support.browser import stop_process as stop
+from tests.browser.test_wheelhouse import NUMPY_FILE, make_archive, make_release, make_wheel
 
 from wasm_runner.browser.locations import OFFICIAL_INDEX_TEMPLATE, web_dir
 from wasm_runner.browser.release import declared_pyodide_version

@@ -8,7 +8,7 @@ import base64
 import os
 from pathlib import Path
 
-from browser_harness import (
+from tests.support.browser import (
     open_playground,
     poll,
     run_and_stop,
@@ -17,7 +17,7 @@ from browser_harness import (
     stop_process,
 )
 
-PLOT_PROGRAM = (Path(__file__).parent / "web" / "plot_standin.py").read_text() + (
+PLOT_PROGRAM = (Path(__file__).resolve().parents[1] / "web" / "plot_standin.py").read_text() + (
     "\nimport matplotlib.pyplot as plt\nplt.plot(range(10), [x * x for x in range(10)])\nprint('plotted')\n"
 )
 PNG_SIGNATURE = b"\x89PNG\r\n\x1a\n"

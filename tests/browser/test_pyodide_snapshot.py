@@ -3,7 +3,7 @@ verified, rebuilt when stale, served immutable, used in Chromium, rejected with 
 when it does not load) and the spare worker after a Stop that ended the worker.
 
 Real parts only: Node makes the snapshot, uvicorn serves it on 127.0.0.1, Debian's Chromium runs
-it (see browser_harness).
+it (see tests/support/browser.py).
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ import urllib.request
 from pathlib import Path
 
 import pytest
-from browser_harness import (
+from tests.support.browser import (
     READY_SECONDS,
     open_playground,
     poll,
@@ -130,9 +130,9 @@ def test_a_snapshot_that_does_not_load_means_a_normal_start_that_says_so(tmp_pat
     )
     env = {
         "WASM_RUNNER_CACHE": str(cache),
-        "PYTHONPATH": os.pathsep.join([str(Path(__file__).parent), os.environ.get("PYTHONPATH", "")]),
+        "PYTHONPATH": os.pathsep.join([str(Path(__file__).resolve().parents[2]), os.environ.get("PYTHONPATH", "")]),
     }
-    process, base = start_uvicorn("pages_only_app:app", env)
+    process, base = start_uvicorn("tests.support.pages_only_app:app", env)
     try:
         context = shared_browser().new_context()
         page = context.new_page()

@@ -21,7 +21,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from browser_harness import (
+from tests.support.browser import (
     READY_SECONDS,
     SEEN,
     end_sentence,
@@ -35,7 +35,7 @@ from browser_harness import (
 )
 
 PROGRAMS = json.loads(
-    (Path(__file__).parent / "web" / "beginner_programs.json").read_text()
+    (Path(__file__).resolve().parents[1] / "web" / "beginner_programs.json").read_text()
 )
 SCREENSHOTS = Path(
     os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens")

@@ -10,10 +10,10 @@ from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 
-import _mcp_checks as checks
+from tests.support import mcp_checks as checks
 import httpx
 import pytest
-from cluster_harness import REPLICA_HEADER, LiveCluster, start_cluster, wait_until
+from tests.support.cluster import REPLICA_HEADER, LiveCluster, start_cluster, wait_until
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client

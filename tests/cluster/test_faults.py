@@ -16,7 +16,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from cluster_harness import LEASE_TTL, REPLICA_HEADER, LiveCluster, start_cluster, wait_until
+from tests.support.cluster import LEASE_TTL, REPLICA_HEADER, LiveCluster, start_cluster, wait_until
 
 from wasm_runner.cluster.children import port_in_use
 

@@ -13,10 +13,7 @@ processes on 127.0.0.1 with the same Redis and secret, hit directly (no balancer
 
 from __future__ import annotations
 
-import os
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Callable, Iterator
@@ -26,7 +23,8 @@ from typing import Any
 
 import httpx
 import pytest
-from redis_harness import RedisProcess, free_port
+from tests.support.redis_process import RedisProcess
+from tests.support.replicas import Replica
 
 SECRET = "cluster-secret-for-tests-" + "0123456789abcdef"
 TTL = 3.0  # lease_ttl_seconds of the replicas here
@@ -87,52 +85,6 @@ max_concurrent = 4
 SLEEP = "import time\ntime.sleep({})\nprint('slept')"
 
 
-class Replica:
-    """One ``wasm-runner serve`` process on a free loopback port."""
-
-    def __init__(self, config: Path, redis: RedisProcess, folder: Path) -> None:
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.workdir = folder / "work"
-        self.workdir.mkdir(parents=True)
-        env = dict(os.environ, WASM_RUNNER_CLUSTER_SECRET=SECRET, WASM_RUNNER_WORKDIR=str(self.workdir))
-        env.pop("WASM_RUNNER_CONFIG", None)
-        self.log = (folder / "serve.log").open("wb")
-        self.proc = subprocess.Popen(
-            [sys.executable, "-m", "wasm_runner.cli", "serve", "--config", str(config),
-             "--port", str(self.port), "--redis-url", redis.url, "--log-level", "warning"],
-            env=env, stdout=self.log, stderr=subprocess.STDOUT,
-        )  # fmt: skip
-
-    def wait_ready(self, timeout: float = 90.0) -> Replica:
-        end = time.monotonic() + timeout
-        while time.monotonic() < end:
-            assert self.proc.poll() is None, f"replica exited with {self.proc.returncode}"
-            try:
-                if httpx.get(self.url + "/readyz", timeout=5).status_code == 200:
-                    return self
-            except httpx.TransportError:
-                pass
-            time.sleep(0.1)
-        raise AssertionError(f"replica {self.url} not ready in {timeout} s")
-
-    def client(self, key: str) -> httpx.Client:
-        return httpx.Client(base_url=self.url, headers={"X-API-Key": key}, timeout=60)
-
-    def run(self, key: str, code: str) -> httpx.Response:
-        with self.client(key) as c:
-            return c.post("/api/run", json={"code": code})
-
-    def running(self) -> int:
-        return int(httpx.get(self.url + "/healthz", timeout=10).json()["running"])
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.kill()
-        self.proc.wait(30)
-        self.log.close()
-
-
 def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) -> bool:
     end = time.monotonic() + timeout
     while time.monotonic() < end:
@@ -140,16 +92,6 @@ def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) 
             return True
         time.sleep(step)
     return predicate()
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    # this module's own Redis: one test stops it (redis_harness.redis_server is shared)
-    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
 
 
 @pytest.fixture(scope="module")
@@ -166,7 +108,7 @@ def spawn(
     started: list[Replica] = []
 
     def start() -> Replica:
-        replica = Replica(config_file, redis, tmp_path_factory.mktemp("replica"))
+        replica = Replica(config_file, redis, tmp_path_factory.mktemp("replica"), secret=SECRET)
         started.append(replica)
         return replica
 
@@ -248,8 +190,8 @@ def test_a_killed_replicas_leases_stop_counting_when_its_heartbeat_lapses(
     long_ttl = 60.0
     config = tmp_path_factory.mktemp("long-ttl") / "server.toml"
     config.write_text(CONFIG.replace(f"lease_ttl_seconds = {TTL}", f"lease_ttl_seconds = {long_ttl}"))
-    a = Replica(config, redis, tmp_path_factory.mktemp("survivor"))
-    doomed = Replica(config, redis, tmp_path_factory.mktemp("doomed"))
+    a = Replica(config, redis, tmp_path_factory.mktemp("survivor"), secret=SECRET)
+    doomed = Replica(config, redis, tmp_path_factory.mktemp("doomed"), secret=SECRET)
     try:
         a.wait_ready(), doomed.wait_ready()
         with doomed.client("k-lone") as c:

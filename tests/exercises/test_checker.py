@@ -15,7 +15,7 @@ from wasm_runner.exercises import (ExerciseError, check_code, load_exercise, loa
                                    redact)
 from wasm_runner.sandbox import default_sandbox
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 EXERCISES = ROOT / "tests" / "exercises"
 EXAMPLE = ROOT / "examples" / "exercises" / "add-numbers"
 QUICK = Limits(cpu_seconds=1, wall_seconds=4, memory_mb=256)

@@ -1,7 +1,7 @@
 """The browser tier's practice checking (``wasm_runner/exercises/practice.py``) on the host: it
 plans the runs in the server's order and judges with the server's ``judging``; the generated
 program that ships it to Pyodide runs unchanged in a plain Python (the browser runs it in
-Pyodide: tests/web/practice.test.mjs, tests/test_browser_exercises.py)."""
+Pyodide: tests/web/practice.test.mjs, tests/browser/test_exercises.py)."""
 
 from __future__ import annotations
 
@@ -13,7 +13,7 @@ from pathlib import Path
 from wasm_runner.exercises import judging, load_exercise, practice
 from wasm_runner.exercises.webgen import practice_program
 
-ROOT = Path(__file__).resolve().parents[1]
+ROOT = Path(__file__).resolve().parents[2]
 ADD = load_exercise(ROOT / "examples" / "exercises" / "add-numbers")
 MEAN = load_exercise(ROOT / "tests" / "exercises" / "mean")
 

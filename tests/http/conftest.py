@@ -9,14 +9,14 @@ from collections.abc import Iterator
 
 import httpx
 import pytest
-from http_harness import LiveServer, live_server, make_config
+from tests.support.live_server import LiveServer, live_server, make_config
 
 from wasm_runner.sandbox import default_sandbox
 
 
 @pytest.fixture(scope="session")
 def warm_sandbox() -> None:
-    default_sandbox("default", "datascience")  # the profiles' image (http_harness)
+    default_sandbox("default", "datascience")  # the profiles' image (tests/support/live_server.py)
 
 
 @pytest.fixture(scope="session")

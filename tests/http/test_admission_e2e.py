@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import httpx
-from http_harness import live_server, make_config, wait_until
+from tests.support.live_server import live_server, make_config, wait_until
 
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, hash_key
 from wasm_runner.http.service import server_memory_mb

@@ -14,7 +14,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from attack_kit import (
+from tests.http.attack_kit import (
     ALICE,
     BOB,
     AttackServer,

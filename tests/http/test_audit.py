@@ -6,7 +6,7 @@ import hashlib
 import json
 from pathlib import Path
 
-from http_harness import KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, LiveServer, live_server, make_config
 
 
 def audit_lines(path: Path) -> list[dict]:  # type: ignore[type-arg]

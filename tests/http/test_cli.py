@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 
 import httpx
-from http_harness import wait_until
+from tests.support.live_server import wait_until
 
 import wasm_runner.http.cli as serve_cli
 

@@ -15,7 +15,7 @@ import sys
 from pathlib import Path
 
 import httpx
-from http_harness import wait_until
+from tests.support.live_server import wait_until
 
 
 def free_port() -> int:

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 import schemathesis
-from http_harness import KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, LiveServer, live_server, make_config
 from hypothesis import HealthCheck, settings
 from schemathesis.checks import (
     content_type_conformance,

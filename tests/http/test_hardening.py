@@ -11,7 +11,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from http_harness import live_server, make_config
+from tests.support.live_server import live_server, make_config
 from websockets.exceptions import InvalidStatus
 from websockets.sync.client import connect
 

@@ -5,25 +5,21 @@ them (``wasm_runner/http/hop.py``, ``directory.py``)."""
 from __future__ import annotations
 
 import json
-import os
 import secrets
 import signal
-import subprocess
-import sys
 import threading
 import time
 from collections.abc import Iterator
-from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
-from http_harness import wait_until
-from redis_harness import RedisProcess, free_port
+from tests.support.live_server import wait_until
+from tests.support.redis_process import RedisProcess
+from tests.support.replicas import Replica
 
 from wasm_runner.http.hop import sign
 
-ROOT = Path(__file__).resolve().parents[2]
 ALICE = "alice-hop-key"
 BOB = "bob-hop-key"
 SECRET = secrets.token_hex(32)
@@ -55,75 +51,12 @@ rate = "10000/minute"
 """
 
 
-@dataclass
-class Replica:
-    """One ``wasm-runner serve`` process."""
-
-    url: str
-    proc: subprocess.Popen[bytes]
-    audit: Path
-
-    def client(self, key: str | None = ALICE) -> httpx.Client:
-        headers = {"Authorization": f"Bearer {key}"} if key else {}
-        return httpx.Client(base_url=self.url, headers=headers, timeout=60, trust_env=False)
-
-    def stop(self) -> None:
-        if self.proc.poll() is None:
-            self.proc.send_signal(signal.SIGTERM)
-            try:
-                self.proc.wait(30)
-            except subprocess.TimeoutExpired:
-                self.proc.kill()
-                self.proc.wait(10)
-
-
 def start_replica(name: str, folder: Path, redis: RedisProcess) -> Replica:
-    """A replica with this module's config, the shared Redis and cluster secret."""
+    """A ready replica with this module's config, its Redis and the cluster secret."""
     config = folder / "cluster.toml"
     if not config.exists():
         config.write_text(CONFIG)
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")}
-    if "WASM_RUNNER_CACHE" in os.environ:  # CI's fresh cache: the compiled modules
-        env["WASM_RUNNER_CACHE"] = os.environ["WASM_RUNNER_CACHE"]
-    env.update(
-        PYTHONPATH=str(ROOT),
-        WASM_RUNNER_REDIS_URL=redis.url,
-        WASM_RUNNER_ADVERTISE_URL=url,
-        WASM_RUNNER_CLUSTER_SECRET=SECRET,
-        WASM_RUNNER_AUDIT_LOG=str(folder / f"{name}-audit.jsonl"),
-    )
-    log = open(folder / f"{name}.log", "wb")  # noqa: SIM115 - the process owns it
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wasm_runner.cli", "serve", "--host", "127.0.0.1",
-         "--port", str(port), "--config", str(config), "--log-level", "warning"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
-    )  # fmt: skip
-    replica = Replica(url, proc, folder / f"{name}-audit.jsonl")
-
-    def up() -> bool:
-        if proc.poll() is not None:
-            raise RuntimeError(f"replica {name} exited: {(folder / f'{name}.log').read_text()}")
-        try:
-            return httpx.get(f"{url}/healthz", timeout=2, trust_env=False).status_code == 200
-        except httpx.HTTPError:
-            return False
-
-    if not wait_until(up, timeout=90, step=0.1):
-        replica.stop()
-        raise RuntimeError(f"replica {name} did not start")
-    return replica
-
-
-@pytest.fixture(scope="module")
-def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    """This module's own redis-server (the harness's process, not the shared one)."""
-    server = RedisProcess(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield server
-    finally:
-        server.stop()
+    return Replica(config, redis, folder, secret=SECRET, name=name, advertise=True).wait_ready()
 
 
 @pytest.fixture(scope="module")
@@ -145,7 +78,7 @@ def pair(
 
 
 def open_session(replica: Replica) -> str:
-    with replica.client() as api:
+    with replica.client(ALICE) as api:
         r = api.post("/api/sessions", json={})
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
@@ -157,7 +90,7 @@ def cell(replica: Replica, sid: str, code: str, key: str = ALICE) -> httpx.Respo
 
 
 def close(replica: Replica, sid: str) -> None:
-    with replica.client() as api:
+    with replica.client(ALICE) as api:
         assert api.delete(f"/api/sessions/{sid}").status_code == 204
 
 
@@ -187,7 +120,7 @@ def test_a_session_runs_its_cells_on_either_replica(pair: tuple[Replica, Replica
 def test_describe_and_delete_from_the_other_replica(pair: tuple[Replica, Replica]) -> None:
     a, b = pair
     sid = open_session(a)
-    with b.client() as via_b, a.client() as via_a:
+    with b.client(ALICE) as via_b, a.client(ALICE) as via_a:
         described = via_b.get(f"/api/sessions/{sid}")
         assert described.status_code == 200, described.text
         assert described.json()["id"] == sid and described.json()["alive"] is True
@@ -220,7 +153,7 @@ def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
     code = "import time\nprint(word, flush=True)\ntime.sleep(2)\nprint('done')"
     events: list[tuple[str, dict[str, object]]] = []
     running_when_first_arrived = None
-    with b.client() as api, api.stream(
+    with b.client(ALICE) as api, api.stream(
         "POST", f"/api/sessions/{sid}/run/stream", json={"code": code}
     ) as r:
         assert r.status_code == 200
@@ -249,7 +182,7 @@ def test_a_client_leaving_the_other_replica_stops_the_cell_on_the_owner(
 ) -> None:
     a, b = pair
     sid = open_session(a)
-    with b.client() as api, api.stream(
+    with b.client(ALICE) as api, api.stream(
         "POST", f"/api/sessions/{sid}/run/stream", json={"code": "import time\ntime.sleep(12)"}
     ) as r:
         assert r.status_code == 200
@@ -258,13 +191,13 @@ def test_a_client_leaving_the_other_replica_stops_the_cell_on_the_owner(
         assert httpx.get(f"{a.url}/healthz").json()["running"] == 1
     # B closed its call to A when the client left; A cancelled the cell (long before its 12 s)
     assert wait_until(lambda: httpx.get(f"{a.url}/healthz").json()["running"] == 0, timeout=8)
-    with a.client() as api:
+    with a.client(ALICE) as api:
         api.delete(f"/api/sessions/{sid}")
 
 
 def test_a_download_link_from_one_replica_works_on_the_other(pair: tuple[Replica, Replica]) -> None:
     a, b = pair
-    with a.client() as api:
+    with a.client(ALICE) as api:
         r = api.post(
             "/api/run",
             json={"code": "open('/out/report.txt', 'w').write('made on a')", "files_as": "url"},
@@ -343,7 +276,7 @@ def test_a_redis_that_restarts_empty_gets_the_entries_back(
     a, b = pair
     sid = open_session(a)
     assert cell(a, sid, "kept = 'yes'").status_code == 200
-    with a.client() as api:
+    with a.client(ALICE) as api:
         link = api.post(
             "/api/run", json={"code": "open('/out/r.txt', 'w').write('again')", "files_as": "url"}
         ).json()["files"][0]["url"]
@@ -368,7 +301,7 @@ def test_a_killed_owner_answers_410_session_lost_at_once(
     try:
         sid, idle = open_session(owner), open_session(owner)
         assert cell(b, sid, "v = 7").status_code == 200
-        with owner.client() as api:
+        with owner.client(ALICE) as api:
             link = api.post(
                 "/api/run", json={"code": "open('/out/f.txt', 'w').write('x')", "files_as": "url"}
             ).json()["files"][0]["url"]
@@ -385,7 +318,7 @@ def test_a_killed_owner_answers_410_session_lost_at_once(
         worker.join(20)
         assert in_flight and in_flight[0].status_code == 410, in_flight
         assert in_flight[0].json()["error"]["code"] == "session_lost"
-        with b.client() as api:
+        with b.client(ALICE) as api:
             refused = api.post(f"/api/sessions/{idle}/run", json={"code": "1"}, timeout=10)
             assert refused.status_code == 410 and refused.json()["error"]["code"] == "session_lost"
             for gone_id in (sid, idle):  # later calls: 410 from the tombstone, without a try

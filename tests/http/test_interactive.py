@@ -7,7 +7,7 @@ import time
 from typing import Any
 
 import pytest
-from http_harness import KEY, LiveServer, wait_until
+from tests.support.live_server import KEY, LiveServer, wait_until
 from websockets.exceptions import ConnectionClosed, InvalidStatus
 from websockets.sync.client import ClientConnection, connect
 

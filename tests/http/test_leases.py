@@ -10,7 +10,7 @@ import asyncio
 import time
 from collections.abc import Awaitable, Callable
 
-from redis_harness import RedisProcess, redis_server  # noqa: F401  (the fixture)
+from tests.support.redis_process import RedisProcess
 
 from wasm_runner.http.leases import HEARTBEAT_TTL_SECONDS, Leases
 from wasm_runner.http.shared import SharedState
@@ -32,7 +32,7 @@ async def until(check: Callable[[], Awaitable[bool]], timeout: float) -> bool:
 
 
 def test_a_replica_that_stops_beating_loses_its_leases_within_the_heartbeat(
-    redis_server: RedisProcess,  # noqa: F811
+    redis_server: RedisProcess,
 ) -> None:
     async def scenario() -> None:
         a_state, b_state = replica(redis_server, "alive", "t1:"), replica(redis_server, "dead", "t1:")
@@ -65,7 +65,7 @@ def test_a_replica_that_stops_beating_loses_its_leases_within_the_heartbeat(
 
 
 def test_a_stalled_replica_writes_its_leases_back_at_its_next_beat(
-    redis_server: RedisProcess,  # noqa: F811
+    redis_server: RedisProcess,
 ) -> None:
     async def scenario() -> None:
         s_state, o_state = replica(redis_server, "stalled", "t2:"), replica(redis_server, "other", "t2:")

@@ -6,7 +6,7 @@ import threading
 from pathlib import Path
 
 import httpx
-from http_harness import live_server, make_config, wait_until
+from tests.support.live_server import live_server, make_config, wait_until
 
 
 def test_shutdown_cancels_guests_and_closes_sessions(warm_sandbox: None, tmp_path: Path) -> None:

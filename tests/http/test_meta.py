@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import httpx
-from http_harness import STUDENT_KEY, LiveServer
+from tests.support.live_server import STUDENT_KEY, LiveServer
 
 
 def test_healthz_and_metrics(api: httpx.Client, server: LiveServer) -> None:

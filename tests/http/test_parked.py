@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-from http_harness import live_server, make_config, wait_until
-from test_http_interactive import open_ws, receive, until
+from tests.support.live_server import live_server, make_config, wait_until
+from tests.http.test_interactive import open_ws, receive, until
 
 from wasm_runner.http.config import ApiKey, hash_key
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from http_harness import LiveServer, make_config
+from tests.support.live_server import LiveServer, make_config
 
 from wasm_runner.execution import Caller
 from wasm_runner.http.errors import ApiError

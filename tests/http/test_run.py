@@ -8,7 +8,7 @@ from pathlib import Path
 from urllib.parse import urlsplit
 
 import httpx
-from http_harness import KEY, LIMITED_KEY, STUDENT_KEY, LiveServer, b64, wait_until
+from tests.support.live_server import KEY, LIMITED_KEY, STUDENT_KEY, LiveServer, b64, wait_until
 
 from wasm_runner.result import RESULT_JSON_SCHEMA
 

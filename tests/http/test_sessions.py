@@ -6,8 +6,8 @@ import threading
 from pathlib import Path
 
 import httpx
-from http_harness import OTHER_KEY, LiveServer, b64, live_server, make_config, wait_until
-from test_http_stream import sse_events
+from tests.support.live_server import OTHER_KEY, LiveServer, b64, live_server, make_config, wait_until
+from tests.http.test_stream import sse_events
 
 
 def open_session(api: httpx.Client, **body: object) -> str:

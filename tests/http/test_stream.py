@@ -6,7 +6,7 @@ import json
 from collections.abc import Iterator
 
 import httpx
-from http_harness import LiveServer, wait_until
+from tests.support.live_server import LiveServer, wait_until
 
 
 def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:  # type: ignore[type-arg]

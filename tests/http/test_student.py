@@ -9,8 +9,8 @@ import json
 from typing import Any
 
 import httpx
-from http_harness import KEY, LiveServer
-from test_http_stream import sse_events
+from tests.support.live_server import KEY, LiveServer
+from tests.http.test_stream import sse_events
 from websockets.sync.client import connect
 
 FLOOD = "i = 0\nwhile True:\n    print(i)\n    i += 1\n"

@@ -20,7 +20,7 @@ from starlette.applications import Starlette
 from starlette.responses import JSONResponse
 from starlette.routing import Route
 
-import _mcp_checks as checks
+from tests.support import mcp_checks as checks
 from wasm_runner.execution import Caller
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 from wasm_runner.http.service import Service

@@ -16,7 +16,7 @@ from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
-import _mcp_checks as checks
+from tests.support import mcp_checks as checks
 import anyio
 import httpx
 import pytest
@@ -168,7 +168,7 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     memory budget (4 sessions fill a budget of 4 sessions' memory)."""
     chat = _config(tmp_path).profiles["chat"]
     hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
-    # the whole budget is one pool here (per-key shares are tested in tests/http/test_http_attacks.py)
+    # the whole budget is one pool here (per-key shares are tested in tests/http/test_attacks.py)
     # (after what the server holds itself: its prestarted instances, service.server_memory_mb)
     held = server_memory_mb(_config(tmp_path))
     config = _config(tmp_path, memory_budget_mb=4 * hold + held, tenant_memory_share=1.0)

@@ -10,7 +10,7 @@ from pathlib import Path
 import pytest
 from mcp import Client, StdioServerParameters
 
-import _mcp_checks as checks
+from tests.support import mcp_checks as checks
 
 pytestmark = pytest.mark.timeout(900)
 

@@ -21,7 +21,7 @@ from typing import Any
 import pytest
 from playwright import sync_api as playwright_api
 
-REPO = Path(__file__).resolve().parent.parent
+REPO = Path(__file__).resolve().parents[2]
 CHROMIUM = os.environ.get("WASM_RUNNER_CHROMIUM", "/usr/bin/chromium")
 CHROMIUM_ARGS = [
     "--headless",

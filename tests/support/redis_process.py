@@ -2,11 +2,10 @@
 
 ``RedisProcess(folder)`` runs ``redis-server --port N --bind 127.0.0.1 --save '' --appendonly no``
 in its own folder; ``stop()`` and ``start()`` again keep the port, so a test can take Redis away
-from running replicas and give it back. ``redis_server`` is a session-scoped fixture of one such
-process for every test that only needs *a* Redis; a test that stops Redis makes its own (stopping
-the shared one would disturb the others). Use it from any test folder::
-
-    from redis_harness import RedisProcess, redis_server  # noqa: F401  (the fixture)
+from running replicas and give it back. ``tests/conftest.py`` makes two fixtures of it, for every
+test folder: ``redis_server``, one process for the whole session, for tests that only need *a*
+Redis, and ``redis``, a module's own, for modules whose tests stop it (stopping the shared one
+would disturb the others).
 """
 
 from __future__ import annotations
@@ -15,12 +14,9 @@ import shutil
 import socket
 import subprocess
 import time
-from collections.abc import Iterator
 from pathlib import Path
 
-import pytest
-
-__all__ = ["RedisProcess", "free_port", "redis_server"]
+__all__ = ["RedisProcess", "free_port"]
 
 
 def free_port() -> int:
@@ -98,13 +94,3 @@ class RedisProcess:
 
     def flushall(self) -> None:
         assert self.command("FLUSHALL") == b"+OK"
-
-
-@pytest.fixture(scope="session")
-def redis_server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
-    """One redis-server for the whole test session (do not stop it; see the module doc)."""
-    redis = RedisProcess(tmp_path_factory.mktemp("redis")).start()
-    try:
-        yield redis
-    finally:
-        redis.stop()

@@ -1,5 +1,5 @@
 """The security boundary, fd side: the fd table's bounds, the disk quota, the output caps and
-bad guest pointers, with host calls driven directly (``wasi_harness``)."""
+bad guest pointers, with host calls driven directly (``tests/support/wasi_host.py``)."""
 
 from __future__ import annotations
 
@@ -8,7 +8,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from wasi_harness import DATA_FD, MEM_SIZE, SCRATCH_FD, Host
+from tests.support.wasi_host import DATA_FD, MEM_SIZE, SCRATCH_FD, Host
 
 from wasm_runner.grants import Grant
 from wasm_runner.wasi.abi import (

@@ -1,6 +1,6 @@
 """The security boundary, path side: a guest path never reaches outside its grant.
 
-Host calls are driven directly (``wasi_harness``) against real host folders; each test also shows
+Host calls are driven directly (``tests/support/wasi_host.py``) against real host folders; each test also shows
 that the ordinary call next to the refused one still works.
 """
 
@@ -11,7 +11,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from wasi_harness import DATA_FD, SCRATCH_FD, Host
+from tests.support.wasi_host import DATA_FD, SCRATCH_FD, Host
 
 from wasm_runner.wasi.abi import (
     EACCES, EBADF, EEXIST, EFAULT, EINVAL, EISDIR, ELOOP, ENAMETOOLONG, ENOENT, ENOTCAPABLE,

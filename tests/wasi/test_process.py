@@ -1,5 +1,5 @@
 """Host calls of the process (args, clocks, random, exit, poll) and the linker's guard, driven
-directly (``wasi_harness``): bad input is an errno, never an exception into wasm."""
+directly (``tests/support/wasi_host.py``): bad input is an errno, never an exception into wasm."""
 
 from __future__ import annotations
 
@@ -9,7 +9,7 @@ from collections.abc import Iterator
 from pathlib import Path
 
 import pytest
-from wasi_harness import MEM_SIZE, Host
+from tests.support.wasi_host import MEM_SIZE, Host
 
 from wasm_runner.wasi.abi import EBADF, EFAULT, EINVAL, EIO, SUCCESS
 from wasm_runner.wasi.linker import guarded

@@ -19,7 +19,7 @@ class RuntimeFacts:
     """What a runtime offers a program: its Python and the packages importable in it."""
 
     python: str
-    packages: tuple[str, ...]  # import names, checked by tests/test_mcp_descriptions.py
+    packages: tuple[str, ...]  # import names, checked by tests/mcp/test_descriptions.py
     rich_outputs: bool  # matplotlib figures and last-expression tables come back
 
 

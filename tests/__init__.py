@@ -1,0 +1,1 @@
+"""The test suites; each folder mirrors a package of ``wasm_runner``, ``support`` is shared."""

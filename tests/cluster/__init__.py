@@ -1,0 +1,1 @@
+"""Scale-out end to end: real redis-server, replicas and HAProxy."""

@@ -1,0 +1,1 @@
+"""Tests of ``wasm_runner.compare``: corpus, verdicts, probes, tiers."""

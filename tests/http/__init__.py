@@ -1,0 +1,1 @@
+"""The HTTP service end to end on real uvicorn."""

@@ -1,0 +1,1 @@
+"""Tests of ``wasm_runner.mcp``: the tools over stdio and HTTP."""
