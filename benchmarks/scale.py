@@ -43,8 +43,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 
 from load import RESULTS, drive  # noqa: E402
 
-from wasm_runner.cluster.children import Child, free_port, require_binary  # noqa: E402
-from wasm_runner.cluster.redis import redis_argv, redis_url, wait_for_redis  # noqa: E402
+from wasm_runner.scaleout.launcher.children import Child, free_port, require_binary  # noqa: E402
+from wasm_runner.scaleout.launcher.redis import redis_argv, redis_url, wait_for_redis  # noqa: E402
 
 CONFIG = """\
 [server]

@@ -34,7 +34,7 @@ def test_the_scan_sees_the_known_errors() -> None:
     found = _exception_classes()
     for name in ("wasm_runner.limits.InvalidLimits", "wasm_runner.execution.Refused",
                  "wasm_runner.http.errors.ApiError", "wasm_runner.http.config.ConfigError",
-                 "wasm_runner.mcp.sessions.SessionError", "wasm_runner.cluster.supervisor.ClusterError"):
+                 "wasm_runner.mcp.sessions.SessionError", "wasm_runner.scaleout.launcher.supervisor.ClusterError"):
         assert name in found
     assert len(found) >= 20
 

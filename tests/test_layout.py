@@ -127,7 +127,7 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 def test_no_import_circles() -> None:
     """No module reaches itself through its imports, type-only ones included: a part that needs
     something of the module above it declares a Protocol of just that (``sandbox.guest.GuestHost``,
-    ``http.lifecycle.Drained``) and is handed the object by its constructor or caller."""
+    ``scaleout.drain.Load``) and is handed the object by its constructor or caller."""
     paths = {".".join(("wasm_runner", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): p
              for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "guest"}
     graph = {name: _imports_of(path, set(paths)) - {name} for name, path in paths.items()}

@@ -9,9 +9,9 @@ from pathlib import Path
 
 import pytest
 
-import wasm_runner.cluster.children as children
+import wasm_runner.scaleout.launcher.children as children
 from wasm_runner.cli import main as wasm_runner
-from wasm_runner.cluster.children import free_port
+from wasm_runner.scaleout.launcher.children import free_port
 
 
 @pytest.fixture(autouse=True)

@@ -17,8 +17,8 @@ import yaml
 from starlette.routing import Mount, Route
 
 from wasm_runner.cli import SUBCOMMANDS
-from wasm_runner.cluster.children import require_binary
-from wasm_runner.cluster.haproxy import INTERNAL_HEADER_PREFIX, render_config
+from wasm_runner.scaleout.launcher.children import require_binary
+from wasm_runner.scaleout.launcher.haproxy import INTERNAL_HEADER_PREFIX, render_config
 from wasm_runner.http.cli import _parser as serve_parser
 from wasm_runner.http.config import ServerConfig, load_config
 

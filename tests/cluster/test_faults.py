@@ -18,7 +18,7 @@ import httpx
 import pytest
 from tests.support.cluster import LEASE_TTL, REPLICA_HEADER, LiveCluster, start_cluster, wait_until
 
-from wasm_runner.cluster.children import port_in_use
+from wasm_runner.scaleout.launcher.children import port_in_use
 
 
 @pytest.fixture(scope="module")

@@ -18,8 +18,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wasm_runner.cluster.children import Child, free_port, require_binary
-from wasm_runner.cluster.haproxy import (
+from wasm_runner.scaleout.launcher.children import Child, free_port, require_binary
+from wasm_runner.scaleout.launcher.haproxy import (
     REPLICA_HEADER,
     check_config,
     haproxy_argv,

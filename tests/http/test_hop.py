@@ -1,6 +1,6 @@
 """Sessions and download links from any replica: two real ``wasm-runner serve`` processes on
 127.0.0.1 sharing a real redis-server, hit directly (no balancer), and the internal hop between
-them (``wasm_runner/http/hop.py``, ``directory.py``)."""
+them (``wasm_runner/scaleout/forwarding.py``, ``signing.py``, ``directory.py``; ``wasm_runner/http/relay.py``, ``internal.py``)."""
 
 from __future__ import annotations
 
@@ -18,7 +18,7 @@ from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
 from tests.support.replicas import Replica
 
-from wasm_runner.http.hop import sign
+from wasm_runner.scaleout.signing import sign
 
 ALICE = "alice-hop-key"
 BOB = "bob-hop-key"

@@ -1,4 +1,4 @@
-"""Leases and replica heartbeats (``wasm_runner.http.leases``) on a real redis-server, without
+"""Leases and replica heartbeats (``wasm_runner.scaleout.leases``) on a real redis-server, without
 guests: two replicas' handles on one Redis. A replica that stops beating (as one killed with -9
 does) has its leases counted out within the heartbeat's lapse, long before their own TTL; one
 that only stalled gets them back at its next beat. (End to end with real replicas and kill -9:
@@ -12,8 +12,8 @@ from collections.abc import Awaitable, Callable
 
 from tests.support.redis_process import RedisProcess
 
-from wasm_runner.http.leases import HEARTBEAT_TTL_SECONDS, Leases
-from wasm_runner.http.shared import SharedState
+from wasm_runner.scaleout.leases import HEARTBEAT_TTL_SECONDS, Leases
+from wasm_runner.scaleout.state import SharedState
 
 LEASE_TTL = 60.0  # far longer than the heartbeat: whatever ends a lease here, it is not its TTL
 

@@ -11,8 +11,7 @@ import httpx
 import pytest
 from tests.support.live_server import LiveServer, make_config
 
-from wasm_runner.execution import Caller
-from wasm_runner.http.errors import ApiError
+from wasm_runner.execution import Caller, Refused
 from wasm_runner.http.service import Service
 
 
@@ -30,18 +29,18 @@ def test_warming_then_draining_refuses_new_work(tmp_path: Path) -> None:
     async def scenario() -> None:
         service = Service(make_config(tmp_path))  # no lifespan yet: nothing is warm
         try:
-            assert await service.lifecycle.readiness(service) == (False, "warming")
+            assert await service.lifecycle.readiness() == (False, "warming")
             service.lifecycle.warm = True  # what the lifespan's warm-up sets when it is done
-            assert await service.lifecycle.readiness(service) == (True, "ready")
-            await service.lifecycle.drain(service, 1.0)  # nothing in flight: returns at once
-            assert await service.lifecycle.readiness(service) == (False, "draining")
+            assert await service.lifecycle.readiness() == (True, "ready")
+            await service.drain.run(1.0)  # nothing in flight: returns at once
+            assert await service.lifecycle.readiness() == (False, "draining")
             gate = service.executor.gate
             assert gate is not None
-            with pytest.raises(ApiError) as run:
+            with pytest.raises(Refused) as run:
                 await gate.acquire(Caller("alice"), 32)
             assert run.value.status == 503 and run.value.code == "draining"
             assert int(run.value.headers["Retry-After"]) >= 1
-            with pytest.raises(ApiError) as session:
+            with pytest.raises(Refused) as session:
                 await service.sessions.create(
                     Caller("alice"), service.config.profile(None),
                     service.config.profile(None).limits, "default",

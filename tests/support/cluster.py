@@ -23,8 +23,8 @@ from pathlib import Path
 
 import httpx
 
-from wasm_runner.cluster.children import free_port
-from wasm_runner.cluster.haproxy import REPLICA_HEADER, server_states
+from wasm_runner.scaleout.launcher.children import free_port
+from wasm_runner.scaleout.launcher.haproxy import REPLICA_HEADER, server_states
 
 __all__ = ["LiveCluster", "Part", "start_cluster", "wait_until", "KEYS", "REPLICA_HEADER", "server_states"]
 

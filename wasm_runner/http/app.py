@@ -2,11 +2,11 @@
 behind the same keys and rate limits), extra routes (the playground pages), middleware, error
 handlers, the background sweep that ends expired sessions, and the replica's lifecycle (warming
 while the profiles' runtimes are prepared in the background, ``wasm_runner.warmup``; ``/readyz``;
-the Redis client of ``shared`` with ``redis_url``, started here and closed at shutdown).
+the Redis client of ``scaleout.state`` with ``redis_url``, started here and closed at shutdown).
 
 Middleware, outermost first: security headers; ``HostGuard`` (only ``allowed_hosts``); ``BodyGuard``
 (body size and read time); ``InternalGuard`` (internal-hop headers: only a signed call from
-another replica, ``hop.py``); CORS. The bounds that must act before a request reaches the app
+another replica, ``internal.py``); CORS. The bounds that must act before a request reaches the app
 (header size and time, connections per address, a WebSocket's first message) are in
 ``serving.uvicorn_config``, which ``wasm-runner serve`` uses."""
 
@@ -26,7 +26,7 @@ from ..mcp.http import McpHttp
 from ..warmup import RETRY_SECONDS
 from .config import ServerConfig
 from .errors import install_error_handlers
-from .hop import InternalGuard, audit_refusal
+from .internal import InternalGuard, audit_refusal
 from .middleware import BodyGuard, HostGuard, SecurityHeaders
 from .routes import api_routes
 from .serving import install_log_redaction
@@ -75,7 +75,7 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)
         )
         warming = asyncio.ensure_future(warm())
-        # with Redis: this replica's heartbeat; when it lapses, others drop its leases (leases.py)
+        # with Redis: this replica's heartbeat; when it lapses, others drop its leases (scaleout.leases)
         beating = asyncio.ensure_future(service.leases.beat_forever()) if service.leases else None
         try:
             async with mcp_http.lifespan():
@@ -102,8 +102,9 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             total_seconds=config.body_timeout_seconds,
             idle_seconds=config.body_idle_seconds,
         ),
-        # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (hop.py)
-        Middleware(InternalGuard, hop=service.hop, on_refused=audit_refusal(service)),
+        # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (internal.py)
+        Middleware(InternalGuard, forwarding=service.forwarding,
+                   on_refused=audit_refusal(service.metrics, service.audit)),
         Middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),

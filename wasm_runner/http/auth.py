@@ -8,7 +8,7 @@ in the ``api_key`` query parameter (redacted from the access log), or in the fir
 their sha256 digest in constant time. With auth off (local use only) every caller is the tenant
 ``anonymous:<client address>``. Rate limits use the ``limits`` library (moving window): in memory
 on one host; with ``redis_url`` set, its Redis storage on the replica's one client
-(``shared.SharedState``), so every replica counts against the same windows. When Redis does not
+(``scaleout.state.SharedState``), so every replica counts against the same windows. When Redis does not
 answer, the check fails closed: ``503 shared_state_unavailable`` with ``Retry-After``
 (docs/security.md, "Several replicas").
 
@@ -43,7 +43,7 @@ from .errors import ApiError
 from .users import UserIds
 
 if TYPE_CHECKING:
-    from .shared import SharedState
+    from ..scaleout.state import SharedState
 
 __all__ = ["Tenant", "Gatekeeper", "anonymous_tenant", "current_tenant", "key_tenant"]
 
@@ -203,6 +203,21 @@ class Gatekeeper:
             user=user, user_token=user_token,
         )  # fmt: skip
         return tenant if user_key is None else replace(tenant, user=user_key)
+
+    def vouched(self, name: str) -> Tenant:
+        """The tenant another replica authenticated and passed a call on for (its rate counted
+        there): the key called ``name`` in this replica's config (replicas share one config), or
+        ``403 internal_forbidden`` for a name this config does not know."""
+        tenant: Tenant | None = None
+        key = next((k for k in self._keys if k.name == name), None)
+        if key is not None:
+            tenant = key_tenant(key)
+        elif not self.config.auth and name.startswith("anonymous:"):
+            tenant = anonymous_tenant(self.config, name.removeprefix("anonymous:"))
+        if tenant is None:  # a replica with another config: refuse rather than guess
+            raise ApiError(403, "internal_forbidden", "the forwarding replica named an unknown tenant")
+        current_tenant.set(tenant)
+        return tenant
 
     def _redis_limiter(self, shared: SharedState) -> AsyncMovingWindowRateLimiter:
         """The ``limits`` moving window on Redis, on the replica's own connection pool."""

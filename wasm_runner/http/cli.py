@@ -124,8 +124,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
     from server import create_app
 
-    from .lifecycle import AFTER_DRAIN_SECONDS, DrainingServer
-    from .serving import uvicorn_config
+    from .serving import AFTER_DRAIN_SECONDS, DrainingServer, uvicorn_config
 
     app = create_app(config)
     server = DrainingServer(
@@ -137,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             log_level=args.log_level,
             timeout_graceful_shutdown=AFTER_DRAIN_SECONDS,
         ),
-        app.state.service,
+        app.state.service.drain,
         config.drain_seconds,
     )
     server.run()

@@ -10,8 +10,8 @@ gets no room (larger than the quota, or a store full of others' smaller holdings
 The tenant is the caller of the current request (``auth.current_tenant``) unless given.
 
 With several replicas (``redis_url``) every link is also registered in the download directory
-(``directory.py``), so ``GET /api/files/<token>`` works on any replica: the others pass it to this
-one (``hop.py``). A link that cannot be registered (Redis down) is not handed out: the file is sent
+(``scaleout/directory.py``), so ``GET /api/files/<token>`` works on any replica: the others pass it
+to this one (``relay.py``). A link that cannot be registered (Redis down) is not handed out: the file is sent
 inline instead, so no link works on only some replicas.
 """
 
@@ -24,7 +24,7 @@ from collections import OrderedDict
 from dataclasses import dataclass
 
 from .auth import current_tenant
-from .directory import Directory, LocalDirectory
+from ..scaleout.directory import Directory, LocalDirectory
 
 __all__ = ["DownloadStore", "Download"]
 

@@ -18,29 +18,32 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import CallerLike, Executor, Job, Ticket
+from ..execution import CallerLike, Executor, Job, Refused, Ticket
 from ..limits import InvalidLimits, Limits
 from ..result import Result
+from ..scaleout.directory import directory_for
+from ..scaleout.drain import Drain, Lifecycle
+from ..scaleout.forwarding import Forwarding
+from ..scaleout.leases import Lease, Leases
+from ..scaleout.signing import Signer
+from ..scaleout.state import SharedState
 from ..warmup import Warmup
 from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from .config import Profile, ServerConfig
-from .directory import directory_for
 from .downloads import DownloadStore
 from .errors import ApiError
 from .guests import busy_error
-from .hop import Hop
+from .internal import internal_call
 from .metrics import Metrics
-from .leases import Lease, Leases
-from .lifecycle import Lifecycle
+from .relay import Hop
 from .schemas import FileIn, LimitsRequest
-from .shared import SharedState
 
 log = logging.getLogger("wasm_runner.http")
 
-__all__ = ["Service", "Job", "AdmissionGate"]
+__all__ = ["Service", "Job", "AdmissionGate", "shared_state"]
 
 _NO_LIMIT = 1 << 30  # a lease taken whatever the count (a parked run resuming)
 
@@ -66,6 +69,20 @@ class _LeasedTicket:
     def release(self) -> None:
         self.ticket.release()
         self.drop_leases()
+
+
+def shared_state(config: ServerConfig) -> SharedState | None:
+    """The state ``config`` shares with other replicas (``redis_url``), or None: one host."""
+    if not config.redis_url:
+        return None
+    assert config.cluster_secret  # ServerConfig.check refuses redis_url without one
+    return SharedState(
+        config.redis_url,
+        secret=config.cluster_secret,
+        advertise_url=config.advertise_url,
+        timeout=config.redis_timeout_seconds,
+        lease_ttl=config.lease_ttl_seconds,
+    )
 
 
 def _who(tenant: CallerLike) -> str:
@@ -134,7 +151,7 @@ class AdmissionGate:
         except BaseException as exc:
             for lease in leases:
                 lease.release()
-            if isinstance(exc, ApiError):
+            if isinstance(exc, Refused):
                 self.metrics.rejections.labels(exc.code).inc()
             raise
         try:
@@ -166,7 +183,7 @@ class AdmissionGate:
     def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket:
         try:
             self.lifecycle.check_admit()
-        except ApiError as exc:
+        except Refused as exc:
             self.metrics.rejections.labels(exc.code).inc()
             raise
         try:
@@ -206,7 +223,7 @@ class AdmissionGate:
                 lease = await self.leases.take("run", name, _NO_LIMIT)
                 if lease is not None:
                     taken.append(lease)
-        except ApiError:
+        except Refused:
             log.warning("a resumed run took no lease: shared state unavailable")
         if inner.released:  # ended meanwhile
             for lease in taken:
@@ -221,7 +238,7 @@ class Service:
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
         # the state shared with other replicas (Redis), or None: everything local (one host)
-        self.shared: SharedState | None = SharedState.from_config(config)
+        self.shared = shared_state(config)
         self.gatekeeper = Gatekeeper(config, self.shared)
         self.admission = Admission(
             config.max_running,
@@ -237,11 +254,11 @@ class Service:
         # instances started ahead of time and the allocator's resident pages count first
         self.admission.hold_for_server(server_memory_mb(config))
         self.metrics = Metrics()
-        self.lifecycle = Lifecycle()  # warming / ready / draining (/readyz, SIGTERM)
+        self.lifecycle = Lifecycle(self.shared)  # warming / ready / draining (/readyz, SIGTERM)
         # per-key runs in flight and open sessions counted across replicas, or None (local)
         self.leases: Leases | None = Leases(self.shared) if self.shared is not None else None
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
-        # where sessions and download links live, for every replica (directory.py, hop.py)
+        # where sessions and download links live, for every replica (scaleout.directory)
         self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(
             config.download_ttl_seconds, config.download_store_bytes, config.download_tenant_bytes,
@@ -267,8 +284,16 @@ class Service:
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
         if self.directory.shared:
             self.sessions.listener = self.directory
-        self.hop = Hop(config, self.directory, self.sessions, config.cluster_secret)
+        # the internal hop: who holds a session or link, and the call relayed to it
+        self.forwarding = Forwarding(
+            self.directory, self.sessions.holds,
+            Signer(config.cluster_secret) if config.cluster_secret else None,
+        )  # fmt: skip
+        longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
+        self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0)
         self.sessions.claims = self.leases  # open sessions per key, across replicas
+        # the drain on SIGTERM (http.serving.DrainingServer)
+        self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
         self.metrics.watch(
             queue_depth=lambda: self.admission.waiting,
             running=lambda: self.admission.running,
@@ -333,7 +358,11 @@ class Service:
         """Authenticate (``key`` when given, else the headers), find the user the request is for
         (``user`` / ``user_token`` when given, else the headers; ``users.py``) and count one
         request against the user's and the caller's rate limits (shared by every replica with
-        ``redis_url``)."""
+        ``redis_url``). A call another replica passed on (``internal.InternalGuard`` checked its
+        signature) is the tenant that replica vouched for, its rate counted there."""
+        call = internal_call(conn)
+        if call is not None:
+            return self.gatekeeper.vouched(call.tenant)
         try:
             tenant = await self.gatekeeper.check(
                 conn.headers,
@@ -344,7 +373,7 @@ class Service:
                 user=user,
                 user_token=user_token,
             )
-        except ApiError as exc:
+        except Refused as exc:
             self.metrics.rejections.labels(exc.code).inc()
             raise
         return tenant

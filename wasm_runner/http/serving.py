@@ -22,6 +22,10 @@ chooses uvicorn's settings and two protocol classes that add the bounds uvicorn 
 
 Body size and body-read time are bounded in the app (``middleware.BodyGuard``), which works under
 any ASGI server. See docs/security.md for which setting protects against what.
+
+``DrainingServer`` is the uvicorn server ``wasm-runner serve`` runs: on the first SIGTERM (or
+Ctrl-C) it runs the replica's drain (``scaleout.drain.Drain``) before it stops; a second signal
+stops at once (uvicorn's own handling).
 """
 
 from __future__ import annotations
@@ -31,6 +35,7 @@ import ipaddress
 import logging
 import re
 from collections import Counter
+from types import FrameType
 from typing import Any
 
 import h11
@@ -38,10 +43,13 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
+from ..scaleout.drain import Drain
 from .config import ServerConfig
 
 __all__ = [
+    "AFTER_DRAIN_SECONDS",
     "ConnectionGuard",
+    "DrainingServer",
     "address_key",
     "uvicorn_config",
     "install_log_redaction",
@@ -50,6 +58,7 @@ __all__ = [
 
 WS_MAX_SIZE_EXTENSION = "wasm_runner.ws_max_size"
 WS_MARGIN_BYTES = 64 << 10  # the run message's JSON around a body of max_body_bytes
+AFTER_DRAIN_SECONDS = 5  # after the drain, open connections get this long to finish (uvicorn)
 
 
 def address_key(host: str | None) -> str:
@@ -270,3 +279,32 @@ def uvicorn_config(app: Any, config: ServerConfig, **kwargs: Any) -> uvicorn.Con
     }
     settings.update(kwargs)
     return uvicorn.Config(app, **settings)
+
+
+class DrainingServer(uvicorn.Server):
+    """``uvicorn.Server`` that runs ``drain`` on the first SIGTERM/SIGINT before it stops."""
+
+    def __init__(self, config: uvicorn.Config, drain: Drain, drain_seconds: float) -> None:
+        super().__init__(config)
+        self.drain = drain
+        self.drain_seconds = drain_seconds
+        self._drain_requested = False
+        self._drain_task: asyncio.Task[None] | None = None
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        if not self._drain_requested and not self.should_exit:
+            self._drain_requested = True  # on_tick (on the event loop) starts the drain
+            self.drain.begin()  # /readyz fails and new runs are refused now
+            return
+        super().handle_exit(sig, frame)  # a second signal: stop now
+
+    async def on_tick(self, counter: int) -> bool:
+        if self._drain_requested and self._drain_task is None:
+            self._drain_task = asyncio.ensure_future(self._drain())
+        return await super().on_tick(counter)
+
+    async def _drain(self) -> None:
+        try:
+            await self.drain.run(self.drain_seconds)
+        finally:
+            self.should_exit = True

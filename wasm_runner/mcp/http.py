@@ -32,7 +32,7 @@ from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
-from ..execution import Caller, CallerLike, Executor, PolicyLike
+from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from .server import ToolConfig, build_server, headers_of
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
@@ -121,15 +121,13 @@ class McpHttp:
         limits and runtime of ``profile`` (default: the server's default profile) through the
         service's executor.
         """
-        from ..http.errors import ApiError
-
         config = service.config
         chosen = config.profile(profile)
 
         async def authenticate(conn: HTTPConnection) -> CallerLike | Response:
             try:
                 tenant = await service.caller(conn)
-            except ApiError as exc:
+            except Refused as exc:  # ApiError, or the shared state's 503
                 return JSONResponse(exc.body(), status_code=exc.status, headers=exc.headers)
             if not tenant.may_use(chosen.name):
                 return JSONResponse(

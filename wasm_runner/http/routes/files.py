@@ -1,7 +1,7 @@
 """``GET /api/files/{token}``: download a file a run wrote (``files_as: "url"``), while it lasts.
 
 With several replicas the link works on every one: a replica that does not hold the file passes
-the request to the one that does (``hop.py``); if that replica is gone the answer is ``410
+the request to the one that does (``relay.py``); if that replica is gone the answer is ``410
 download_lost``.
 """
 

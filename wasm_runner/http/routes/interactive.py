@@ -49,6 +49,7 @@ from urllib.parse import urlsplit
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 
+from ...execution import Refused
 from ..auth import WS_SUBPROTOCOL
 from ..errors import ApiError
 from ..middleware import host_allowed
@@ -86,7 +87,7 @@ def _set_max_message(ws: WebSocket, max_bytes: int) -> None:
         ext["set"](max_bytes)
 
 
-async def _fatal(ws: WebSocket, error: ApiError) -> None:
+async def _fatal(ws: WebSocket, error: Refused) -> None:
     body = error.body()
     if "Retry-After" in error.headers:
         body["error"]["retry_after"] = int(error.headers["Retry-After"])
@@ -158,7 +159,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
             display=profile.display if start.display is None else start.display,
             filename=start.filename,
         )
-    except ApiError as exc:
+    except Refused as exc:  # ApiError, or the shared state's refusals
         await _fatal(ws, exc)
         return
     except WebSocketDisconnect:
@@ -194,7 +195,7 @@ async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsS
         if not admitted.is_set():
             try:
                 work.result()
-            except ApiError as exc:
+            except Refused as exc:  # ApiError, admission's or the scale-out refusals (draining)
                 await _fatal(ws, exc)
             return
         await ws.send_json(

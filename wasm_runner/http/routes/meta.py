@@ -32,7 +32,7 @@ async def readyz(request: Request) -> Response:
     (``warming``, ``runtime_failed``, ``draining``, ``shared_state_unavailable``) in ``status``;
     while warming (or failed) ``runtimes`` lists the profiles' runtimes: state, seconds left."""
     service = service_of(request)
-    ready, reason = await service.lifecycle.readiness(service)
+    ready, reason = await service.lifecycle.readiness()
     body: dict[str, object] = {"status": reason, "ready": ready}
     if reason in ("warming", "runtime_failed"):  # what the playground page shows meanwhile
         body["runtimes"] = [p.describe() for p in service.lifecycle.preparing]

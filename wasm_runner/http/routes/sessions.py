@@ -7,7 +7,7 @@ A session run answers with the result object plus ``"session": {...}``, whose ``
 whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
 
 With several replicas a session lives on the replica that opened it; a call for it that reaches
-another replica is passed on to the owner (``hop.py``), or answered ``410 session_lost`` when the
+another replica is passed on to the owner (``relay.py``, ``scaleout/forwarding.py``), or answered ``410 session_lost`` when the
 owner is gone. Creating a session is always local.
 """
 
@@ -23,7 +23,7 @@ from ...execution import LiveSession
 from ..auth import Tenant
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
-from ..hop import caller_of, client_of
+from ..internal import client_of
 from ..schemas import SessionCreate, SessionRunRequest, read_model
 from ..service import Job, Service
 from ._common import service_of
@@ -49,9 +49,9 @@ async def _session_or_hop(
 ) -> tuple[Service, Tenant, LiveSession | None, Response | None]:
     """Who calls, and either their session here or the owner's answer from another replica."""
     service = service_of(request)
-    tenant = await caller_of(service, request)
+    tenant = await service.caller(request)  # also the tenant of a call another replica passed on
     session_id = request.path_params["session_id"]
-    relayed = await service.hop.session_call(request, session_id, tenant)
+    relayed = await service.hop.session_call(request, session_id, tenant.name)
     if relayed is not None:
         return service, tenant, None, relayed
     return service, tenant, service.sessions.get(session_id, tenant), None

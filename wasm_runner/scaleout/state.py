@@ -1,16 +1,17 @@
 """The state replicas share, in Redis: one client per replica, every call bounded in time.
 
-With ``[server] redis_url`` set, ``Service.shared`` is a ``SharedState``; without it, ``None`` and
-everything stays in this process's memory. The client is created in the app's lifespan
+With ``[server] redis_url`` set, ``Service.shared`` is a ``SharedState`` (``shared_state``); without
+it, ``None`` and everything stays in this process's memory. The client is created in the app's lifespan
 (``start``) and closed at shutdown (``close``); the parts that share state go through it:
 
 - rate limits (``auth.Gatekeeper``: the ``limits`` library's Redis storage on this client's pool);
 - leases (``leases``: per-key runs in flight and open sessions, refreshed by their owner);
-- the session directory and download tokens (``directory``), for the internal hop (``hop``).
+- the session directory and download tokens (``directory``), for the internal hop
+  (``forwarding``).
 
 Every call goes through ``call``, which bounds it by ``redis_timeout_seconds`` and turns any
-failure (refused connection, timeout, Redis error) into ``SharedStateUnavailable``: a ``503
-shared_state_unavailable`` with ``Retry-After`` for the client, never a hang, never a traceback.
+failure (refused connection, timeout, Redis error) into ``SharedStateUnavailable``: a refusal
+(``execution.Refused``) the faces answer as ``503 shared_state_unavailable`` with ``Retry-After``, never a hang, never a traceback.
 ``up`` remembers the last outcome (``/readyz`` answers 503 while it is false); the next call tries
 again, so a replica recovers by itself when Redis returns.
 
@@ -29,22 +30,21 @@ import uuid
 from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
-from .config import ServerConfig
-from .errors import ApiError
+from ..execution import Refused
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
 
 __all__ = ["SharedState", "SharedStateUnavailable", "KEY_PREFIX", "RETRY_AFTER_SECONDS"]
 
-log = logging.getLogger("wasm_runner.http")
+log = logging.getLogger("wasm_runner.scaleout")
 
 KEY_PREFIX = "wasm-runner:"
 RETRY_AFTER_SECONDS = 2  # what a 503 shared_state_unavailable tells the client to wait
 T = TypeVar("T")
 
 
-class SharedStateUnavailable(ApiError):
+class SharedStateUnavailable(Refused):
     """Redis did not answer (down, unreachable, too slow): ``503 shared_state_unavailable``."""
 
     def __init__(self, what: str = "the shared state") -> None:
@@ -81,20 +81,6 @@ class SharedState:
         self.up = False  # the last call's outcome; /readyz fails while False
         self.down_since: float | None = None  # time.monotonic() of the first failure in a row
         self._client: Redis | None = None
-
-    @classmethod
-    def from_config(cls, config: ServerConfig) -> SharedState | None:
-        """The shared state ``config`` asks for, or None without ``redis_url``."""
-        if not config.redis_url:
-            return None
-        assert config.cluster_secret  # ServerConfig.check refuses redis_url without one
-        return cls(
-            config.redis_url,
-            secret=config.cluster_secret,
-            advertise_url=config.advertise_url,
-            timeout=config.redis_timeout_seconds,
-            lease_ttl=config.lease_ttl_seconds,
-        )
 
     def __repr__(self) -> str:  # no URL password, no secret
         return f"SharedState(replica={self.replica_id}, advertise={self.advertise_url}, up={self.up})"

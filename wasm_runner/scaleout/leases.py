@@ -28,14 +28,12 @@ from collections.abc import Awaitable
 from dataclasses import dataclass, field
 from typing import Any, cast
 
-from ..execution import CallerLike
-
-from .errors import ApiError
-from .shared import SharedState, SharedStateUnavailable
+from ..execution import CallerLike, Refused
+from .state import SharedState, SharedStateUnavailable
 
 __all__ = ["HEARTBEAT_SECONDS", "HEARTBEAT_TTL_SECONDS", "Lease", "Leases"]
 
-log = logging.getLogger("wasm_runner.http")
+log = logging.getLogger("wasm_runner.scaleout")
 
 HEARTBEAT_SECONDS = 1.0  # how often a replica beats
 HEARTBEAT_TTL_SECONDS = 3.0  # a replica whose last beat is older is dead: its leases stop counting
@@ -173,7 +171,7 @@ class Leases:
             code, what = "too_many_sessions", f"{limit} open sessions"
         else:
             code, what = "tenant_concurrency", f"{limit} runs in flight"
-        raise ApiError(
+        raise Refused(
             429, code,
             f"{getattr(tenant, 'who', 'this API key')} already has {what} across the replicas; "
             "wait for one to end",

@@ -23,7 +23,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import IO
 
-from ..errors import WasmRunnerError
+from ...errors import WasmRunnerError
 
 __all__ = [
     "Child", "MissingBinary", "free_port", "port_in_use", "require_binary", "environ_with",

@@ -17,7 +17,7 @@ when the session opens and deleted when it closes (a ``DELETE``, a limit that en
 drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
 own, and the first call that finds the owner gone replaces the key by a tombstone for the rest of
-its life (``hop.py``: ``410`` at once for every later call too, without trying the owner). A Redis
+its life (``forwarding.py``: ``410`` at once for every later call too, without trying the owner). A Redis
 that restarts empty loses the keys; each replica notices its marker key is gone and writes its
 entries again within ``REPUBLISH_SECONDS`` (``keep_published``).
 
@@ -32,17 +32,14 @@ import logging
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from ..execution import LiveSession
-from .shared import SharedStateUnavailable
-
-if TYPE_CHECKING:
-    from .shared import SharedState
+from .state import SharedState, SharedStateUnavailable
 
 __all__ = ["Directory", "Entry", "LocalDirectory", "RedisDirectory", "directory_for", "GRACE_SECONDS"]
 
-log = logging.getLogger("wasm_runner.http")
+log = logging.getLogger("wasm_runner.scaleout")
 
 GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expires first
 SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long

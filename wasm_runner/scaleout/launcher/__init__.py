@@ -1,5 +1,8 @@
 """``wasm-runner cluster``: a local scale-out cluster in one foreground command (a face).
 
+The launcher of ``wasm_runner.scaleout``: the replicas it starts share state through the rest of
+that package.
+
 It starts Debian's ``redis-server`` (shared state), N ``wasm-runner serve`` replicas on internal
 loopback ports, and ``haproxy`` in front on ``127.0.0.1:PORT`` (round robin, health checks on
 ``/readyz``), and stops them all on Ctrl-C or SIGTERM. See docs/scale-out.md.
