@@ -138,7 +138,7 @@ def test_no_import_circles() -> None:
 def test_the_public_api_is_what_the_docs_name() -> None:
     """A change to the public API is a deliberate edit of this list (and of docs/python-api.md)."""
     assert sorted(wasm_runner.__all__) == sorted([
-        "Caller", "Executor", "FileOut", "InputSource", "InvalidLimits", "Job", "Limits", "Output",
+        "Caller", "Executor", "FileOut", "HostFunctions", "InputSource", "InvalidLimits", "Job", "Limits", "Output",
         "Policy", "RESULT_JSON_SCHEMA", "Refused", "Result", "RuntimeUnavailable", "Sandbox", "Session",
         "SessionEnded", "Status", "WasmRunnerError", "run", "runtime_names",
     ])

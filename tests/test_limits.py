@@ -38,5 +38,5 @@ def test_a_request_may_tighten_never_loosen() -> None:
 
 def test_ranges_are_documented() -> None:
     r = limit_ranges()
-    assert set(r) == {"cpu_seconds", "wall_seconds", "memory_mb", "stdout_bytes", "stderr_bytes", "disk_mb", "max_files", "input_wait_seconds"}
+    assert set(r) == {"cpu_seconds", "wall_seconds", "memory_mb", "stdout_bytes", "stderr_bytes", "disk_mb", "max_files", "input_wait_seconds", "host_calls", "host_call_bytes", "host_seconds"}
     assert all(v["minimum"] <= v["maximum"] for v in r.values())

@@ -9,6 +9,7 @@ The public API is this module's ``__all__``; every other module is internal.
 
 from .errors import WasmRunnerError
 from .execution import Caller, Executor, Job, Policy, Refused
+from .host_functions import HostFunctions
 from .limits import InvalidLimits, Limits
 from .result import RESULT_JSON_SCHEMA, FileOut, Output, Result, Status
 from .runtimes import RuntimeUnavailable, runtime_names
@@ -21,6 +22,7 @@ __all__ = [
     "Caller",
     "Executor",
     "FileOut",
+    "HostFunctions",
     "InputSource",
     "InvalidLimits",
     "Job",

@@ -42,6 +42,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
 _EXIT_FOR_STATUS = {
     Status.CPU_LIMIT: 124, Status.TIMEOUT: 124, Status.MEMORY_LIMIT: 137, Status.OUTPUT_LIMIT: 125,
     Status.DISK_LIMIT: 125, Status.INVALID_INPUT: 2, Status.INTERNAL_ERROR: 70, Status.CANCELLED: 130,
+    Status.HOST_CALLS_LIMIT: 125, Status.HOST_BYTES_LIMIT: 125, Status.HOST_TIME_LIMIT: 124,
 }
 
 

@@ -15,8 +15,8 @@ numpy scalar as the Python number it holds. Decoding builds only builtin types.
 
 **Bounds**: at most ``max_depth`` levels of nesting (default 100), ``max_items`` values in all
 (default 1 000 000) and ``max_bytes`` of encoded text (default 16 MiB); a value that contains
-itself is refused. Every refusal is a ``PlainDataError`` (a ``ValueError``) or a ``TypeError``
-with a message that says which rule.
+itself is refused. Every refusal is a ``PlainDataError`` (a ``ValueError``; ``TooLarge`` for
+the size bound) or a ``TypeError`` with a message that says which rule.
 
 **The tagged JSON form** (what ``dumps`` writes and ``loads`` reads; the HTTP face of host
 functions uses the same form):
@@ -49,7 +49,7 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PlainDataError", "to_tagged", "from_tagged", "dumps", "loads", "describe_type",
+__all__ = ["PlainDataError", "TooLarge", "to_tagged", "from_tagged", "dumps", "loads", "describe_type",
            "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
 
 MAX_DEPTH = 100
@@ -64,6 +64,10 @@ Handler = Callable[[Any], Any]  # encode: a non-plain object -> a tag ({"$handle
 
 class PlainDataError(ValueError):
     """A value that cannot cross: too deep, too big, a cycle, or malformed encoded data."""
+
+
+class TooLarge(PlainDataError):
+    """A value whose encoded text would pass ``max_bytes`` (a size limit, not a malformed value)."""
 
 
 def describe_type(value: Any) -> str:
@@ -114,7 +118,7 @@ class _Encoder:
         if self.items > self.max_items:
             raise PlainDataError(f"more than {self.max_items} values")
         if self.size > self.max_bytes:
-            raise PlainDataError(f"more than {self.max_bytes} bytes")
+            raise TooLarge(f"more than {self.max_bytes} bytes")
 
     def enter(self, value: Any, depth: int) -> None:
         if depth >= self.max_depth:
@@ -198,7 +202,7 @@ def dumps(value: Any, *, handle: Handler | None = None, max_depth: int = MAX_DEP
                                 max_bytes=max_bytes), allow_nan=False, separators=(",", ":"),
                       ensure_ascii=False)
     if len(text) > max_bytes:
-        raise PlainDataError(f"more than {max_bytes} bytes")
+        raise TooLarge(f"more than {max_bytes} bytes")
     return text
 
 
@@ -307,7 +311,7 @@ def loads(text: str | bytes, *, handle: Handler | None = None, max_depth: int = 
           max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES) -> Any:
     """The value tagged JSON ``text`` stands for, within the bounds (``PlainDataError`` else)."""
     if len(text) > max_bytes:
-        raise PlainDataError(f"more than {max_bytes} bytes")
+        raise TooLarge(f"more than {max_bytes} bytes")
     try:
         data = json.loads(text, parse_constant=_no_constant)
     except PlainDataError:

@@ -29,13 +29,14 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Awaitable, Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import Any, Protocol, TypeVar
 
 from .errors import WasmRunnerError
+from .host_functions import CallRecord, CallTally, HostFunction, HostFunctions, InvalidFunctions, as_host_functions
 from .limits import Limits
 from .result import FileOut, Result, Status
 
@@ -174,6 +175,25 @@ class Job:
     request_id: str = field(default_factory=lambda: secrets.token_hex(8))
     filename: str | None = None
     out_dir: str | None = None
+    # the app's functions the code may call (``from host import name``); their calls are counted
+    # in ``host_calls`` (by name and outcome: what the metrics and the audit log record)
+    functions: Mapping[str, HostFunction] | HostFunctions | None = None
+    host_calls: CallTally = field(default_factory=CallTally)
+
+    def host_functions(self, loop: asyncio.AbstractEventLoop | None) -> HostFunctions | None:
+        """The job's functions as a run gets them: coroutines on ``loop`` (the face's; None: a
+        background loop) unless the functions name their own, every call counted."""
+        if self.functions is None:
+            return None
+        fns = as_host_functions(self.functions)
+        tally, hook = self.host_calls, fns.on_call
+
+        def on_call(record: CallRecord) -> None:
+            tally.add(record)
+            if hook is not None:
+                hook(record)
+
+        return replace(fns, loop=fns.loop or loop, on_call=on_call)
 
 
 # -- admission, as the executor sees it ----------------------------------------------------------
@@ -350,9 +370,14 @@ class Executor:
         cancel: threading.Event,
         on_output: OutputCallback | None,
         input_source: Any,
+        loop: asyncio.AbstractEventLoop | None = None,
     ) -> Result:
         sandbox = self.sandbox_for(job.runtime, job.profile.image)
         data_dir = job.profile.data_dir
+        try:
+            functions = job.host_functions(loop)
+        except InvalidFunctions as exc:
+            return Result.invalid(f"Invalid functions: {exc}.", job.runtime)
         return sandbox.run(  # type: ignore[no-any-return]
             job.code,
             stdin=job.stdin,
@@ -367,6 +392,7 @@ class Executor:
             input_source=input_source,
             cancel=cancel,
             pool=self.pool_for(sandbox, job.profile) if self.pool_for else None,
+            functions=functions,
         )
 
     async def run(
@@ -381,9 +407,10 @@ class Executor:
         """Admit ``job`` and run it in a fresh instance. Raises ``Refused`` when there is no room;
         calls ``on_admitted`` once it has a slot. Cancelling the awaiting task cancels the guest."""
         await self.ready(job.runtime, job.profile.image)
+        loop = asyncio.get_running_loop()  # where the job's coroutine functions run
         return await self.admit_and_run(
             job,
-            lambda c, source: self._sandbox_call(job, c, on_output, source),
+            lambda c, source: self._sandbox_call(job, c, on_output, source, loop),
             memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
             cancel=cancel,
             on_admitted=on_admitted,
@@ -765,10 +792,15 @@ class SessionStore:
             live.last_used = time.monotonic()
             cancel = cancel or threading.Event()
             live.cancel = cancel
+            loop = asyncio.get_running_loop()  # where the job's coroutine functions run
 
             def call(cancel: threading.Event, input_source: Any) -> Result:
                 from .sandbox import SessionEnded
 
+                try:
+                    functions = job.host_functions(loop)
+                except InvalidFunctions as exc:
+                    return Result.invalid(f"Invalid functions: {exc}.")
                 try:
                     for name, content in job.files.items():
                         live.session.upload(name, content)
@@ -781,6 +813,7 @@ class SessionStore:
                         on_output=on_output,
                         input_source=input_source,
                         cancel=cancel,
+                        functions=functions,
                     )
                 except SessionEnded:
                     raise Refused(404, "unknown_session", "the session has ended") from None

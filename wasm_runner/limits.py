@@ -38,6 +38,9 @@ _RANGES: dict[str, _Range] = {
     "disk_mb": _Range(0, 16384, False, "MB"),
     "max_files": _Range(0, 100_000, True, "files"),
     "input_wait_seconds": _Range(1.0, 86_400.0, False, "s"),
+    "host_calls": _Range(0, 10_000_000, True, "calls"),
+    "host_call_bytes": _Range(1024, 16 << 20, True, "bytes"),
+    "host_seconds": _Range(0.01, 3600.0, False, "s"),
 }
 
 
@@ -56,6 +59,10 @@ class Limits:
     - ``memory_mb``: cap on the guest's linear memory.
     - ``stdout_bytes`` / ``stderr_bytes``: output caps; reaching one ends the run.
     - ``disk_mb`` / ``max_files``: quota over all writable grants (scratch and ``/out``).
+    - ``host_calls`` / ``host_call_bytes`` / ``host_seconds``: host functions (the app's
+      functions the run may call, ``functions=``): calls per run, the encoded size of one call's
+      arguments or result, and the time spent inside them in all (not CPU time of the run; it
+      counts in the wall-clock limit). Going over one ends the run.
     """
 
     cpu_seconds: float = 5.0
@@ -66,6 +73,9 @@ class Limits:
     disk_mb: float = 64.0
     max_files: int = 256
     input_wait_seconds: float = 300.0
+    host_calls: int = 100_000
+    host_call_bytes: int = 1 << 20
+    host_seconds: float = 5.0
 
     def validate(self) -> Limits:
         """Return ``self`` when every limit is in range; raise ``InvalidLimits`` otherwise."""

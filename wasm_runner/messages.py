@@ -36,6 +36,9 @@ _ADVICE = {
     "output_limit": "print a summary (such as df.head()) instead of everything, and check for an endless loop",
     "output_limit_stderr": "write less to stderr, and check for an endless loop",
     "disk_limit": "write fewer or smaller files",
+    "host_calls_limit": "call the app's functions fewer times (ask for more at once), and check for an endless loop",
+    "host_bytes_limit": "pass or ask for less data in one call",
+    "host_time_limit": "call the app's slow functions fewer times",
     "internal_error": "this is not caused by the code, so trying again may help",
 }
 

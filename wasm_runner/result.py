@@ -29,13 +29,17 @@ class Status(str, Enum):
     INVALID_INPUT = "invalid_input"
     INTERNAL_ERROR = "internal_error"
     CANCELLED = "cancelled"
+    HOST_CALLS_LIMIT = "host_calls_limit"  # host functions: more calls than ``host_calls``
+    HOST_BYTES_LIMIT = "host_bytes_limit"  # a call's arguments or result over ``host_call_bytes``
+    HOST_TIME_LIMIT = "host_time_limit"  # more than ``host_seconds`` inside host functions
 
     def __str__(self) -> str:
         return self.value
 
 
 LIMIT_STATUSES = frozenset(
-    {Status.CPU_LIMIT, Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT, Status.DISK_LIMIT}
+    {Status.CPU_LIMIT, Status.TIMEOUT, Status.MEMORY_LIMIT, Status.OUTPUT_LIMIT, Status.DISK_LIMIT,
+     Status.HOST_CALLS_LIMIT, Status.HOST_BYTES_LIMIT, Status.HOST_TIME_LIMIT}
 )
 
 
@@ -93,7 +97,8 @@ class Result:
     ``message`` is one plain sentence when the run did not end ``ok`` (which limit, its value), and
     empty otherwise. ``limit`` names the limit that stopped the run (``cpu``, ``wall``, ``memory``,
     ``output``, ``disk``, ``input_wait``: an abandoned ``input()``; ``stack``: the interpreter ran
-    out of stack, status ``error``) or is ``None``. ``input_wait_ms`` is the part of ``wall_ms``
+    out of stack, status ``error``; ``host_calls``, ``host_bytes``, ``host_time``: the host
+    functions' limits) or is ``None``. ``input_wait_ms`` is the part of ``wall_ms``
     spent waiting for interactive input, which no limit but ``input_wait_seconds`` counts.
     """
 
@@ -217,7 +222,8 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
             },
         },
         "message": {"type": "string"},
-        "limit": {"enum": [None, "cpu", "wall", "memory", "output", "disk", "stack", "input_wait"]},
+        "limit": {"enum": [None, "cpu", "wall", "memory", "output", "disk", "stack", "input_wait",
+                           "host_calls", "host_bytes", "host_time"]},
         "runtime": {"type": "string"},
         "input_wait_ms": {"type": "number", "minimum": 0},
     },

@@ -44,6 +44,9 @@ END_LINES: dict[str, str] = {
     "memory_limit": "Stopped: it needed more than {memory_mb:mb} of memory",
     "disk_limit": "Stopped: its files went over the disk quota of {disk_mb:mb} or {max_files:files}",
     "cancelled": "Stopped: the run was cancelled",
+    "host_calls_limit": "Stopped: it called the app's functions more than {host_calls} times",
+    "host_bytes_limit": "Stopped: a call of the app's functions passed or returned more than {host_call_bytes:bytes}",
+    "host_time_limit": "Stopped: the app's functions it called took more than {host_seconds:seconds}",
     "invalid_input": "Not run: its code, input or limits are not valid",
     "internal_error": "The sandbox failed internally",
 }

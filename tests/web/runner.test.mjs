@@ -8,7 +8,7 @@ const RESULT_FIELDS = [
   "status", "exit_code", "stdout", "stderr", "stdout_truncated", "stderr_truncated", "fuel_used",
   "wall_ms", "files", "outputs", "message", "limit", "runtime",
 ];
-const STATUSES = ["ok", "error", "cpu_limit", "timeout", "memory_limit", "output_limit", "disk_limit", "invalid_input", "internal_error", "cancelled"];
+const STATUSES = ["ok", "error", "cpu_limit", "timeout", "memory_limit", "output_limit", "disk_limit", "invalid_input", "internal_error", "cancelled", "host_calls_limit", "host_bytes_limit", "host_time_limit"];
 
 let controller;
 let events = [];

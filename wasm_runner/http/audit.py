@@ -1,6 +1,7 @@
 """The audit log: one JSON line per run saying who ran what, under which limits, and how it ended.
 
-Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
+Host-function calls are counted by function and outcome (calls, bytes each way, time), never
+what they passed. Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
 written, only the tenant's name; a user id never either, only its ``user_key`` (``users.py``). Refusals that are not runs (a forged internal-hop request) are
 lines with an ``event`` field instead (``AuditLog.event``).
 """
@@ -51,6 +52,7 @@ class AuditLog:
         session: str | None = None,
         queued_seconds: float = 0.0,
         user: str | None = None,
+        host_calls: list[dict[str, Any]] | None = None,
     ) -> None:
         if self.path is None:
             return
@@ -86,6 +88,8 @@ class AuditLog:
             "files_out": [
                 {"path": f.path, "size": f.size, "sha256": f.sha256} for f in result.files
             ],
+            # host functions: calls by name and outcome with their sizes and time, never the payload
+            "host_calls": host_calls or [],
         }
         if self.keep_code:
             entry["code"] = code

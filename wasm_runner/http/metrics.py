@@ -7,6 +7,7 @@ Each app has its own ``CollectorRegistry`` so several apps (tests) never collide
 from __future__ import annotations
 
 from collections.abc import Callable
+from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
@@ -58,6 +59,18 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.sessions = Gauge("wasm_runner_active_sessions", "Live sessions", registry=r)
+        self.host_calls = Counter(
+            "wasm_runner_host_calls", "Host-function calls, by function and outcome",
+            ["function", "outcome"], registry=r,
+        )  # fmt: skip
+        self.host_call_seconds = Counter(
+            "wasm_runner_host_call_seconds", "Time inside host functions (seconds), by function",
+            ["function"], registry=r,
+        )  # fmt: skip
+        self.host_call_bytes = Counter(
+            "wasm_runner_host_call_bytes", "Encoded bytes of host-function calls, by function and "
+            "direction (in: arguments, out: results)", ["function", "direction"], registry=r,
+        )  # fmt: skip
 
     def watch(
         self,
@@ -80,6 +93,15 @@ class Metrics:
         self.run_seconds.labels(kind).observe(result.wall_ms / 1000.0)
         if result.fuel_used:
             self.fuel.observe(result.fuel_used)
+
+    def observe_host_calls(self, rows: list[dict[str, Any]]) -> None:
+        """A run's host calls, as ``CallTally.rows`` counts them (names: the run's functions, or
+        ``<unknown>``; never what was passed)."""
+        for row in rows:
+            self.host_calls.labels(row["name"], row["outcome"]).inc(row["calls"])
+            self.host_call_seconds.labels(row["name"]).inc(row["ms"] / 1000.0)
+            self.host_call_bytes.labels(row["name"], "in").inc(row["request_bytes"])
+            self.host_call_bytes.labels(row["name"], "out").inc(row["answer_bytes"])
 
     def response(self, request: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)

@@ -73,6 +73,9 @@ class LimitsRequest(_Strict):
     disk_mb: _limit("disk_mb", False)  # type: ignore[valid-type]
     max_files: _limit("max_files", True)  # type: ignore[valid-type]
     input_wait_seconds: _limit("input_wait_seconds", False)  # type: ignore[valid-type]
+    host_calls: _limit("host_calls", True)  # type: ignore[valid-type]
+    host_call_bytes: _limit("host_call_bytes", True)  # type: ignore[valid-type]
+    host_seconds: _limit("host_seconds", False)  # type: ignore[valid-type]
 
     def given(self) -> dict[str, Any]:
         return self.model_dump(exclude_none=True)

@@ -444,6 +444,8 @@ class Service:
         """Metrics and the audit log for one finished run (the executor's ``on_done``)."""
         self.metrics.queue_seconds.observe(waited)
         self.metrics.observe(result, job.profile.name, job.kind)
+        host_calls = job.host_calls.rows()
+        self.metrics.observe_host_calls(host_calls)
         self.audit.record(
             request_id=job.request_id,
             tenant=job.tenant.name,
@@ -458,6 +460,7 @@ class Service:
             session=job.session_id,
             queued_seconds=waited,
             user=getattr(job.tenant, "user", None),
+            host_calls=host_calls,
         )
 
     async def run_job(

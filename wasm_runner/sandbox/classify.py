@@ -14,6 +14,10 @@ from .guest import Guest
 __all__ = ["MAX_OUTPUTS_BYTES", "classify", "outputs"]
 
 MAX_OUTPUTS_BYTES = 16 << 20
+# a host-function limit's stop reason (host_functions.HOST_LIMITS) -> its status; the reason is the
+# result's ``limit``
+HOST_LIMIT_STATUSES = {"host_calls": Status.HOST_CALLS_LIMIT, "host_bytes": Status.HOST_BYTES_LIMIT,
+                       "host_time": Status.HOST_TIME_LIMIT}
 
 
 def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: bool = False) -> Result:
@@ -53,6 +57,8 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         res.status, res.limit = Status.TIMEOUT, "input_wait"
     elif reason == "output":
         res.status, res.limit = Status.OUTPUT_LIMIT, "output"
+    elif reason in HOST_LIMIT_STATUSES:  # host functions: calls, bytes of a call, time in them
+        res.status, res.limit = HOST_LIMIT_STATUSES[reason], reason
     elif oc.out_of_fuel:
         res.status, res.limit = Status.CPU_LIMIT, "cpu"
     elif exit_code is not None:

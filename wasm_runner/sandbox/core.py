@@ -15,7 +15,7 @@ import shutil
 import tempfile
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
 
@@ -23,6 +23,7 @@ import wasmtime as wt
 
 from .. import engine, images
 from ..grants import collect_files
+from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
 from ..result import FileOut, Result
@@ -216,6 +217,7 @@ class Sandbox:
         cancel: threading.Event | None = None,
         pool: str | None = None,
         host_call: HostCall | None = None,
+        functions: Mapping[str, HostFunction] | HostFunctions | None = None,
     ) -> Result:
         """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
 
@@ -227,6 +229,9 @@ class Sandbox:
         when one is ready, else the run starts a fresh instance as usual.
         ``host_call`` answers the run's host calls (``wasi.control``: a request written on fd 0,
         the answer read back), on the guest's thread; without it they are refused.
+        ``functions`` (name -> callable, or ``HostFunctions``) are the app's functions the code
+        may call (``from host import name``; docs/host-functions.md), within the limits
+        ``host_calls``, ``host_call_bytes`` and ``host_seconds``; not with ``host_call``.
         """
         t0 = time.perf_counter()
         rt = self.runtime.name
@@ -246,6 +251,14 @@ class Sandbox:
             return Result.invalid(
                 f"Invalid limits: memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
                 f"the {rt} runtime needs to start.", rt)
+        host_functions = None
+        if functions is not None:
+            try:
+                host_functions, code, filename = prepare_program(functions, code, filename, display, limits)
+            except InvalidFunctions as e:
+                return Result.invalid(f"Invalid functions: {e}.", rt)
+            if host_call is not None:
+                return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
         if pool is None and "plain" in self.pools:
             pool = "plain"
         if pool is not None and pool not in self.pools:
@@ -255,7 +268,7 @@ class Sandbox:
         try:
             return self._run_in_instance(code, data, limits, data_dir, out_dir, files, collect_out,
                                          filename, display, on_output, input_source, cancel, pool, t0,
-                                         host_call)
+                                         host_call, host_functions)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -268,7 +281,8 @@ class Sandbox:
                          files: dict[str, bytes] | None, collect_out: bool, filename: str | None,
                          display: bool | str, on_output: OutputCallback | None,
                          input_source: InputSource | None, cancel: threading.Event | None,
-                         pool: str | None, t0: float, host_call: HostCall | None) -> Result:
+                         pool: str | None, t0: float, host_call: HostCall | None,
+                         host_functions: HostFunctions | None) -> Result:
         rt = self.runtime.name
         guest = self.pools[pool].take() if pool is not None else None
         try:
@@ -294,6 +308,8 @@ class Sandbox:
             io.stderr.on_chunk = on_output
             io.cancel = cancel
             io.host_call = host_call
+            if host_functions is not None:
+                io.host_call = HostCalls(host_functions, limits, io)
             io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
                                   once=True, session=False, display=display,
                                   memory_cap=self.memory_cap(limits)))

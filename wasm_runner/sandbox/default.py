@@ -6,10 +6,11 @@ from __future__ import annotations
 import atexit
 import os
 import threading
-
+from collections.abc import Mapping
 from pathlib import Path
 
 from .. import engine, images
+from ..host_functions import HostFunction, HostFunctions
 from ..images import DEFAULT_IMAGE
 from ..limits import Limits
 from ..result import Result
@@ -112,6 +113,9 @@ def run(
     data_dir: str | os.PathLike[str] | None = None,
     out_dir: str | os.PathLike[str] | None = None,
     runtime: str | None = None,
+    functions: Mapping[str, HostFunction] | HostFunctions | None = None,
 ) -> Result:
-    """Run ``code`` once in a fresh sandbox of ``runtime`` (``default`` or ``small``)."""
-    return default_sandbox(runtime).run(code, stdin=stdin, limits=limits, data_dir=data_dir, out_dir=out_dir)
+    """Run ``code`` once in a fresh sandbox of ``runtime`` (``default`` or ``small``).
+    ``functions``: the app's functions the code may call (``from host import name``)."""
+    return default_sandbox(runtime).run(code, stdin=stdin, limits=limits, data_dir=data_dir, out_dir=out_dir,
+                                        functions=functions)

@@ -4,11 +4,13 @@ from __future__ import annotations
 
 import threading
 import time
+from collections.abc import Mapping
 from pathlib import Path
 from typing import Any, Protocol
 
 from ..errors import WasmRunnerError
 from ..grants import collect_files
+from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes, upload_path
 from ..limits import InvalidLimits, Limits
 from ..result import FileOut, Result
@@ -85,7 +87,10 @@ class Session:
         cancel: threading.Event | None = None,
         display: bool | str = True,
         filename: str | None = None,
+        functions: Mapping[str, HostFunction] | HostFunctions | None = None,
     ) -> Result:
+        """Run one cell. ``functions``: the app's functions this cell may call (``from host
+        import name``), within the cell's host-function limits."""
         t0 = time.perf_counter()
         rt = self.sb.runtime.name
         problem = check_source(code, filename)
@@ -98,6 +103,14 @@ class Session:
             return Result.invalid(f"Invalid limits: {e}.", rt)
         except ValueError as e:
             return Result.invalid(f"Invalid input: {e}.", rt)
+        host_functions = None
+        if functions is not None:
+            if isinstance(code, bytes):
+                code = code.decode("utf-8")
+            try:
+                host_functions, code, filename = prepare_program(functions, code, filename, display, cell)
+            except InvalidFunctions as e:
+                return Result.invalid(f"Invalid functions: {e}.", rt)
         with self._lock:
             if not self.alive:
                 raise SessionEnded("the session has ended")
@@ -108,6 +121,7 @@ class Session:
             io.stderr.reset(cell.stderr_bytes, on_output)
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
+            io.host_call = None if host_functions is None else HostCalls(host_functions, cell, io)
             io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), filename,
                                   once=False, session=True, display=display,
                                   memory_cap=self.sb.memory_cap(cell)))
@@ -120,6 +134,7 @@ class Session:
                     io.stop("cancelled")
                 if io.past(hard_stop):
                     io.stop("timeout")
+            io.host_call = None  # between cells no code runs: nothing to call
             res = classify(g, cell, t0, rt, cell_done=not g.done.is_set())
             self.last_used = time.monotonic()
             if self._ws.out is not None:

@@ -14,6 +14,9 @@ export const STATUS = Object.freeze({
   INVALID_INPUT: "invalid_input",
   INTERNAL_ERROR: "internal_error",
   CANCELLED: "cancelled",
+  HOST_CALLS_LIMIT: "host_calls_limit",
+  HOST_BYTES_LIMIT: "host_bytes_limit",
+  HOST_TIME_LIMIT: "host_time_limit",
 });
 
 /** Defaults matching the server tier's `Limits` where a browser can enforce them. */
@@ -33,7 +36,10 @@ export const LIMIT_RANGES = Object.freeze({
 });
 
 /** Limits the browser cannot enforce; accepted for shape compatibility with the server API. */
-export const SERVER_ONLY_LIMITS = Object.freeze(["cpu_seconds", "memory_mb", "disk_mb", "max_files"]);
+export const SERVER_ONLY_LIMITS = Object.freeze([
+  "cpu_seconds", "memory_mb", "disk_mb", "max_files",
+  "host_calls", "host_call_bytes", "host_seconds", // until the browser tier has host functions (issue 24)
+]);
 
 export const MAX_SOURCE_BYTES = 1 << 20;
 

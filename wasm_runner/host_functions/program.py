@@ -1,0 +1,89 @@
+"""The program a run with host functions hands the guest wrapper: ``host`` installed, then the
+user's code, exactly as the wrapper would run it alone.
+
+The wrapper (``guest/runner.py``) runs one program per job and knows nothing of host functions.
+A run with functions hands it a two-line loader instead of the user's code: the first line
+runs ``SETUP`` (codec.py and ``guest/host_module.py`` loaded from source as modules, ``host``
+put in ``sys.modules``, the user's code compiled under its own file name and run in the job's
+namespace), the second (only when the last expression's value is shown) evaluates the user's
+last expression. Everything of ours is compiled under the wrapper's own file name
+(``WRAPPER_FILE``): the wrapper drops those frames from tracebacks, so the user sees the
+traceback the same code would give without functions, and the line numbers of their file.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from importlib.resources import files as _pkg_files
+
+from ..limits import Limits
+from .functions import HostFunction, HostFunctions, as_host_functions
+
+__all__ = ["WRAPPER_FILE", "prepare_program", "program"]
+
+WRAPPER_FILE = "<wasm-runner>"  # the file name the wrapper's own code is compiled under
+
+
+def _source(*parts: str) -> str:
+    return _pkg_files("wasm_runner").joinpath(*parts).read_text()
+
+
+_CODEC_SOURCE = _source("codec.py")
+_HOST_SOURCE = _source("guest", "host_module.py")
+
+# runs in the guest, in a namespace of its own; frame 1 is the loader's, in the job's namespace
+SETUP = """\
+import sys
+codec_src, host_src, names, docs, max_bytes, code, filename, show_last = _wr_args
+namespace = sys._getframe(1).f_globals
+
+def load(name, src):
+    module = type(sys)(name)
+    exec(compile(src, '<wasm-runner>', 'exec'), module.__dict__)
+    return module
+
+host = load('host', host_src)
+host._wr_setup(load('wasm_runner_codec', codec_src), names, docs, max_bytes)
+sys.modules['host'] = host
+sys.argv = [filename]
+try:
+    import linecache
+    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+except Exception:
+    pass
+tail = None
+if show_last:
+    import ast
+    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST)
+    if tree.body and isinstance(tree.body[-1], ast.Expr):
+        tail = compile(ast.Expression(tree.body.pop().value), filename, 'eval')
+    body = compile(tree, filename, 'exec')
+else:
+    body = compile(code, filename, 'exec')
+host._wr_keep_last(tail, namespace)
+exec(body, namespace)
+"""
+
+
+def program(code: str, filename: str | None, names: Mapping[str, str], display: bool | str,
+            max_bytes: int) -> str:
+    """The loader the wrapper runs (under ``WRAPPER_FILE``) for ``code`` with the functions
+    ``names`` (name -> description) importable from ``host``; ``max_bytes`` is the run's
+    ``host_call_bytes``. ``display`` is the job's: when ``True`` the loader's last line evaluates
+    the user's last expression for the wrapper to show."""
+    args = (_CODEC_SOURCE, _HOST_SOURCE, sorted(names), dict(names), max_bytes, code,
+            filename or "<string>", display is True)
+    lines = [f"exec(compile({SETUP!r}, {WRAPPER_FILE!r}, 'exec'), "
+             f"{{'__builtins__': __builtins__, '_wr_args': {args!r}}})"]
+    if display is True:
+        lines.append("__import__('host')._wr_last()")
+    return "\n".join(lines) + "\n"
+
+
+def prepare_program(functions: Mapping[str, HostFunction] | HostFunctions, code: str,
+                    filename: str | None, display: bool | str, limits: Limits) -> tuple[HostFunctions, str, str]:
+    """(the functions checked, the loader to run in place of ``code``, the file name the job
+    gets): what ``Sandbox.run`` and ``Session.run`` hand the wrapper for a run with functions.
+    ``InvalidFunctions`` when the functions cannot be given."""
+    checked = as_host_functions(functions)
+    return checked, program(code, filename, checked.docs(), display, limits.host_call_bytes), WRAPPER_FILE
