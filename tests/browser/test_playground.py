@@ -266,3 +266,36 @@ def test_auto_tier_falls_back_to_the_browser_when_the_server_refuses():
         page.context.close()
     finally:
         stop_process(process)
+
+
+def test_each_browser_is_its_own_student_on_the_server_tier():
+    # the playground sends one id per browser (localStorage): two server-tier runs at once are this
+    # student's share (user_max_concurrent 2), a third is refused for this student only, and a
+    # classmate in another browser runs meanwhile; the id survives a reload
+    first = open_playground("/")
+    second = open_playground("/")
+    ids = [p.evaluate("localStorage.getItem('wasm-runner-user')") for p in (first, second)]
+    assert all(isinstance(i, str) and len(i) == 24 for i in ids) and ids[0] != ids[1]
+    outcomes = first.evaluate(
+        """async () => {
+      const runner = window.playground.runner;
+      const slow = () => runner.run("import time\\ntime.sleep(8)\\nprint('slow done')", {tier: 'server'});
+      const a = slow(), b = slow();
+      await new Promise((resolve) => setTimeout(resolve, 3000));
+      const c = await runner.run("print('third')", {tier: 'server'}).catch((e) => ({thrown: String(e)}));
+      return [await a, await b, c];
+    }"""
+    )
+    classmate = second.evaluate(
+        """async () => await window.playground.runner.run("print('classmate')", {tier: 'server'})"""
+    )
+    assert [o.get("stdout") for o in outcomes[:2]] == ["slow done\n", "slow done\n"]
+    third = outcomes[2]
+    assert third.get("stdout") != "third\n", third
+    assert "user_concurrency" in str(third) or "runs in flight" in str(third), third
+    assert classmate["status"] == "ok" and classmate["stdout"] == "classmate\n"
+    first.reload()
+    poll(first, "window.playground && window.playground.runner.browserInfo", timeout=120)
+    assert first.evaluate("localStorage.getItem('wasm-runner-user')") == ids[0]
+    for page in (first, second):
+        page.context.close()
