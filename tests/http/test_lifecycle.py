@@ -33,7 +33,7 @@ def test_shutdown_cancels_guests_and_closes_sessions(warm_sandbox: None, tmp_pat
         server.thread.join(60)
         assert not server.thread.is_alive()
         # the 30 s CPU run was cancelled long before its limit, and the session closed
-        assert wait_until(lambda: service.runner.guests_in_threads == 0, timeout=20)
+        assert wait_until(lambda: service.executor.guests_in_threads == 0, timeout=20)
         assert len(service.sessions) == 0
         t.join(60)
         assert answers

@@ -63,7 +63,7 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
                 # logged by the warm-up; /readyz says runtime_failed; tried again after a while
                 await asyncio.sleep(RETRY_SECONDS)
             try:
-                await service.runner.call(service.start_pools)
+                await service.executor.call(service.start_pools)
             except Exception:
                 log.exception("starting the warm pools failed; runs start fresh instances")
             service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)

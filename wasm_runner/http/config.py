@@ -71,6 +71,7 @@ from typing import Any, Literal
 from limits import parse as parse_rate
 
 from ..errors import WasmRunnerError
+from ..execution import Policy
 from ..host_memory import default_memory_budget_mb
 from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
@@ -100,33 +101,23 @@ class ConfigError(WasmRunnerError, ValueError):
     """The TOML file or an environment variable holds a setting the server cannot use."""
 
 
-@dataclass(frozen=True)
-class Profile:
-    """A named policy: the limits a run gets, its data directory, whether it may return files."""
-
-    name: str
-    limits: Limits
-    data_dir: Path | None = None
-    files_out: bool = True
-    runtime: str = "default"
-    display: bool = False  # capture plots and the last expression's value
-    pool_size: int = 0  # warm instances kept for this profile (0: every run starts fresh)
-    preload: tuple[str, ...] = ()  # modules a warm instance has imported before its hand-over
-    # the default runtime's pre-initialized image (plain | datascience); memory_mb counts what a
-    # run adds beyond it (docs/configuration.md)
-    image: str = "datascience"
+PROFILE_IMAGE = "datascience"  # a server profile's image unless it names one
 
 
-DEFAULT_PROFILES: dict[str, Profile] = {
+def Profile(name: str, limits: Limits, **settings: Any) -> Policy:
+    """A server profile, ``[profiles.NAME]``: an ``execution.Policy`` (the one policy record) with
+    the server's defaults: files written to ``/out`` come back, the ``datascience`` image."""
+    return Policy(name, limits, **{"files_out": True, "image": PROFILE_IMAGE, **settings})
+
+
+DEFAULT_PROFILES: dict[str, Policy] = {
     "student": Profile(
         "student",
         Limits(cpu_seconds=2.0, wall_seconds=10.0, memory_mb=64, disk_mb=16.0, max_files=64),
-        files_out=True,
     ),
     "analyst": Profile(
         "analyst",
         Limits(cpu_seconds=30.0, wall_seconds=120.0, memory_mb=1024, disk_mb=256.0),
-        files_out=True,
         display=True,
         pool_size=1,
         preload=("numpy", "pandas", "matplotlib.pyplot"),
@@ -168,7 +159,7 @@ class ServerConfig:
 
     auth: bool = True
     api_keys: tuple[ApiKey, ...] = ()
-    profiles: Mapping[str, Profile] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    profiles: Mapping[str, Policy] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
     default_profile: str = "student"
     runtimes: tuple[str, ...] = RUNTIMES
     # admission
@@ -282,7 +273,7 @@ class ServerConfig:
                     f"memory_budget_mb={self.memory_budget_mb}"
                 )
             held = profile.limits.memory_mb + (
-                RESIDENT_MB.get(profile.image, 0) if profile.runtime == "default" else 0
+                RESIDENT_MB.get(profile.image or "", 0) if profile.runtime == "default" else 0
             )  # what a session of this profile holds in the budget (service.resident_mb)
             if held > self.tenant_memory_mb:
                 raise ConfigError(
@@ -390,7 +381,7 @@ class ServerConfig:
         """Bytes of download links one tenant may hold at once."""
         return max(1, int(self.download_store_bytes * self.download_tenant_share))
 
-    def profile(self, name: str | None) -> Profile:
+    def profile(self, name: str | None) -> Policy:
         return self.profiles[name or self.default_profile]
 
 
@@ -422,7 +413,7 @@ _SERVER_KEYS = {
 }  # fmt: skip
 
 
-def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> Profile:
+def _profile_from(name: str, table: Mapping[str, Any], base: Policy | None) -> Policy:
     if not isinstance(table, Mapping):
         raise ConfigError(f"[profiles.{name}] must be a table")
     limit_values = {k: v for k, v in table.items() if k not in _PROFILE_KEYS}
@@ -438,15 +429,15 @@ def _profile_from(name: str, table: Mapping[str, Any], base: Profile | None) -> 
     if not isinstance(preload, (list, tuple)) or not all(isinstance(m, str) and m for m in preload):
         raise ConfigError(f"[profiles.{name}]: preload must be a list of module names")
     return Profile(
-        name=name,
-        limits=limits,
+        name,
+        limits,
         data_dir=Path(data_dir) if data_dir else None,
         files_out=bool(table.get("files_out", base.files_out if base else True)),
         runtime=str(table.get("runtime", base.runtime if base else "default")),
         display=bool(table.get("display", base.display if base else False)),
         pool_size=pool_size,
         preload=tuple(preload),
-        image=str(table.get("image", base.image if base else Profile.image)),
+        image=str(table.get("image", base.image if base else PROFILE_IMAGE)),
     )
 
 

@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import CallerLike, Executor, Job, Refused, Ticket
+from ..execution import CallerLike, Executor, Job, Policy, Refused, Ticket
 from ..limits import InvalidLimits, Limits
 from ..result import Result
 from ..scaleout.directory import directory_for
@@ -32,7 +32,7 @@ from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
-from .config import Profile, ServerConfig
+from .config import ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
 from .guests import busy_error
@@ -102,12 +102,14 @@ def server_memory_mb(config: ServerConfig) -> int:
     from ..images import RESIDENT_MB
     from ..sandbox import default_prestart
 
-    def slot_mb(runtime: str, image: str) -> int:
-        return RESIDENT_MB.get(image if runtime == "default" else "plain", RESIDENT_MB["plain"])
+    def slot_mb(runtime: str, image: str | None) -> int:
+        return RESIDENT_MB.get((image or "plain") if runtime == "default" else "plain", RESIDENT_MB["plain"])
 
     # one sandbox per (runtime, image) a request can reach: each profile's, and any other
     # runtime a request may ask for (with the profile's limits, on that runtime's only image)
-    slots = {(runtime, "plain"): default_prestart() for runtime in config.runtimes if runtime != "default"}
+    slots: dict[tuple[str, str | None], int] = {
+        (runtime, "plain"): default_prestart() for runtime in config.runtimes if runtime != "default"
+    }
     for profile in config.profiles.values():
         where = (profile.runtime, profile.image if profile.runtime == "default" else "plain")
         slots[where] = slots.get(where, default_prestart()) + max(0, profile.pool_size)
@@ -279,11 +281,11 @@ class Service:
             max_sessions=config.max_sessions,
             session_idle_seconds=config.session_idle_seconds,
             session_max_lifetime_seconds=config.session_max_lifetime_seconds,
+            # the directory learns of every session; the leases count them per key across replicas
+            session_listener=self.directory if self.directory.shared else None,
+            session_claims=self.leases,
         )
-        self.runner = self.executor  # short blocking calls: ``await service.runner.call(fn)``
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
-        if self.directory.shared:
-            self.sessions.listener = self.directory
         # the internal hop: who holds a session or link, and the call relayed to it
         self.forwarding = Forwarding(
             self.directory, self.sessions.holds,
@@ -291,7 +293,6 @@ class Service:
         )  # fmt: skip
         longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
         self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0)
-        self.sessions.claims = self.leases  # open sessions per key, across replicas
         # the drain on SIGTERM (http.serving.DrainingServer)
         self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
         self.metrics.watch(
@@ -384,7 +385,7 @@ class Service:
         profile_name: str | None,
         asked: LimitsRequest | None,
         runtime: str | None = None,
-    ) -> tuple[Profile, Limits, str]:
+    ) -> tuple[Policy, Limits, str]:
         """The profile, the (tightened) limits and the runtime for a request, or a 4xx."""
         name = profile_name or self.config.default_profile
         if name not in self.config.profiles:

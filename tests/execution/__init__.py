@@ -1,0 +1,1 @@
+"""The execution core on a real sandbox: the executor and the session store."""

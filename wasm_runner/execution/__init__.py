@@ -1,0 +1,38 @@
+"""One way into the sandbox for every face: ``Executor`` runs ``Job``s and keeps ``SessionStore``.
+
+Every face describes a guest run as a ``Job`` (who asks, under which policy, what code and input)
+and hands it to an ``Executor``:
+
+- the HTTP service (run, stream, WebSocket, sessions) and the MCP tools mounted at ``/mcp`` share
+  the server's executor, whose ``Gate`` is the server's admission (``max_running``, queue, memory
+  budget, per-key concurrency) and whose ``on_done`` writes the metrics and the audit log;
+- the MCP tools over stdio, the CLI and Python callers use an executor without a gate (no server:
+  nothing to share), which still runs every guest the same way and keeps sessions under caps.
+
+``Executor.run`` admits a job, runs the blocking sandbox call on a worker thread (cancelled when
+the awaiting task is), and reports how it ended; ``Executor.run_sync`` is the same call on the
+caller's thread for code without an event loop (the CLI). ``SessionStore`` is the one session
+manager: per-key and global caps, memory held in the gate for a session's whole life, one call at
+a time, idle and lifetime expiry.
+
+This is a core package: it imports no web or MCP framework. A refusal is a ``Refused`` (status,
+stable code, one plain sentence) that the HTTP face answers as JSON and the MCP face as a tool
+error.
+
+Reading order: ``refusal`` (``Refused``), ``policy`` (``Caller``, ``Policy``: who asks, under which
+policy), ``job`` (``Job``), ``gate`` (admission as the executor sees it: ``Gate``, ``Ticket``,
+``Claims``), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor`` (``Executor``). The
+names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
+"""
+
+from .executor import Executor
+from .gate import Claims, Gate, Ticket
+from .job import Job
+from .policy import Caller, CallerLike, Policy, PolicyLike
+from .refusal import Refused
+from .sessions import LiveSession, SessionListener, SessionStore
+
+__all__ = [
+    "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Policy",
+    "PolicyLike", "Refused", "SessionListener", "SessionStore", "Ticket",
+]  # fmt: skip
