@@ -45,24 +45,58 @@ def _read_exactly(n):
 
 
 _SAFE_INT = (1 << 53) - 1
+_INF = float("inf")
 
 
-def _scalars(values):
-    """Whether ``values`` are all JSON scalars as they are (no tag needed): the common call
-    skips the codec's walk. The host checks them the same way whatever this says."""
-    for v in values:
+def _plain(value):
+    """Whether ``value`` is JSON as it is: lists, dicts with text keys not starting with "$",
+    and scalars that need no tag, at most 100 deep and 10^6 values; the common call then skips
+    the codec's walk (the host checks what arrives the same way whatever this says)."""
+    stack, count, chars = [(value, 0)], 0, 0
+    while stack:
+        v, depth = stack.pop()
+        count += 1
+        if count > 100_000:  # many values: the codec, which counts them against its bound
+            return False
         t = type(v)
-        if t is int:
+        if t is str:
+            chars += len(v)
+            if len(v) > 1000 or chars > 1 << 18:  # much text: the codec, which stops at the limit
+                return False
+        elif t is int:
             if not -_SAFE_INT <= v <= _SAFE_INT:
                 return False
-        elif t is str:
-            if len(v) > 1000:
-                return False
         elif t is float:
-            if v != v or v in (float("inf"), float("-inf")):
+            if v != v or v in (_INF, -_INF):
                 return False
+        elif t is list or t is dict:
+            if depth >= 100 or count + len(stack) + len(v) > 100_000:
+                return False
+            if t is dict:
+                for k in v:
+                    if type(k) is not str or k[:1] == "$":
+                        return False
+                v = v.values()
+            for item in v:
+                stack.append((item, depth + 1))
         elif t is not bool and v is not None:
             return False
+    return True
+
+
+def _untagged(value):
+    """Whether decoded JSON holds no tag (no "$" key anywhere): it is its own value then."""
+    stack = [value]
+    while stack:
+        v = stack.pop()
+        t = type(v)
+        if t is dict:
+            for k in v:
+                if k[:1] == "$":
+                    return False
+            stack.extend(v.values())
+        elif t is list:
+            stack.extend(v)
     return True
 
 
@@ -124,8 +158,8 @@ def _call(name, args, kwargs):
     if _busy[0]:
         raise RuntimeError(_NESTED)
     try:
-        if not kwargs and _scalars(args):
-            request = {"op": "host", "name": name, "args": list(args), "kwargs": {}}
+        if _plain(list(args)) and _plain(kwargs):
+            request = {"op": "host", "name": name, "args": list(args), "kwargs": kwargs}
         else:
             request = {"op": "host", "name": name,
                        "args": _codec.to_tagged(list(args), max_bytes=_max_bytes[0]),
@@ -150,8 +184,8 @@ def _call(name, args, kwargs):
     if type(answer) is dict and "value" in answer:
         value = answer["value"]
         t = type(value)
-        if t is int or t is str or t is bool or t is float or value is None:
-            return value  # a scalar: nothing to decode
+        if t is int or t is str or t is bool or t is float or value is None or _untagged(value):
+            return value  # nothing to decode
         return _codec.from_tagged(value)
     raise _exception(answer.get("error") if type(answer) is dict else None) from None
 

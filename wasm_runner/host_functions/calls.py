@@ -84,19 +84,37 @@ def describe_exception(exc: BaseException) -> dict[str, Any]:
     return {"type": name, "bases": bases[:8], "message": message[:MAX_MESSAGE], "args": args}
 
 
-def _scalars(values: Any) -> bool:
-    """Whether ``values`` are JSON scalars that need no tag (the common call skips the codec)."""
-    for v in values:
+def _plain(value: Any) -> bool:
+    """Whether ``value`` is JSON as it is and as the codec would leave it: lists, dicts with text
+    keys not starting with "$", scalars that need no tag (long text excepted: the codec stops at
+    the size limit), at most ``codec.MAX_DEPTH`` deep; the common call then skips the codec's
+    walk. Exact types only: a subclass goes through the codec."""
+    stack, count, chars = [(value, 0)], 0, 0
+    while stack:
+        v, depth = stack.pop()
+        count += 1
+        if count > 100_000:  # many values: the codec, which counts them against its bound
+            return False
         t = type(v)
-        if t is int:
-            if not -codec.SAFE_INT <= v <= codec.SAFE_INT:
+        if t is str:
+            chars += len(v)
+            if len(v) > 1000 or chars > 1 << 18:  # much text: the codec, which stops at the limit
                 return False
-        elif t is str:
-            if len(v) > 1000:  # a long one goes through the codec, which stops at the size limit
+        elif t is int:
+            if not -codec.SAFE_INT <= v <= codec.SAFE_INT:
                 return False
         elif t is float:
             if not math.isfinite(v):
                 return False
+        elif t is list or t is dict:
+            if depth >= codec.MAX_DEPTH or count + len(stack) + len(v) > 100_000:
+                return False
+            if t is dict:
+                if any(type(k) is not str or k[:1] == "$" for k in v):
+                    return False
+                stack.extend((item, depth + 1) for item in v.values())
+            else:
+                stack.extend((item, depth + 1) for item in v)
         elif t is not bool and v is not None:
             return False
     return True
@@ -214,7 +232,7 @@ class HostCalls:
         if msg.get("oversize") is True:  # the guest found its arguments over host_call_bytes
             raise _Ended("host_bytes", name)
         try:
-            if not (type(args) is list and kwargs == {} and _scalars(args)):  # else as they are
+            if not (type(args) is list and type(kwargs) is dict and _plain(args) and _plain(kwargs)):
                 args = codec.from_tagged(args)
                 kwargs = codec.from_tagged(kwargs)
         except (codec.PlainDataError, RecursionError) as e:
@@ -263,7 +281,7 @@ class HostCalls:
                 raise RuntimeError("the host function was cancelled") from None
 
     def _value(self, name: str, value: Any) -> Any:
-        if _scalars((value,)):
+        if _plain(value):
             return value
         try:
             return codec.to_tagged(value, max_bytes=self.limits.host_call_bytes)
