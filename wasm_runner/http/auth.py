@@ -27,7 +27,7 @@ import math
 import time
 from collections.abc import Mapping
 from contextvars import ContextVar
-from dataclasses import dataclass, replace
+from dataclasses import dataclass, field, replace
 
 from typing import TYPE_CHECKING
 
@@ -62,6 +62,9 @@ class Tenant:
     user_rate: str = USER_RATE
     user_max_concurrent: int = USER_MAX_CONCURRENT
     anonymous: bool = False  # auth off: the tenant is a client address, not an API key
+    # the user's own id, for the app's endpoints of host functions only (signed; never stored,
+    # logged or counted: ``user`` is what is)
+    user_id: str | None = field(default=None, repr=False, compare=False)
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -196,13 +199,13 @@ class Gatekeeper:
     ) -> Tenant:
         """``tenant`` with the user this request is for (``users.UserIds.read``), if any."""
         key = self._by_name.get(tenant.name) if not tenant.anonymous else None
-        user_key = self.users.read(
+        found = self.users.identify(
             headers, tenant.name,
             token_secret=key.user_token_secret if key is not None else None,
             token_required=key.user_token_required if key is not None else False,
             user=user, user_token=user_token,
         )  # fmt: skip
-        return tenant if user_key is None else replace(tenant, user=user_key)
+        return tenant if found is None else replace(tenant, user=found[1], user_id=found[0])
 
     def vouched(self, name: str) -> Tenant:
         """The tenant another replica authenticated and passed a call on for (its rate counted

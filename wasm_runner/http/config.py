@@ -38,6 +38,13 @@ TOML layout (every table and key optional)::
     user_max_concurrent = 2
     user_token_secret_file = "…"      # signs user tokens for browser pages (users.py)
 
+    [functions.lookup_order]          # a host function (host_functions/declared.py)
+    description = "An order by its id."
+    parameters = { type = "object", properties = { order_id = { type = "integer" } } }
+    url = "https://shop.example/api/tools/lookup_order"   # or entry_point = "pkg.module:fn"
+    secret_file = "…"                 # the endpoint's own secret; signs every call
+    keys = ["course-site"]            # who may use it; profiles = [...] narrows it
+
 Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file),
 ``WASM_RUNNER_AUTH`` (``on``/``off``), ``WASM_RUNNER_API_KEYS`` (``name:key,name:key``),
 ``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,
@@ -72,6 +79,7 @@ from limits import parse as parse_rate
 
 from ..errors import WasmRunnerError
 from ..execution import Policy
+from ..host_functions.declared import DeclaredFunction, functions_from
 from ..host_memory import default_memory_budget_mb
 from ..images import RESIDENT_MB, image_names
 from ..limits import InvalidLimits, Limits
@@ -160,6 +168,8 @@ class ServerConfig:
     auth: bool = True
     api_keys: tuple[ApiKey, ...] = ()
     profiles: Mapping[str, Policy] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
+    # host functions declared by the operator (``[functions.NAME]``, host_functions/declared.py)
+    functions: Mapping[str, DeclaredFunction] = field(default_factory=dict)
     default_profile: str = "student"
     runtimes: tuple[str, ...] = RUNTIMES
     # admission
@@ -552,7 +562,7 @@ def load_config(
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-    unknown_tables = set(doc) - {"server", "profiles", "api_keys"}
+    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions"}
     if unknown_tables:
         raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
 
@@ -590,7 +600,11 @@ def load_config(
     secret_file = server.pop("cluster_secret_file", None)
     if secret_file and not server.get("cluster_secret"):
         server["cluster_secret"] = _read_secret(Path(secret_file))
+    try:  # host functions the operator declares (docs/host-functions.md#the-http-service-and-mcp)
+        functions = functions_from(doc.get("functions", {}))
+    except ValueError as exc:
+        raise ConfigError(str(exc)) from None
     try:
-        return ServerConfig(api_keys=tuple(keys), profiles=profiles, **server)
+        return ServerConfig(api_keys=tuple(keys), profiles=profiles, functions=functions, **server)
     except TypeError as exc:
         raise ConfigError(str(exc)) from None

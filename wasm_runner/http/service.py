@@ -19,6 +19,9 @@ from typing import Any
 from starlette.requests import HTTPConnection
 
 from ..execution import CallerLike, Executor, Job, Policy, Refused, Ticket
+from ..host_functions import HostFunctions
+from ..host_functions.declared import Caller as FunctionCaller
+from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
 from ..result import Result
 from ..scaleout.directory import directory_for
@@ -260,6 +263,8 @@ class Service:
         # per-key runs in flight and open sessions counted across replicas, or None (local)
         self.leases: Leases | None = Leases(self.shared) if self.shared is not None else None
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
+        # the host functions the config declares, ready to call (entry points imported)
+        self.catalog = Catalog(config.functions)
         # where sessions and download links live, for every replica (scaleout.directory)
         self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(
@@ -378,6 +383,21 @@ class Service:
             self.metrics.rejections.labels(exc.code).inc()
             raise
         return tenant
+
+    def host_functions(self, tenant: Tenant, profile: Policy, names: list[str] | None,
+                       request_id: str) -> HostFunctions | None:
+        """The host functions a request named, bound to its caller; ``403 function_forbidden``
+        when one is not declared or not for this key and profile. None when it named none."""
+        if not names:
+            return None
+        refused = self.catalog.refused(names, tenant.name, profile.name)
+        if refused:
+            raise ApiError(
+                403, "function_forbidden",
+                f"this API key may not call {', '.join(sorted(set(refused)))} under profile {profile.name!r}"
+                f" (it may call: {', '.join(f.name for f in self.catalog.allowed(tenant.name, profile.name)) or 'none'})",
+            )  # fmt: skip
+        return self.catalog.for_caller(sorted(set(names)), FunctionCaller(tenant.name, tenant.user_id, request_id))
 
     def policy(
         self,

@@ -128,6 +128,22 @@ class UserIds:
         user_token: str | None = None,
     ) -> str | None:
         """The ``user_key`` of this request's user, None without one; 401/422 when refused."""
+        found = self.identify(headers, tenant, token_secret=token_secret, token_required=token_required,
+                              user=user, user_token=user_token)
+        return None if found is None else found[1]
+
+    def identify(
+        self,
+        headers: Mapping[str, str],
+        tenant: str,
+        *,
+        token_secret: str | None,
+        token_required: bool,
+        user: str | None = None,
+        user_token: str | None = None,
+    ) -> tuple[str, str] | None:
+        """(the user's id, its ``user_key``) for this request, None without a user; 401/422 when
+        refused. The id goes to the app's own endpoints only (host functions), never further."""
         token = user_token if user_token is not None else headers.get(USER_TOKEN_HEADER)
         plain = user if user is not None else headers.get(USER_HEADER)
         if token is not None:
@@ -136,7 +152,8 @@ class UserIds:
                     401, "invalid_user_token",
                     "user tokens are not enabled for this key (it has no user_token_secret)",
                 )  # fmt: skip
-            return self.user_key(tenant, verify_user_token(token, token_secret, tenant))
+            user_id = verify_user_token(token, token_secret, tenant)
+            return user_id, self.user_key(tenant, user_id)
         if token_required:
             raise ApiError(
                 401, "user_token_required",
@@ -145,4 +162,5 @@ class UserIds:
             )  # fmt: skip
         if plain is None:
             return None
-        return self.user_key(tenant, check_user_id(plain))
+        user_id = check_user_id(plain)
+        return user_id, self.user_key(tenant, user_id)

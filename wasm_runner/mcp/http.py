@@ -33,6 +33,7 @@ from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
 
 from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
+from ..host_functions.declared import Catalog
 from .server import ToolConfig, build_server, headers_of
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
@@ -56,6 +57,7 @@ class McpHttp:
         path: str = "/mcp",
         json_response: bool = False,
         transport_security: TransportSecuritySettings | None = None,
+        catalog: Catalog | None = None,
     ) -> None:
         """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``):
         every request is the one caller ``anonymous``.
@@ -66,7 +68,7 @@ class McpHttp:
         self.config = config or ToolConfig()
         self._callers: dict[str, CallerLike] = {}
         self.server, self.executor = build_server(
-            self.config, executor=executor, policy=policy, resolve=self._resolve
+            self.config, executor=executor, policy=policy, resolve=self._resolve, catalog=catalog
         )
         self.path = path
         self._authenticate = authenticate
@@ -143,7 +145,8 @@ class McpHttp:
             idle_seconds=config.session_idle_seconds,
             max_upload_bytes=config.max_file_in_bytes,
         )
-        return cls(service.executor, authenticate=authenticate, config=tools, policy=chosen, path=path)
+        return cls(service.executor, authenticate=authenticate, config=tools, policy=chosen, path=path,
+                   catalog=service.catalog)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""

@@ -17,7 +17,7 @@ import binascii
 import logging
 import threading
 from collections.abc import Callable, Mapping
-from typing import Annotated, Literal
+from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
 from mcp.server.mcpserver import Context, MCPServer
@@ -25,6 +25,8 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
+from ..host_functions.declared import Caller as FunctionCaller
+from ..host_functions.declared import Catalog, describe_functions
 from ..inputs import MAX_SOURCE_BYTES
 from ..limits import Limits
 from ..result import Status
@@ -122,19 +124,43 @@ def _refusal(exc: Refused, what: str) -> CallToolResult:
     return _error(text)
 
 
+class _PerCallerTools(MCPServer):
+    """An MCP server whose code tools' descriptions end with the host functions the caller may
+    use (``describe``: the request's context -> text), so a model writes code that calls them."""
+
+    CODE_TOOLS = ("run_python", "run_cell")
+
+    def __init__(self, *args: Any, describe: Callable[[Context], str] | None = None, **kwargs: Any) -> None:
+        super().__init__(*args, **kwargs)
+        self._describe = describe
+
+    async def _handle_list_tools(self, ctx: Any, params: Any) -> Any:
+        result = await super()._handle_list_tools(ctx, params)
+        if self._describe is not None:
+            text = self._describe(Context(request_context=ctx, mcp_server=self))
+            if text:
+                for tool in result.tools:
+                    if tool.name in self.CODE_TOOLS:
+                        tool.description = f"{tool.description}\n\n{text}"
+        return result
+
+
 def build_server(
     config: ToolConfig | None = None,
     *,
     executor: Executor | None = None,
     policy: PolicyLike | None = None,
     resolve: Resolve | None = None,
+    catalog: Catalog | None = None,
 ) -> tuple[MCPServer, Executor]:
     """The MCP server and the executor its tools run through.
 
     ``executor`` (default: ``local_executor(config)``) runs every guest and keeps the sessions;
     ``policy`` gives the limits and runtime (default: the config's); ``resolve(ctx)`` says who is
     calling (default: the one local client). Call ``await executor.sessions.close_all()`` when the
-    server stops, so no session folder outlives it.
+    server stops, so no session folder outlives it. ``catalog``: the host functions the server
+    declares; each caller's code may call those its key may use under ``policy`` (named in the
+    code tools' descriptions, per caller).
     """
     config = config or ToolConfig()
     executor = executor or local_executor(config)
@@ -144,7 +170,28 @@ def build_server(
     limits, runtime, store = policy.limits, policy.runtime, executor.sessions
     local = Caller("local", max_concurrent=config.max_sessions_per_owner)
     who: Resolve = resolve or (lambda ctx: (local, "stdio"))
-    server = MCPServer(
+
+    def allowed(caller: CallerLike) -> list[str]:
+        return [f.name for f in catalog.allowed(caller.name, policy.name)] if catalog is not None else []
+
+    def with_functions(job: Job, caller: CallerLike) -> Job:
+        names = allowed(caller)
+        if catalog is not None and names:
+            job.functions = catalog.for_caller(
+                names, FunctionCaller(caller.name, getattr(caller, "user_id", None), job.request_id))
+        return job
+
+    def describe(ctx: Context) -> str:
+        if catalog is None or not catalog.declared:
+            return ""
+        try:
+            caller, _ = who(ctx)
+        except PermissionError:
+            return ""
+        return describe_functions([catalog.declared[n] for n in allowed(caller)])
+
+    server = _PerCallerTools(
+        describe=describe,
         name="wasm-runner",
         log_level="WARNING",
         instructions=(
@@ -171,10 +218,10 @@ def build_server(
         if problem:
             return _error(problem)
         caller, client = who(ctx)
-        job = Job(
+        job = with_functions(Job(
             tenant=caller, client=client, kind="mcp", profile=policy, limits=limits,
             runtime=runtime, code=code, stdin=stdin or None, display=True,
-        )  # fmt: skip
+        ), caller)  # fmt: skip
         try:
             result = await executor.run(job)
         except Refused as exc:
@@ -223,10 +270,10 @@ def build_server(
             live = find(store, session_id, caller)
         except SessionError as exc:
             return _error(str(exc))
-        job = Job(
+        job = with_functions(Job(
             tenant=caller, client=client, kind="mcp_session", profile=live.profile,
             limits=live.limits, runtime=live.runtime, code=code, display=True, session_id=live.id,
-        )  # fmt: skip
+        ), caller)  # fmt: skip
         try:
             result = await store.run(live, job)
         except Refused as exc:

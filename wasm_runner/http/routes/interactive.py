@@ -159,6 +159,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
             display=profile.display if start.display is None else start.display,
             filename=start.filename,
         )
+        job.functions = service.host_functions(tenant, profile, start.functions, job.request_id)
     except Refused as exc:  # ApiError, or the shared state's refusals
         await _fatal(ws, exc)
         return

@@ -35,6 +35,7 @@ async def job_from_request(service: Service, request: Request, kind: str) -> tup
         display=profile.display if body.display is None else body.display,
         filename=body.filename,
     )
+    job.functions = service.host_functions(tenant, profile, body.functions, job.request_id)
     return job, body
 
 

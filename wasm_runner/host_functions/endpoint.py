@@ -1,0 +1,207 @@
+"""Host functions that call an HTTP endpoint of the app: one signed JSON request per call.
+
+The request is ``POST <url>`` with the body ``{"function": name, "arguments": {...}, "key":
+..., "user": ..., "request_id": ...}`` (``arguments`` in codec.py's tagged JSON form: bytes,
+tuples, sets and non-string keys survive) and the headers ``X-Wasm-Runner-Function``,
+``-Timestamp`` (Unix seconds), ``-Nonce`` (random, never reused) and ``-Signature``:
+``sha256=`` + hex HMAC-SHA256 of ``timestamp + "." + nonce + "." + body`` with the function's own
+secret. The app checks the signature, refuses a timestamp older than a few minutes or a nonce it
+saw, and authorizes the call for the key and user named (``verify`` does all of that). It answers
+``200`` with ``{"value": ...}`` (tagged), or ``{"error": {"type": ..., "message": ...}}``, which
+the guest gets as an exception of that name.
+
+The endpoint's name is resolved once per call and the connection goes to that address (no second
+lookup for a rebinding name to answer differently); an address that is loopback, private,
+link-local or otherwise not public is refused unless the operator listed it (``allow``), so a
+function cannot be pointed at Redis or at the replicas' internal hop. Redirects are never
+followed; the answer is read up to ``MAX_ANSWER_BYTES``.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import ipaddress
+import json
+import secrets
+import socket
+import time
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from .. import codec
+from ..errors import WasmRunnerError
+
+__all__ = ["MAX_ANSWER_BYTES", "MAX_CLOCK_SKEW_SECONDS", "AppError", "Endpoint", "EndpointError", "Network",
+           "Nonces", "app_error", "check_address", "parse_allow", "sign", "verify"]
+
+MAX_ANSWER_BYTES = 16 << 20
+MAX_CLOCK_SKEW_SECONDS = 300  # what ``verify`` accepts of a timestamp, either way
+Network = ipaddress.IPv4Network | ipaddress.IPv6Network
+
+
+class EndpointError(WasmRunnerError, RuntimeError):
+    """The app's endpoint could not be reached or answered with something that is not an answer
+    (a redirect, an error status, not JSON, too large). The guest gets its message."""
+
+
+def parse_allow(entries: Iterable[str]) -> tuple[Network, ...]:
+    """Addresses or networks (``127.0.0.1``, ``10.0.0.0/8``, ``::1``) an endpoint may reach
+    although they are not public; ``ValueError`` for one that is neither."""
+    return tuple(ipaddress.ip_network(e, strict=False) for e in entries)
+
+
+def check_address(address: str, allow: tuple[Network, ...]) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
+    """``address`` when an endpoint may connect to it: public (globally routable), or listed in
+    ``allow``; ``EndpointError`` else. An IPv4 address written as IPv6 is judged as IPv4."""
+    ip = ipaddress.ip_address(address.split("%", 1)[0])
+    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
+        ip = ip.ipv4_mapped
+    if any(ip in net for net in allow):
+        return ip
+    if not ip.is_global or ip.is_multicast:
+        raise EndpointError(f"the app's endpoint resolves to {ip}, a loopback, private or reserved address "
+                            "the operator did not allow")
+    return ip
+
+
+def sign(secret: bytes, timestamp: str, nonce: str, body: bytes) -> str:
+    """The ``X-Wasm-Runner-Signature`` of a request: ``sha256=`` + hex HMAC-SHA256."""
+    mac = hmac.new(secret, timestamp.encode() + b"." + nonce.encode() + b"." + body, hashlib.sha256)
+    return "sha256=" + mac.hexdigest()
+
+
+class Nonces:
+    """Nonces seen within the accepted clock window (``verify``'s replay memory; the app keeps
+    one, or the same check in its own language)."""
+
+    def __init__(self) -> None:
+        self._seen: dict[str, float] = {}
+
+    def fresh(self, nonce: str, now: float) -> bool:
+        for n, t in list(self._seen.items()):
+            if now - t > 2 * MAX_CLOCK_SKEW_SECONDS:
+                del self._seen[n]
+        if nonce in self._seen:
+            return False
+        self._seen[nonce] = now
+        return True
+
+
+def verify(secret: bytes, headers: dict[str, str], body: bytes, nonces: Nonces, now: float | None = None) -> bool:
+    """What the app does with a call (a reference for apps written in Python, and the tests'
+    endpoint): the signature matches, the timestamp is within ``MAX_CLOCK_SKEW_SECONDS``, the nonce
+    is new. ``headers`` with lower-case names."""
+    now = time.time() if now is None else now
+    ts, nonce = headers.get("x-wasm-runner-timestamp", ""), headers.get("x-wasm-runner-nonce", "")
+    given = headers.get("x-wasm-runner-signature", "")
+    if not ts.isdigit() or abs(now - int(ts)) > MAX_CLOCK_SKEW_SECONDS or not 16 <= len(nonce) <= 128:
+        return False
+    if not hmac.compare_digest(sign(secret, ts, nonce, body), given):
+        return False
+    return nonces.fresh(nonce, now)
+
+
+Resolver = Callable[[str, int], list[str]]
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
+    return [str(info[4][0]) for info in infos]
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    """One function's endpoint: its URL, its secret, the non-public addresses it may reach."""
+
+    url: str
+    secret: bytes = field(repr=False)
+    allow: tuple[Network, ...] = ()
+    timeout_seconds: float = 10.0
+    resolver: Resolver = _resolve
+
+    def __post_init__(self) -> None:
+        parts = urlsplit(self.url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password:
+            raise ValueError(f"an endpoint is an http:// or https:// URL without credentials, not {self.url!r}")
+        if len(self.secret) < 16:
+            raise ValueError("an endpoint's secret must have at least 16 bytes")
+
+    def target(self) -> tuple[str, str, str]:
+        """(the URL to connect to, with the checked address; the Host header; the name for TLS):
+        the name resolved once, its first address checked."""
+        parts = urlsplit(self.url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = self.resolver(host, port)
+        except OSError as e:
+            raise EndpointError(f"the app's endpoint {host} cannot be resolved ({e.strerror or e})") from None
+        if not addresses:
+            raise EndpointError(f"the app's endpoint {host} has no address")
+        ip = check_address(addresses[0], self.allow)
+        literal = f"[{ip}]" if ip.version == 6 else str(ip)
+        netloc = f"{literal}:{port}"
+        host_header = parts.netloc.rsplit("@", 1)[-1]
+        return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host_header, host
+
+    async def call(self, name: str, arguments: dict[str, Any], *, key: str, user: str | None,
+                   request_id: str) -> Any:
+        """Call the function at the endpoint: its value, or ``EndpointError`` / the app's error."""
+        body = json.dumps({"function": name, "arguments": codec.to_tagged(arguments), "key": key, "user": user,
+                           "request_id": request_id}, separators=(",", ":"), ensure_ascii=False).encode()
+        timestamp, nonce = str(int(time.time())), secrets.token_hex(16)
+        url, host_header, sni = self.target()
+        headers = {"Host": host_header, "Content-Type": "application/json", "X-Wasm-Runner-Function": name,
+                   "X-Wasm-Runner-Timestamp": timestamp, "X-Wasm-Runner-Nonce": nonce,
+                   "X-Wasm-Runner-Signature": sign(self.secret, timestamp, nonce, body)}
+        extensions = {"sni_hostname": sni} if url.startswith("https:") else {}
+        try:
+            async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
+                                         timeout=self.timeout_seconds) as client:
+                async with client.stream("POST", url, content=body, headers=headers,
+                                         extensions=extensions) as response:
+                    if 300 <= response.status_code < 400:
+                        raise EndpointError(f"the app's endpoint answered with a redirect "
+                                            f"({response.status_code}); redirects are not followed")
+                    if response.status_code != 200:
+                        raise EndpointError(f"the app's endpoint answered {response.status_code}")
+                    data = b""
+                    async for chunk in response.aiter_bytes():
+                        data += chunk
+                        if len(data) > MAX_ANSWER_BYTES:
+                            raise EndpointError("the app's endpoint answered with more than "
+                                                f"{MAX_ANSWER_BYTES} bytes")
+        except httpx.HTTPError as e:
+            raise EndpointError(f"the app's endpoint could not be reached ({type(e).__name__})") from None
+        try:
+            answer = codec.loads(data)
+        except codec.PlainDataError:
+            raise EndpointError("the app's endpoint answered with something that is not tagged JSON") from None
+        if type(answer) is dict and set(answer) == {"value"}:
+            return answer["value"]
+        error = answer.get("error") if type(answer) is dict else None
+        if type(error) is dict and type(error.get("message")) is str:
+            raise app_error(error.get("type"), error["message"])
+        raise EndpointError("the app's endpoint answered with neither a value nor an error")
+
+
+_APP_ERRORS: dict[str, type[Exception]] = {}
+
+
+class AppError(WasmRunnerError, Exception):
+    """An error the app's endpoint answered with (a subclass named like the type it gave)."""
+
+
+def app_error(type_name: Any, message: str) -> Exception:
+    """The exception for an app's error answer: a class named ``type_name`` (an identifier; else
+    ``AppError``), so the guest sees that name."""
+    name = type_name if type(type_name) is str and type_name.isidentifier() and len(type_name) <= 100 else "AppError"
+    cls = _APP_ERRORS.get(name) if len(_APP_ERRORS) < 256 or name in _APP_ERRORS else AppError
+    if cls is None:
+        cls = _APP_ERRORS[name] = type(name, (AppError,), {"__module__": __name__})
+    return cls(message[:4000])
