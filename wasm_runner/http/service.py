@@ -35,7 +35,7 @@ from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
-from .config import ServerConfig
+from .config import ConfigError, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
 from .guests import busy_error
@@ -264,7 +264,10 @@ class Service:
         self.leases: Leases | None = Leases(self.shared) if self.shared is not None else None
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
         # the host functions the config declares, ready to call (entry points imported)
-        self.catalog = Catalog(config.functions)
+        try:
+            self.catalog = Catalog(config.functions)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
         # where sessions and download links live, for every replica (scaleout.directory)
         self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(
