@@ -15,7 +15,9 @@ import pytest
 
 from wasm_runner import Limits, Status
 from wasm_runner.browser import tiers_js
+from wasm_runner.exercises import webgen
 from wasm_runner.messages import limit_sentence
+from wasm_runner.sandbox.wrapper import BOOT_SOURCE, GUEST_SOURCES
 from wasm_runner.tiers import END_LINES, FLUSH_SECONDS, end_line
 from wasm_runner.wasi.guestio import PACE_S
 
@@ -96,15 +98,18 @@ def test_the_server_message_is_the_end_line_and_what_to_try(status: Status) -> N
 
 
 def test_one_flush_window_for_both_tiers() -> None:
-    """The browser's batch window comes from tiers.js; the server's pace flag and the wrapper's own
-    clock window are the same number."""
-    bootstrap = json.loads(_node_module(
-        f"import {{ BOOTSTRAP_PY }} from {json.dumps((WEB_SRC / 'bootstrap.py.js').as_uri())};\n"
-        "console.log(JSON.stringify(BOOTSTRAP_PY));\n"
+    """Both tiers batch output with the guest package's output module (wasm_runner/guest/output.py:
+    the server's wrapper runs it, the browser's worker installs it from pylib.js); its window is
+    the table's, and so is the server's pace flag."""
+    guest_py = json.loads(_node_module(
+        f"import {{ GUEST_PY }} from {json.dumps((WEB_SRC / 'pylib.js').as_uri())};\n"
+        "console.log(JSON.stringify(GUEST_PY));\n"
     ))
-    assert f"_FLUSH_SECONDS = {FLUSH_SECONDS!r}\n" in bootstrap
-    assert "now - self.last >= _FLUSH_SECONDS" in bootstrap
+    assert guest_py == webgen.guest_program()
+    output = GUEST_SOURCES["output"]
+    assert repr(output) in guest_py and repr(output) in BOOT_SOURCE  # the same module on both tiers
+    bootstrap = (WEB_SRC / "bootstrap.py.js").read_text()
+    assert "_output.ordered(_send)" in bootstrap
     assert PACE_S == FLUSH_SECONDS
-    runner = (ROOT / "wasm_runner" / "guest" / "runner.py").read_text()
-    window = re.search(r"BLOCK, BURST, WINDOW = \d+, \d+, ([0-9.]+)", runner)
+    window = re.search(r"BLOCK, BURST, WINDOW = \d+, \d+, ([0-9.]+)", output)
     assert window is not None and float(window.group(1)) == FLUSH_SECONDS

@@ -7,9 +7,10 @@ The browser's copy, ``web/src/tiers.js``, is generated from this module (``brows
     python -m wasm_runner.browser.tiers_js --check   # exit status 1 when it is stale
 
 ``render.js`` words the end line the playground shows from ``END_LINES`` with the same choice
-of line (``end_line_key``) and the same number formats as ``end_line`` here; ``bootstrap.py.js``
-batches the browser's output with ``FLUSH_SECONDS``. ``tests/test_tiers.py`` fails when the file
-is stale or when the browser's end line for a result differs from this one.
+of line (``end_line_key``) and the same number formats as ``end_line`` here; both tiers batch
+output with the guest package's ``guest/output.py``, whose window is ``FLUSH_SECONDS``.
+``tests/test_tiers.py`` fails when the file is stale, when the browser's end line for a result
+differs from this one, or when the window differs.
 
 Pure data and pure functions: no I/O, nothing of the sandbox.
 """
@@ -23,10 +24,10 @@ from typing import Any
 
 __all__ = ["END_LINES", "FLUSH_SECONDS", "end_line", "end_line_key"]
 
-# Output written faster than this goes out in batches: on the server the host raises the
-# wrapper's pace flag every FLUSH_SECONDS of the guest's CPU time (wasi.guestio.PACE_S; the
-# wrapper's own clock window, guest/runner.py's WINDOW, is the same number), in the browser a
-# batch goes out when FLUSH_SECONDS passed since the last one (bootstrap.py.js).
+# Output written faster than this goes out in batches (guest/output.py, both tiers; its WINDOW is
+# the same number): on the server the host raises the wrapper's pace flag every FLUSH_SECONDS of
+# the guest's CPU time (wasi.guestio.PACE_S); without that flag (the browser) the guest's clock
+# measures the pace.
 FLUSH_SECONDS = 0.05
 
 # How a run ended, in one line without a final period. ``{name:kind}`` is a limit (or the exit

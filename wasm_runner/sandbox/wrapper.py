@@ -1,14 +1,18 @@
-"""The guest-side wrapper (``guest/runner.py``) and what the host hands it.
+"""The guest-side wrapper (``guest/runner.py`` with the guest package) and what the host hands it.
 
-The guest starts ``python -c <loader>``; the loader runs the wrapper from its marshalled code
-object (compiled once per runtime and wrapper version by the guest itself, cached), and the
-wrapper then reads jobs (``job``) from the control channel.
+The wrapper's program (``BOOT_SOURCE``) installs the guest package ``_wasm_runner_guest``
+(``guest/install.py`` with the modules of ``GUEST_MODULES``: output, tracebacks, limits, figures,
+which the browser tier runs too) and then runs ``guest/runner.py``. The guest starts
+``python -c <loader>``; the loader runs the wrapper from its marshalled code object and the
+package from its marshalled modules (both compiled once per runtime and wrapper version by the
+guest itself, cached), and the wrapper then reads jobs (``job``) from the control channel.
 """
 
 from __future__ import annotations
 
 import base64
 import hashlib
+import json
 import os
 from importlib.resources import files as _pkg_files
 from pathlib import Path
@@ -19,10 +23,23 @@ from ..limits import Limits
 from ..result import Result
 from ..runtimes import Runtime
 
-__all__ = ["ARGV0", "BOOT_SOURCE", "Compiler", "argv", "compiled_wrapper", "job"]
+__all__ = ["ARGV0", "BOOT_SOURCE", "GUEST_INSTALLER", "GUEST_MODULES", "GUEST_SOURCES", "Compiler", "argv",
+           "compiled_wrapper", "job"]
 
 ARGV0 = "/usr/local/bin/python.wasm"
-BOOT_SOURCE = (_pkg_files("wasm_runner") / "guest" / "runner.py").read_text()
+_GUEST = _pkg_files("wasm_runner") / "guest"
+# the guest package, in the order its modules are installed (none imports another)
+GUEST_MODULES = ("output", "tracebacks", "limits", "figures")
+GUEST_SOURCES = {name: (_GUEST / f"{name}.py").read_text() for name in GUEST_MODULES}
+GUEST_INSTALLER = (_GUEST / "install.py").read_text()  # defines _wr_guest(sources, codes_file)
+_CODES = "/wasm-runner/guest.bin"  # the package's modules compiled by the guest (compiled_wrapper)
+# installs the package, leaves no name in __main__ (images check), then the runner: its last line
+# is the call ``_wr_main()`` (images.wrapper_definitions)
+BOOT_SOURCE = (
+    GUEST_INSTALLER
+    + f"_wr_guest({GUEST_SOURCES!r}, {_CODES!r})\ndel _wr_guest\n"
+    + (_GUEST / "runner.py").read_text()
+)
 # the window-less turtle (guest/lib/turtle.py) ships in the wrapper's folder: /wasm-runner/turtle.py
 TURTLE_SOURCE = (_pkg_files("wasm_runner") / "guest" / "lib" / "turtle.py").read_text()
 _BOOT_LOADER = "exec(__import__('marshal').loads(open('/wasm-runner/boot.bin', 'rb').read()))"  # no name left in __main__
@@ -55,24 +72,33 @@ def compiled_wrapper(sb: Compiler) -> Path:
     if private_file_ok(target):
         return d
     code = (
-        "import marshal, base64, sys\n"
+        "import marshal, base64, json, sys\n"
         "src = open('/scratch/runner.py').read()\n"
-        "sys.stdout.write(base64.b64encode(marshal.dumps(compile(src, '<wasm-runner>', 'exec'))).decode())"
+        "mods = json.load(open('/scratch/guest.json'))\n"
+        "codes = {name: compile(s, '<wasm-runner>', 'exec') for name, s in mods.items()}\n"
+        "sys.stdout.write(base64.b64encode(marshal.dumps(compile(src, '<wasm-runner>', 'exec'))).decode()\n"
+        "                 + '\\n' + base64.b64encode(marshal.dumps(codes)).decode())"
     )
-    res = sb.run(code, files={"runner.py": BOOT_SOURCE.encode()},
+    res = sb.run(code, files={"runner.py": BOOT_SOURCE.encode(), "guest.json": json.dumps(GUEST_SOURCES).encode()},
                  limits=Limits(cpu_seconds=60, wall_seconds=120, stdout_bytes=8 << 20))
     if not res.ok:
         raise RuntimeError(f"could not compile the guest wrapper: {res.status}: {res.stderr[-500:]}")
+    boot, _, guest = res.stdout.partition("\n")
     d.mkdir(mode=0o700, exist_ok=True)
     tmp = d / f".turtle.{os.getpid()}.tmp"
     tmp.write_text(TURTLE_SOURCE)
     os.replace(tmp, d / "turtle.py")  # before boot.bin: a folder with boot.bin is complete
-    tmp = d / f".boot.{os.getpid()}.tmp"
+    _write_private(d / "guest.bin", base64.b64decode(guest))
+    _write_private(target, base64.b64decode(boot))
+    return d
+
+
+def _write_private(path: Path, data: bytes) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW, 0o600)
     with os.fdopen(fd, "wb") as f:
-        f.write(base64.b64decode(res.stdout))
-    os.replace(tmp, target)
-    return d
+        f.write(data)
+    os.replace(tmp, path)
 
 
 def job(code: str, limits: Limits, fuel: int, filename: str | None, *, once: bool,

@@ -2,7 +2,7 @@
 // output, answers input() and enforces the output cap. Environment-neutral: the browser worker
 // (worker.js) and Node tests wire it to their own message port.
 import { BOOTSTRAP_PY } from "./bootstrap.py.js";
-import { TURTLE_PY } from "./pylib.js";
+import { GUEST_PY, TURTLE_PY } from "./pylib.js";
 import { sha256 } from "./sha256.js";
 import {
   INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
@@ -132,13 +132,15 @@ function keepTrampoline(loadModule, marks) {
 }
 
 /**
- * wasm-runner's Python in a fresh interpreter: the host module, the bootstrap as the module
+ * wasm-runner's Python in a fresh interpreter: the host module, the guest package
+ * `_wasm_runner_guest` (the Python both tiers share, from pylib.js), the bootstrap as the module
  * `_wasm_runner`, and (for a snapshot) the preloaded modules. Same code for a normal start and
  * for the snapshot, so both give the same interpreter.
  */
 function installBootstrap(pyodide, host, preload = []) {
   pyodide.registerJsModule("_wasm_runner_host", host);
   const scratch = pyodide.globals.get("dict")();
+  pyodide.runPython(GUEST_PY, { globals: scratch, filename: "<wasm-runner>" });
   pyodide.runPython("import sys, types\nsys.modules['_wasm_runner'] = types.ModuleType('_wasm_runner')", { globals: scratch });
   const module = pyodide.pyimport("_wasm_runner");
   const namespace = module.__dict__;
