@@ -93,6 +93,23 @@ def test_functions_not_for_the_key_or_profile_are_refused(served: tuple[LiveServ
     assert len(app.requests) == before
 
 
+def test_a_session_cell_calls_the_functions_it_named(served: tuple[LiveServer, AppEndpoint]) -> None:
+    server, app = served
+    with server.client() as api:
+        r = api.post("/api/sessions", json={})
+        assert r.status_code == 201, r.text
+        sid = r.json()["id"]
+        r = api.post(f"/api/sessions/{sid}/run", json={"code": "from host import lookup_order\n"
+                                                       "order = lookup_order(42)", "functions": ["lookup_order"]})
+        assert r.status_code == 200 and r.json()["status"] == "ok", r.text
+        r = api.post(f"/api/sessions/{sid}/run", json={"code": "print(order['total'])"})
+        assert r.json()["stdout"] == "19.5\n"
+        with server.client(key=OTHER_KEY) as bob:  # bob cannot reach alice's session, nor call it
+            assert bob.post(f"/api/sessions/{sid}/run", json={"code": "1", "functions": ["lookup_order"]}).status_code in (403, 404)
+        api.delete(f"/api/sessions/{sid}")
+    assert json.loads(app.requests[-1]["body"])["key"] == "alice"
+
+
 def _mcp(server: LiveServer, key: str) -> Client:
     http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
     return Client(streamable_http_client(f"{server.url}/mcp", http_client=http), read_timeout_seconds=600)

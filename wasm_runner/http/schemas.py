@@ -134,6 +134,12 @@ class _RunFields(_Strict):
         default="base64",
         description="files the run wrote: inline as base64, or as short-lived download URLs",
     )
+    functions: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] | None = Field(
+        default=None,
+        max_length=64,
+        description="host functions the code may call (from host import NAME): functions the "
+        "server declares that this key and profile may use (docs/host-functions.md)",
+    )
 
     @field_validator("code")
     @classmethod
@@ -159,12 +165,6 @@ class RunRequest(_RunFields):
 
     profile: ProfileName | None = None
     runtime: Literal["default", "small"] | None = None
-    functions: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] | None = Field(
-        default=None,
-        max_length=64,
-        description="host functions the code may call (from host import NAME): functions the "
-        "server declares that this key and profile may use (docs/host-functions.md)",
-    )
 
 
 class SessionCreate(_Strict):

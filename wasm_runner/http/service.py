@@ -18,7 +18,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import CallerLike, Executor, Job, Policy, Refused, Ticket
+from ..execution import CallerLike, Executor, Job, Policy, PolicyLike, Refused, Ticket
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
@@ -387,7 +387,7 @@ class Service:
             raise
         return tenant
 
-    def host_functions(self, tenant: Tenant, profile: Policy, names: list[str] | None,
+    def host_functions(self, tenant: Tenant, profile: PolicyLike, names: list[str] | None,
                        request_id: str) -> HostFunctions | None:
         """The host functions a request named, bound to its caller; ``403 function_forbidden``
         when one is not declared or not for this key and profile. None when it named none."""

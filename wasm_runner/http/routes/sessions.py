@@ -93,6 +93,7 @@ async def _session_job(
         filename=body.filename,
         session_id=live.id,
     )
+    job.functions = service.host_functions(tenant, live.profile, body.functions, job.request_id)
     return job, body
 
 
