@@ -268,7 +268,7 @@ def _http_p50(code: str, n: int) -> tuple[float, float] | None:
         import uvicorn
 
         from .http.app import build_app
-        from .http.config import load_config
+        from .settings import load_config
     except ImportError:
         return None
     config = load_config(env={}, auth=False, anonymous_rate="100000/minute")

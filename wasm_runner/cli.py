@@ -111,7 +111,7 @@ def warm_targets(names: list[str] | None, config_path: str | None) -> list[tuple
     """What ``warm`` prepares, each once: the (runtime, image) of every profile of the server's
     config and each offered runtime's default module; only runtimes in ``names`` when given.
     The default runtime's ``plain`` comes before its other images (their set-up runs use it)."""
-    from .http.config import load_config
+    from .settings import load_config
     from .sandbox.default import sandbox_key
 
     config = load_config(config_path)
@@ -132,7 +132,7 @@ def _warm(names: list[str] | None, config_path: str | None = None) -> int:
     from .runtimes import RuntimeUnavailable
     from .sandbox import Sandbox
 
-    from .http.config import ConfigError
+    from .settings import ConfigError
 
     try:
         targets = warm_targets(names, config_path)

@@ -209,7 +209,7 @@ def main(argv: Sequence[str] | None = None) -> int:
     parser.add_argument("--with-http", action="store_true",
                         help="wrap as {tools, operations}, adding each function's HTTP method and path")
     args = parser.parse_args(argv)
-    from .http.config import ConfigError, load_config
+    from .settings import ConfigError, load_config
 
     try:
         config = load_config(args.config)

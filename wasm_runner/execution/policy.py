@@ -1,6 +1,6 @@
 """Who asks, and under which policy: the caller and policy records every face hands the executor.
 
-``Policy`` is the one policy record: the HTTP server's profiles (``http.config``, TOML
+``Policy`` is the one policy record: the HTTP server's profiles (``settings``, TOML
 ``[profiles.NAME]``) are ``Policy`` values, and so are the policies of faces without profiles
 (the CLI, MCP, Python callers). ``CallerLike`` and ``PolicyLike`` are what the executor reads of
 them, so a face may pass its own records (the HTTP server's ``Tenant``).
@@ -71,7 +71,7 @@ class Policy:
     """A named policy: the limits a run gets, the folder shown at ``/data``, whether files written
     to ``/out`` come back, its runtime and image, whether it captures figures, and its warm pool.
 
-    A server's profiles are ``Policy`` values too (``http.config`` reads ``[profiles.NAME]`` with the
+    A server's profiles are ``Policy`` values too (``settings`` reads ``[profiles.NAME]`` with the
     server's defaults: files come back, the ``datascience`` image)."""
 
     name: str = "local"

@@ -2,7 +2,8 @@
 
 One module per concept:
 
-- ``config``: settings and policy profiles (TOML + ``WASM_RUNNER_*`` environment).
+- ``config``: the settings' old import path; they are ``wasm_runner.settings`` (TOML +
+  ``WASM_RUNNER_*`` environment, in sections).
 - ``auth``: API keys and per-key rate limits; ``users``: user ids within a key; ``admission``:
   global cap, memory budget, queue.
 - ``internal``: the guard of calls another replica passed on (signed, ``X-Wasm-Runner-Internal-*``)

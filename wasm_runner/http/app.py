@@ -24,7 +24,7 @@ from starlette.routing import BaseRoute
 
 from ..mcp.http import McpHttp
 from ..warmup import RETRY_SECONDS
-from .config import ServerConfig
+from ..settings import ServerConfig
 from .errors import install_error_handlers
 from .internal import InternalGuard, audit_refusal
 from .middleware import BodyGuard, HostGuard, SecurityHeaders

@@ -37,7 +37,7 @@ from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRa
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from .config import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
+from ..settings import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
 from .users import UserIds

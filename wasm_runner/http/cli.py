@@ -60,7 +60,7 @@ def _parser() -> argparse.ArgumentParser:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner serve [options]``; returns the exit status (0 after a drain on SIGTERM)."""
-    from .config import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
+    from ..settings import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
 
     args = _parser().parse_args(argv)
 

@@ -35,7 +35,7 @@ from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
-from .config import ConfigError, ServerConfig
+from ..settings import ConfigError, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
 from .guests import busy_error
@@ -46,7 +46,7 @@ from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
 
-__all__ = ["Service", "Job", "AdmissionGate", "shared_state"]
+__all__ = ["Service", "Job", "AdmissionGate"]
 
 _NO_LIMIT = 1 << 30  # a lease taken whatever the count (a parked run resuming)
 
@@ -72,20 +72,6 @@ class _LeasedTicket:
     def release(self) -> None:
         self.ticket.release()
         self.drop_leases()
-
-
-def shared_state(config: ServerConfig) -> SharedState | None:
-    """The state ``config`` shares with other replicas (``redis_url``), or None: one host."""
-    if not config.redis_url:
-        return None
-    assert config.cluster_secret  # ServerConfig.check refuses redis_url without one
-    return SharedState(
-        config.redis_url,
-        secret=config.cluster_secret,
-        advertise_url=config.advertise_url,
-        timeout=config.redis_timeout_seconds,
-        lease_ttl=config.lease_ttl_seconds,
-    )
 
 
 def _who(tenant: CallerLike) -> str:
@@ -242,19 +228,20 @@ class Service:
 
     def __init__(self, config: ServerConfig) -> None:
         self.config = config
+        admission, sessions, downloads = config.admission, config.sessions, config.downloads
         # the state shared with other replicas (Redis), or None: everything local (one host)
-        self.shared = shared_state(config)
+        self.shared = SharedState.from_settings(config.scale_out)
         self.gatekeeper = Gatekeeper(config, self.shared)
         self.admission = Admission(
-            config.max_running,
-            config.max_queue,
-            config.memory_budget_mb,
-            config.queue_timeout_seconds,
-            tenant_memory_mb=config.tenant_memory_mb,
-            tenant_queue=config.tenant_queue_places,
-            hold_seconds=config.session_idle_seconds,
-            max_waiting=config.max_waiting_runs,
-            tenant_waiting=config.max_waiting_runs_per_key,
+            admission.max_running,
+            admission.max_queue,
+            admission.memory_budget_mb,
+            admission.queue_timeout_seconds,
+            tenant_memory_mb=admission.tenant_memory_mb,
+            tenant_queue=admission.tenant_queue_places,
+            hold_seconds=sessions.session_idle_seconds,
+            max_waiting=admission.max_waiting_runs,
+            tenant_waiting=admission.max_waiting_runs_per_key,
         )
         # instances started ahead of time and the allocator's resident pages count first
         self.admission.hold_for_server(server_memory_mb(config))
@@ -271,9 +258,9 @@ class Service:
         # where sessions and download links live, for every replica (scaleout.directory)
         self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(
-            config.download_ttl_seconds, config.download_store_bytes, config.download_tenant_bytes,
-            directory=self.directory,
-        )
+            downloads.download_ttl_seconds, downloads.download_store_bytes,
+            downloads.download_tenant_bytes, directory=self.directory,
+        )  # fmt: skip
         self._pool_lock = threading.Lock()
         # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
         self.warmup = Warmup(self.sandbox, estimate=self.prepare_estimate, made=self.sandbox_made)
@@ -285,10 +272,10 @@ class Service:
             memory_for=self.resident_mb,
             prepare=self.prepare,
             # a parked run (waiting for input) keeps its worker thread
-            workers=config.max_running + config.max_waiting_runs + 4,
-            max_sessions=config.max_sessions,
-            session_idle_seconds=config.session_idle_seconds,
-            session_max_lifetime_seconds=config.session_max_lifetime_seconds,
+            workers=admission.max_running + admission.max_waiting_runs + 4,
+            max_sessions=sessions.max_sessions,
+            session_idle_seconds=sessions.session_idle_seconds,
+            session_max_lifetime_seconds=sessions.session_max_lifetime_seconds,
             # the directory learns of every session; the leases count them per key across replicas
             session_listener=self.directory if self.directory.shared else None,
             session_claims=self.leases,

@@ -44,7 +44,7 @@ from uvicorn.protocols.http.h11_impl import H11Protocol
 from uvicorn.protocols.websockets.websockets_sansio_impl import WebSocketsSansIOProtocol
 
 from ..scaleout.drain import Drain
-from .config import ServerConfig
+from ..settings import ServerConfig
 
 __all__ = [
     "AFTER_DRAIN_SECONDS",

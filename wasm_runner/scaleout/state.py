@@ -1,6 +1,6 @@
 """The state replicas share, in Redis: one client per replica, every call bounded in time.
 
-With ``[server] redis_url`` set, ``Service.shared`` is a ``SharedState`` (``shared_state``); without
+With ``[server] redis_url`` set, ``Service.shared`` is a ``SharedState`` (``from_settings``); without
 it, ``None`` and everything stays in this process's memory. The client is created in the app's lifespan
 (``start``) and closed at shutdown (``close``); the parts that share state go through it:
 
@@ -31,6 +31,7 @@ from collections.abc import Awaitable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..execution import Refused
+from ..settings import ScaleOutSettings
 
 if TYPE_CHECKING:
     from redis.asyncio import Redis
@@ -81,6 +82,20 @@ class SharedState:
         self.up = False  # the last call's outcome; /readyz fails while False
         self.down_since: float | None = None  # time.monotonic() of the first failure in a row
         self._client: Redis | None = None
+
+    @classmethod
+    def from_settings(cls, settings: ScaleOutSettings) -> SharedState | None:
+        """The shared state ``settings`` ask for, or None without ``redis_url`` (one host)."""
+        if not settings.redis_url:
+            return None
+        assert settings.cluster_secret  # ScaleOutSettings.check refuses redis_url without one
+        return cls(
+            settings.redis_url,
+            secret=settings.cluster_secret,
+            advertise_url=settings.advertise_url,
+            timeout=settings.redis_timeout_seconds,
+            lease_ttl=settings.lease_ttl_seconds,
+        )
 
     def __repr__(self) -> str:  # no URL password, no secret
         return f"SharedState(replica={self.replica_id}, advertise={self.advertise_url}, up={self.up})"

@@ -57,7 +57,7 @@ def _say(line: str) -> None:
 
 def main(argv: Sequence[str] | None = None) -> int:
     """``wasm-runner cluster [options]``; returns the exit status."""
-    from ...http.config import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
+    from ...settings import LOOPBACK_HOSTS, ConfigError, is_loopback, load_config
     from .replicas import CLUSTER_SECRET_ENV
     from ...host_memory import default_memory_budget_mb
     from .supervisor import Cluster, ClusterError, ClusterOptions

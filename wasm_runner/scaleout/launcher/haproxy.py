@@ -43,7 +43,7 @@ import subprocess
 from collections.abc import Sequence
 from pathlib import Path
 
-from ...http.config import ServerConfig
+from ...settings import ServerConfig
 
 __all__ = [
     "BALANCER_ERRORS",

@@ -32,7 +32,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from ...errors import WasmRunnerError
-from ...http.config import ServerConfig
+from ...settings import ServerConfig
 from .children import Child, environ_with, free_port, require_binary
 from .haproxy import check_config, haproxy_argv, render_config, server_states
 from .redis import redis_argv, redis_ready, redis_url, wait_for_redis
