@@ -17,6 +17,7 @@ One module per concept:
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
 - ``metrics`` (Prometheus), ``audit`` (JSON lines), ``downloads`` (short-lived file links),
+  ``exercise_catalog`` (the exercises served, loaded once),
   ``middleware`` (security headers), ``errors`` (4xx JSON), ``app`` (assembly), ``cli`` (``serve``),
   ``serving`` (uvicorn with the bounds it lacks: header timeout, connection caps; the drain on
   SIGTERM).

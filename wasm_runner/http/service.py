@@ -38,6 +38,7 @@ from .auth import Gatekeeper, Tenant
 from ..settings import ConfigError, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
+from .exercise_catalog import ExerciseCatalog
 from .guests import busy_error
 from .internal import internal_call
 from .metrics import Metrics
@@ -255,6 +256,7 @@ class Service:
             self.catalog = Catalog(config.functions)
         except ValueError as exc:
             raise ConfigError(str(exc)) from None
+        self.exercises = ExerciseCatalog(config.exercises_dir)  # /api/exercises
         # where sessions and download links live, for every replica (scaleout.directory)
         self.directory = directory_for(self.shared, config.advertise_url)
         self.downloads = DownloadStore(

@@ -24,7 +24,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ...exercises import Exercise, ExerciseError, RunSpec, judge, load_folder, plan, redact, run_check, summarize
+from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
 from ...inputs import MAX_SOURCE_BYTES
 from ..errors import ApiError, SafeJSONResponse
 from ..guests import cancel_on_disconnect
@@ -34,7 +34,6 @@ from ._common import service_of
 
 __all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
 
-_lock = threading.Lock()
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
 
@@ -43,26 +42,10 @@ class CheckRequest(_Strict):
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
 
 
-def _exercises(service: Service) -> dict[str, Exercise]:
-    """The configured exercises, loaded once per service (a broken folder: 503, said plainly)."""
-    with _lock:
-        cached = getattr(service, "_exercises", None)
-        if cached is None:
-            folder = service.config.exercises_dir
-            if folder is None:
-                raise ApiError(404, "no_exercises", "this server has no exercises configured")
-            try:
-                cached = load_folder(folder)
-            except ExerciseError as exc:
-                raise ApiError(503, "exercises_unavailable", f"the exercises cannot be loaded: {exc}") from None
-            service._exercises = cached  # type: ignore[attr-defined]
-        return cached
-
-
 def _exercise(request: Request) -> tuple[Service, Exercise]:
     service = service_of(request)
     ex_id = request.path_params["exercise_id"]
-    found = _exercises(service).get(ex_id)
+    found = service.exercises.all().get(ex_id)
     if found is None:
         raise ApiError(404, "unknown_exercise", f"no exercise {ex_id!r} here")
     return service, found
@@ -72,7 +55,7 @@ async def list_exercises(request: Request) -> Response:
     service = service_of(request)
     await service.caller(request)
     return SafeJSONResponse({"exercises": [{"id": e.id, "title": e.title}
-                                           for e in _exercises(service).values()]})
+                                           for e in service.exercises.all().values()]})
 
 
 async def get_exercise(request: Request) -> Response:
