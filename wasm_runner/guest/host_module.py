@@ -22,6 +22,7 @@ import sys as _sys
 __all__ = []
 _CALL_MAGIC = b"WRHC"
 _read, _write = _os.read, _os.write  # the program may replace os.read / os.write: not for us
+_encode = _json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _codec = None
 _max_bytes = [16 << 20]  # the run's host_call_bytes: a call's encoded arguments, at most
 _busy = [False]
@@ -52,6 +53,17 @@ def _plain(value):
     """Whether ``value`` is JSON as it is: lists, dicts with text keys not starting with "$",
     and scalars that need no tag, at most 100 deep and 10^6 values; the common call then skips
     the codec's walk (the host checks what arrives the same way whatever this says)."""
+    t = type(value)
+    if t is list and len(value) <= 8:  # the usual arguments: a few scalars
+        for v in value:
+            tv = type(v)
+            if not (v is None or tv is bool or (tv is int and -_SAFE_INT <= v <= _SAFE_INT)
+                    or (tv is str and len(v) <= 1000)):
+                break
+        else:
+            return True
+    elif t is dict and not value:
+        return True
     stack, count, chars = [(value, 0)], 0, 0
     while stack:
         v, depth = stack.pop()
@@ -167,7 +179,7 @@ def _call(name, args, kwargs):
     except _codec.TooLarge:
         # over the run's limit: the host ends the run naming it (it would refuse the call anyway)
         request = {"op": "host", "name": name, "oversize": True}
-    data = _json.dumps(request, separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode("utf-8")
+    data = _encode(request).encode("utf-8")
     try:
         _sys.stdout.flush()  # what the program printed before the call goes out first
     except Exception:  # noqa: BLE001

@@ -84,11 +84,19 @@ def describe_exception(exc: BaseException) -> dict[str, Any]:
     return {"type": name, "bases": bases[:8], "message": message[:MAX_MESSAGE], "args": args}
 
 
+_ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode
+
+
 def _plain(value: Any) -> bool:
     """Whether ``value`` is JSON as it is and as the codec would leave it: lists, dicts with text
     keys not starting with "$", scalars that need no tag (long text excepted: the codec stops at
     the size limit), at most ``codec.MAX_DEPTH`` deep; the common call then skips the codec's
     walk. Exact types only: a subclass goes through the codec."""
+    t = type(value)
+    if value is None or t is bool or (t is int and -codec.SAFE_INT <= value <= codec.SAFE_INT):
+        return True
+    if t is dict and not value:
+        return True
     stack, count, chars = [(value, 0)], 0, 0
     while stack:
         v, depth = stack.pop()
@@ -131,6 +139,7 @@ class RunState(Protocol):
     reports: list[dict[str, Any]]
     stop_reason: str | None
     cancel: threading.Event | None
+    deadline: float  # time.monotonic() of the wall limit
 
     def stop(self, reason: str) -> None: ...
 
@@ -195,7 +204,7 @@ class HostCalls:
         except BaseException as exc:  # noqa: BLE001 - the function's failure (SystemExit too): the guest gets it
             failure = exc
         self._spent(record, started)
-        if stop() is not None:
+        if (self.ended() or time.monotonic() >= self.run.deadline) and stop() is not None:
             raise _Ended(None)  # the run ends: what the call gave is dropped
         if failure is not None:
             record.outcome = "error"
@@ -303,7 +312,7 @@ class HostCalls:
         return answer
 
     def _answer(self, answer: dict[str, Any]) -> bytes:
-        return json.dumps(answer, allow_nan=False, separators=(",", ":"), ensure_ascii=False).encode("utf-8")
+        return _ENCODE(answer).encode("utf-8")
 
     def _record(self, record: CallRecord) -> None:
         hook = self.functions.on_call
