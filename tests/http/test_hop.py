@@ -52,11 +52,12 @@ rate = "10000/minute"
 
 
 def start_replica(name: str, folder: Path, redis: RedisProcess) -> Replica:
-    """A ready replica with this module's config, its Redis and the cluster secret."""
+    """A replica with this module's config, its Redis and the cluster secret (started, not yet
+    ready: ``wait_ready()``)."""
     config = folder / "cluster.toml"
     if not config.exists():
         config.write_text(CONFIG)
-    return Replica(config, redis, folder, secret=SECRET, name=name, advertise=True).wait_ready()
+    return Replica(config, redis, folder, secret=SECRET, name=name, advertise=True)
 
 
 @pytest.fixture(scope="module")
@@ -64,13 +65,9 @@ def pair(
     tmp_path_factory: pytest.TempPathFactory, redis: RedisProcess
 ) -> Iterator[tuple[Replica, Replica]]:
     folder = tmp_path_factory.mktemp("replicas")
-    a = start_replica("a", folder, redis)
+    a, b = start_replica("a", folder, redis), start_replica("b", folder, redis)  # both start at once
     try:
-        b = start_replica("b", folder, redis)
-    except BaseException:
-        a.stop()
-        raise
-    try:
+        a.wait_ready(), b.wait_ready()
         yield a, b
     finally:
         a.stop()
@@ -297,7 +294,7 @@ def test_a_killed_owner_answers_410_session_lost_at_once(
     pair: tuple[Replica, Replica], redis: RedisProcess, tmp_path: Path
 ) -> None:
     _, b = pair
-    owner = start_replica("owner", tmp_path, redis)
+    owner = start_replica("owner", tmp_path, redis).wait_ready()
     try:
         sid, idle = open_session(owner), open_session(owner)
         assert cell(b, sid, "v = 7").status_code == 200
