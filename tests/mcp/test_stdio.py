@@ -20,7 +20,7 @@ def _server(tmp_path: Path, *extra: str) -> StdioServerParameters:
     env["TMPDIR"] = str(tmp_path)  # every folder the server makes lands here, so we can check it
     return StdioServerParameters(
         command=str(Path(sys.executable).parent / "wasm-runner"),  # the installed console script
-        args=["mcp", "--cpu-seconds", "10", "--wall-seconds", "60", *extra],
+        args=["mcp", "--cpu-seconds", "10", "--wall-seconds", "600", *extra],  # wall: a busy machine still ends the loop by CPU
         env=env,
     )
 
