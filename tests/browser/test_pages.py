@@ -6,12 +6,14 @@ from __future__ import annotations
 import gzip
 import json
 import re
+import stat
 
 import brotli
 import pytest
 from starlette.applications import Starlette
 from starlette.testclient import TestClient
 
+from wasm_runner.browser.assets import PACKED_CACHE_MIN, WebAssets
 from wasm_runner.browser.locations import web_dir
 from wasm_runner.browser.pages import get_assets, page_routes
 
@@ -103,3 +105,23 @@ def test_embed_script_imports_the_hashed_element_module(client):
     assert response.headers["access-control-allow-origin"] == "*"
     assert get_assets().app_url("embed.js") in response.text
     assert "defineRunnerElement" in response.text
+
+
+def test_large_assets_are_packed_once_per_cache_folder(tmp_path, monkeypatch):
+    """The next process (a replica, a restart) reads the packed files a first one kept in the
+    cache folder instead of packing them again, and serves the same bytes."""
+    monkeypatch.setenv("WASM_RUNNER_CACHE", str(tmp_path))
+    first = WebAssets()
+    first.precompress()
+    kept = {p.name: p.stat().st_mtime_ns for p in (tmp_path / "web-packed").iterdir()}
+    large = [a for a in first.pyodide_files.values() if len(a.content) >= PACKED_CACHE_MIN and a.encoded]
+    assert large and len(kept) == sum(len(a.encoded) for g in (first.app_files, first.pyodide_files)
+                                      for a in g.values() if len(a.content) >= PACKED_CACHE_MIN)
+    assert all(stat.S_IMODE(p.stat().st_mode) == 0o600 for p in (tmp_path / "web-packed").iterdir())
+    second = WebAssets()
+    second.precompress()
+    assert {p.name: p.stat().st_mtime_ns for p in (tmp_path / "web-packed").iterdir()} == kept  # read, not rewritten
+    for name, asset in first.pyodide_files.items():
+        assert second.pyodide_files[name].encoded == asset.encoded
+    big = second.pyodide_files["pyodide.asm.wasm"]
+    assert gzip.decompress(big.encoded["gzip"]) == big.content

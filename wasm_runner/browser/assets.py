@@ -1,16 +1,20 @@
 """The browser tier's static assets: the app's ES modules and Pyodide's files from ``web/``, each
 set under a content hash (immutable URLs), precompressed (brotli, gzip), and the page templates.
 
-``get_assets()`` is the process-wide set, built on first use; ``pages`` serves it.
+``get_assets()`` is the process-wide set, built on first use; ``pages`` serves it. Large files are
+packed once per cache folder (``<cache>/web-packed/<sha256>.br9|gz6``): replicas and restarts
+sharing the cache read them instead of packing them again.
 """
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import hashlib
 import json
 import logging
 import mimetypes
+import os
 import threading
 from dataclasses import dataclass, field
 from functools import cached_property
@@ -20,6 +24,7 @@ from urllib.parse import urlsplit
 
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
+from ..cache import CacheUnsafe, cache_dir, private_file_ok
 from .locations import package_index_url, pyodide_version, web_dir, wheelhouse_dir
 from .pyodide_snapshot import Snapshot, SnapshotStore, snapshot_enabled
 from .wheelhouse import read_manifest, rewrite_lock
@@ -31,7 +36,7 @@ except ImportError:  # pragma: no cover - brotli is a declared dependency
 
 logger = logging.getLogger(__name__)
 
-__all__ = ["APP_SUFFIXES", "COMPRESSIBLE", "PYODIDE_FILES", "RELAYED", "Asset", "WebAssets", "get_assets"]
+__all__ = ["APP_SUFFIXES", "COMPRESSIBLE", "PACKED_CACHE_MIN", "PYODIDE_FILES", "RELAYED", "Asset", "WebAssets", "get_assets"]
 
 PYODIDE_FILES = (
     "pyodide.mjs",
@@ -259,11 +264,45 @@ def _digest(files: dict[str, Asset]) -> str:
     return h.hexdigest()[:16]
 
 
-def _compress(content: bytes, encoding: str) -> bytes:
+# assets at least this large are packed once per cache folder (``<cache>/web-packed/``), not once
+# per process: Brotli at quality 9 costs about 7 s of CPU for Pyodide's files, which every replica
+# and every restart sharing the cache would otherwise spend again at start-up
+PACKED_CACHE_MIN = 256 * 1024
+_PACKING = {"br": "br9", "gzip": "gz6"}  # the encoder settings, part of the cached file's name
+
+
+def _pack(content: bytes, encoding: str) -> bytes:
     if encoding == "br":
         packed: bytes = brotli.compress(content, quality=9)
         return packed
     return gzip.compress(content, compresslevel=6, mtime=0)
+
+
+def _compress(content: bytes, encoding: str) -> bytes:
+    """``content`` packed with ``encoding``; a large asset's packing is kept in the private cache
+    folder under the content's sha256 and read from there by the next process."""
+    if len(content) < PACKED_CACHE_MIN:
+        return _pack(content, encoding)
+    try:
+        folder = cache_dir() / "web-packed"
+        folder.mkdir(mode=0o700, exist_ok=True)
+        path = folder / f"{hashlib.sha256(content).hexdigest()}.{_PACKING[encoding]}"
+        if private_file_ok(path):
+            return path.read_bytes()
+    except (OSError, CacheUnsafe):
+        return _pack(content, encoding)
+    packed = _pack(content, encoding)
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.{threading.get_ident()}.tmp")
+    try:  # written whole, then renamed: a reader never sees half a file
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        with os.fdopen(fd, "wb") as out:
+            out.write(packed)
+        os.replace(tmp, path)
+    except OSError:
+        logger.warning("could not keep the packed asset %s in the cache", path.name)
+        with contextlib.suppress(OSError):
+            tmp.unlink()
+    return packed
 
 
 _assets: WebAssets | None = None
