@@ -158,7 +158,8 @@ def test_a_class_on_one_key_parked_thinkers_and_user_caps_across_replicas(cluste
             return api.post("/api/run", json={"code": code}, headers={"X-Wasm-Runner-User": user})
 
     with ThreadPoolExecutor(2) as pool:
-        slow = pool.submit(run, "ada", "import time; time.sleep(3); print('slept')")
+        # long enough to be still running on a busy machine when ada's next call arrives
+        slow = pool.submit(run, "ada", "import time; time.sleep(10); print('slept')")
         assert wait_until(lambda: sum(
             httpx.get(cluster.parts[n].url + "/healthz", timeout=10).json()["running"] for n in cluster.replicas
         ) == 1, timeout=30)  # fmt: skip

@@ -64,7 +64,7 @@ def test_redis_hung_then_back_and_killed_then_restarted(cluster: LiveCluster) ->
 
     t = threading.Thread(target=admitted_before)
     t.start()
-    assert wait_until(lambda: any(_running(cluster, name) for name in cluster.replicas), 10)
+    assert wait_until(lambda: any(_running(cluster, name) for name in cluster.replicas), 60)
     os.kill(redis_pid, signal.SIGSTOP)  # Redis hangs: calls to it time out (redis_timeout_seconds)
     try:
         answers = []
