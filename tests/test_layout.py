@@ -140,7 +140,7 @@ def test_the_public_api_is_what_the_docs_name() -> None:
     assert sorted(wasm_runner.__all__) == sorted([
         "Caller", "Executor", "FileOut", "HostFunctions", "InputSource", "InvalidLimits", "Job", "Limits", "Output",
         "Policy", "RESULT_JSON_SCHEMA", "Refused", "Result", "RuntimeUnavailable", "Sandbox", "Session",
-        "SessionEnded", "Status", "WasmRunnerError", "run", "runtime_names",
+        "SessionEnded", "SnapshotFailed", "SnapshotRefused", "Status", "WasmRunnerError", "run", "runtime_names",
     ])
     for name in wasm_runner.__all__:
         assert getattr(wasm_runner, name) is not None

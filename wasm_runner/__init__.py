@@ -13,7 +13,7 @@ from .host_functions import HostFunctions
 from .limits import InvalidLimits, Limits
 from .result import RESULT_JSON_SCHEMA, FileOut, Output, Result, Status
 from .runtimes import RuntimeUnavailable, runtime_names
-from .sandbox import Sandbox, Session, SessionEnded, run
+from .sandbox import Sandbox, Session, SessionEnded, SnapshotFailed, SnapshotRefused, run
 from .wasi import InputSource
 
 __version__ = "0.1.0"
@@ -36,6 +36,8 @@ __all__ = [
     "Sandbox",
     "Session",
     "SessionEnded",
+    "SnapshotFailed",
+    "SnapshotRefused",
     "Status",
     "WasmRunnerError",
     "run",

@@ -11,11 +11,18 @@
 # flushed), flush stdout/stderr, report, then end with os._exit(code): a fresh run skips CPython's
 # slow interpreter shutdown. The exit code follows CPython on Linux: sys.exit(2**100) gives 255.
 #
+# A session's cells share one namespace and keep the instance; their jobs say "rest": after each
+# report the wrapper returns from the host's ``turn`` (the instance rests, and can be saved as a
+# snapshot, sandbox/session_state.py) and the next ``turn`` of ``_wr_main()`` goes on where it left.
+#
 # Output (guest/output.py): stdout and stderr share one ordered pending buffer, written line by
 # line while the program prints slowly and in blocks once it prints fast; the host sets the pace
 # flag every 50 ms of the guest's CPU time (or 200 ms of wall time). Should the run be stopped by
 # force, the host reads what is still pending from the guest's memory.
 def _wr_main():
+    step = getattr(_wr_main, "step", None)
+    if step is not None:  # a resting session: its next cell
+        return step()
     import sys, os, json, gc, io, time
 
     from _wasm_runner_guest import output, tracebacks, limits, figures
@@ -226,85 +233,100 @@ def _wr_main():
         pass
     main_mod = sys.modules["__main__"]
     keep = set(main_mod.__dict__) - {"_wr_main"}
-    session_ns = None
-    code = 0
-    seeded = False
     gc.freeze()  # the interpreter's own objects: never scanned by the collections below
     # made now: when memory runs out, reporting that must not need any
     out_of_memory = b'{"exit": 1, "outputs": [], "memory_error": true}'
-    try:
-        while True:
-            job = read_frame()
-            if job is None:
-                break
-            for name in job.get("preload", ()):
-                try:
-                    __import__(name)
-                except Exception:
-                    pass
-            if job.get("kind") == "warm":
-                gc.collect()
-                gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
-                os.write(0, b'{"warm": true}')  # back to the control channel for the real job
-                continue
-            if not seeded:
-                seeded = True
-                reseed()
-            os.chdir(job.get("cwd", "/scratch"))
-            if job.get("session"):
-                if session_ns is None:
-                    session_ns = {"__name__": "__main__", "__builtins__": __builtins__}
-                ns = session_ns
-            else:
-                ns = main_mod.__dict__
-                for k in list(ns):
-                    if k not in keep:
-                        del ns[k]
-            sys.argv = [job.get("filename") or "-c"]
-            try:
-                code, outputs, memory_error = run_job(job, ns)
-            except BaseException as e:  # the wrapper itself failed (memory exhausted): still report
-                code, outputs, memory_error = 1, [], isinstance(e, MemoryError)
-                last_words(type(e).__name__)
-            if not job.get("session"):
-                try:
-                    import atexit
-                    atexit._run_exitfuncs()
-                except BaseException:
-                    pass
-                flush()
-            report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
-            if job.get("once"):
-                # the report goes first: should freeing what the program left (a structure nested
-                # a million deep) exhaust the stack, how the program ended is known already
-                os.write(0, report.encode())
-                for k in list(ns):
-                    if k not in keep:
-                        del ns[k]
-                gc.collect()  # unclosed files are flushed
-                flush()
-                break
-            if not job.get("session"):
-                for k in list(ns):
-                    if k not in keep:
-                        del ns[k]
-                gc.collect()
-                flush()
-            os.write(0, report.encode())
-        flush()
-        os._exit(code)
 
-    except BaseException as e:  # memory exhausted even for the wrapper: report, end here
-        # no Python-level call here (a call needs memory for its frame); what is still pending
-        # in the output buffer the host reads from memory (``outbuf``)
+    # The job loop is a generator: a session that rests between cells (the host's job says
+    # "rest") returns from the host's ``turn`` at each ``yield`` with the loop's state kept in
+    # memory; the next ``turn`` of ``_wr_main()`` goes on from there (``_wr_main.step``).
+    def loop():
+        session_ns = None
+        code = 0
+        seeded = False
         try:
-            if isinstance(e, MemoryError):
-                if not said[0]:
-                    _write(2, b"MemoryError\n")
-                _write(0, out_of_memory)
-            else:
-                _write(0, b'{"exit": 1, "outputs": []}')
-        finally:
-            _exit(1)
+            while True:
+                job = read_frame()
+                if job is None:
+                    break
+                for name in job.get("preload", ()):
+                    try:
+                        __import__(name)
+                    except Exception:
+                        pass
+                if job.get("kind") == "rest":  # a session's first rest, before its first cell
+                    yield
+                    continue
+                if job.get("kind") == "warm":
+                    gc.collect()
+                    gc.freeze()  # what the warm-up imported is not the program's: skip it when collecting
+                    os.write(0, b'{"warm": true}')  # back to the control channel for the real job
+                    continue
+                if not seeded or job.get("reseed"):  # a fork's copy: seeds of its own
+                    seeded = True
+                    reseed()
+                os.chdir(job.get("cwd", "/scratch"))
+                if job.get("session"):
+                    if session_ns is None:
+                        session_ns = {"__name__": "__main__", "__builtins__": __builtins__}
+                    ns = session_ns
+                else:
+                    ns = main_mod.__dict__
+                    for k in list(ns):
+                        if k not in keep:
+                            del ns[k]
+                sys.argv = [job.get("filename") or "-c"]
+                try:
+                    code, outputs, memory_error = run_job(job, ns)
+                except BaseException as e:  # the wrapper itself failed (memory exhausted): still report
+                    code, outputs, memory_error = 1, [], isinstance(e, MemoryError)
+                    last_words(type(e).__name__)
+                if not job.get("session"):
+                    try:
+                        import atexit
+                        atexit._run_exitfuncs()
+                    except BaseException:
+                        pass
+                    flush()
+                report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
+                if job.get("once"):
+                    # the report goes first: should freeing what the program left (a structure nested
+                    # a million deep) exhaust the stack, how the program ended is known already
+                    os.write(0, report.encode())
+                    for k in list(ns):
+                        if k not in keep:
+                            del ns[k]
+                    gc.collect()  # unclosed files are flushed
+                    flush()
+                    break
+                if not job.get("session"):
+                    for k in list(ns):
+                        if k not in keep:
+                            del ns[k]
+                    gc.collect()
+                    flush()
+                os.write(0, report.encode())
+                if job.get("rest"):  # back to the host until the next cell (the instance rests)
+                    yield
+            flush()
+            os._exit(code)
+
+        except BaseException as e:  # memory exhausted even for the wrapper: report, end here
+            # no Python-level call here (a call needs memory for its frame); what is still pending
+            # in the output buffer the host reads from memory (``outbuf``)
+            try:
+                if isinstance(e, MemoryError):
+                    if not said[0]:
+                        _write(2, b"MemoryError\n")
+                    _write(0, out_of_memory)
+                else:
+                    _write(0, b'{"exit": 1, "outputs": []}')
+            finally:
+                _exit(1)
+
+
+    steps = loop()
+    _wr_main.step = lambda: next(steps, None)
+    next(steps, None)
 
 _wr_main()

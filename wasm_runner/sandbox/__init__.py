@@ -3,7 +3,8 @@
 
 Modules, in reading order: ``core`` (Sandbox), ``workspace`` (run folders and grants), ``wrapper``
 (the guest-side wrapper and its jobs), ``guest`` (guest threads, budgets at hand-over),
-``classify`` (how a run ended -> ``Result``), ``session``, ``pool``, ``default``. Input rules
+``classify`` (how a run ended -> ``Result``), ``session`` (with ``session_state`` and ``sealing``:
+saved sessions), ``pool``, ``default``. Input rules
 live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``. Only ``core`` and
 ``default`` know ``Sandbox``; the modules below it declare what they read of it as a Protocol
 (``guest.GuestHost``, ``pool.PoolHost``, ``session.SessionHost``, ``wrapper.Compiler``) and are
@@ -13,13 +14,17 @@ handed the sandbox, so no import leads back to ``core``.
 from .core import OutputCallback, Sandbox
 from .default import default_sandbox, default_sandboxes, run
 from .pool import default_prestart
+from .sealing import SnapshotRefused
 from .session import Session, SessionEnded
+from .session_state import SnapshotFailed
 
 __all__ = [
     "OutputCallback",
     "Sandbox",
     "Session",
     "SessionEnded",
+    "SnapshotFailed",
+    "SnapshotRefused",
     "default_prestart",
     "default_sandbox",
     "default_sandboxes",

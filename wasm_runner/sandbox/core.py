@@ -10,6 +10,7 @@ ended into a ``Result``.
 
 from __future__ import annotations
 
+import hashlib
 import os
 import shutil
 import tempfile
@@ -33,7 +34,9 @@ from . import wrapper
 from .classify import classify
 from .guest import Guest, Outcome, OutputCallback, start_thread
 from .pool import WarmPool, bind_slot, default_prestart
+from .sealing import default_secret, open_sealed
 from .session import Session
+from .session_state import PAGE, Reference, parse
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
 __all__ = ["OutputCallback", "Sandbox", "min_memory_mb", "start_memory_bytes"]
@@ -127,6 +130,8 @@ class Sandbox:
 
     def _load(self, rt: Runtime) -> None:
         self.module = engine.get_module(rt, self.fuel, self._progress)
+        self._module_sha256 = rt.module_sha256
+        self._reference: Reference | None = None
         linker = wt.Linker(self.engine)
         define_imports(linker, self.module)
         self.pre = linker.instantiate_pre(self.module)
@@ -154,13 +159,15 @@ class Sandbox:
         return images.run_setup(quick, False, linker.instantiate_pre(module), code, layout, start_thread)
 
     def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                    collect_out: bool) -> tuple[Guest, Workspace]:
+                    collect_out: bool, rest: bool = False, restore: Any = None) -> tuple[Guest, Workspace]:
         """A fresh instance of a turn-entered image with its run folder in the image's fd layout
-        (the warm-slot one: /data and /out always preopened, hidden unless the run asks)."""
+        (the warm-slot one: /data and /out always preopened, hidden unless the run asks).
+        ``rest`` and ``restore``: a session's (``Guest``)."""
         ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
         try:
             guest = Guest(self, ws, limits, wrapper.argv(self.boot),
-                          prepare=lambda g: bind_slot(g, limits, data_dir, out_dir, files, collect_out))
+                          prepare=lambda g: bind_slot(g, limits, data_dir, out_dir, files, collect_out),
+                          rest=rest, restore=restore)
         except BaseException:
             ws.close()
             raise
@@ -352,8 +359,54 @@ class Sandbox:
                                 f"the {self.runtime.name} runtime needs to start")
         return Session(self, limits, data_dir, out_dir, files)
 
+    # ---- snapshots ----------------------------------------------------------------------------
+    @property
+    def snapshot_image(self) -> str:
+        """What a session snapshot belongs to: this sandbox's module and guest wrapper (SHA-256)."""
+        return hashlib.sha256(f"{self._module_sha256}|{wrapper.BOOT_SOURCE}".encode()).hexdigest()
+
+    def snapshot_reference(self) -> Reference:
+        """A never-run instance of this sandbox's module (made once): what snapshots diff against."""
+        with self._in_flight_lock:
+            if self._reference is None:
+                self._reference = Reference(self.engine, self.pre)
+            return self._reference
+
+    def resume(
+        self,
+        snapshot: bytes,
+        *,
+        owner: str = "",
+        secret: bytes | None = None,
+        limits: Limits | None = None,
+        data_dir: str | os.PathLike[str] | None = None,
+        out_dir: str | os.PathLike[str] | None = None,
+    ) -> Session:
+        """A new session that continues the one ``snapshot`` saved (``Session.snapshot``), on
+        this sandbox's image: its variables, imported modules, random state, files and open
+        files as they were. The snapshot is hostile input: it is refused (``SnapshotRefused``)
+        unless it authenticates for ``owner`` under ``secret`` (default
+        ``sealing.default_secret()``), has this format version and this image, and fits its
+        bounds. ``limits`` may tighten the saved session's limits; ``data_dir`` and ``out_dir``
+        must be given when the saved session had them (its fd layout must match)."""
+        body = open_sealed(snapshot, owner=owner, secret=default_secret() if secret is None else secret,
+                           image=self.snapshot_image)
+        state = parse(body, 65536)
+        try:
+            saved = Limits.from_dict(state.header["limits"]).validate()
+        except (InvalidLimits, TypeError, ValueError, KeyError) as e:
+            raise InvalidLimits(f"the snapshot's limits: {e}") from None
+        limits = saved.tightened(limits) if limits is not None else saved
+        if state.header["memory_pages"] * PAGE > self.memory_cap(limits):
+            raise InvalidLimits(f"the snapshot's memory ({state.header['memory_pages'] * PAGE >> 20} MiB) is over "
+                                f"these limits' memory ({self.memory_cap(limits) >> 20} MiB)")
+        return Session(self, limits, data_dir, out_dir, None, restore=state)
+
     def close(self) -> None:
         for p in list(self.pools.values()):
             p.close()
         self.pools.clear()
         shutil.rmtree(self._base, ignore_errors=True)
+        ref, self._reference = self._reference, None
+        if ref is not None:
+            ref.store.close()

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import ctypes
 import os
+import queue
 import struct
 import threading
 import time
@@ -190,8 +191,18 @@ class Guest:
     """
 
     def __init__(self, sb: GuestHost, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
-                 prepare: Callable[[Guest], None] | None = None):
+                 prepare: Callable[[Guest], None] | None = None, rest: bool = False,
+                 restore: Callable[[Guest, wt.Store, wt.Memory], None] | None = None):
         self.sb = sb
+        # rest: a session's guest, entered through ``turn``, that returns to the host between
+        # cells (``resting`` set, waiting for ``wake``); restore: make a fresh instance a saved
+        # session's (its memory, fd table, files) instead of entering it
+        self.rest = rest or restore is not None
+        self.restore = restore
+        self.resting = threading.Event()
+        self._wakes: queue.SimpleQueue[Callable[[wt.Store], None] | str | None] = queue.SimpleQueue()
+        self.cells_woken = 0  # cells handed to a resting guest (``wake``) ...
+        self.cells_returned = 0  # ... and those whose turn returned
         self.nice = nice
         self.ws = ws
         self.limits = limits
@@ -261,11 +272,19 @@ class Guest:
             mem = exports.get("memory")
             if isinstance(mem, wt.Memory):
                 io.memory = mem
-            if self.sb.via_turn:  # an image whose interpreter already ran: enter through turn
-                enter = images.ENTRY
-                p = exports["host_alloc"](store, len(enter)) & 0xFFFFFFFF  # type: ignore[operator]
-                io.memory.write(store, enter, p)  # type: ignore[union-attr]
-                exports["turn"](store, p, len(enter))  # type: ignore[operator]
+            if self.restore is not None:  # a saved session: its state, then at rest
+                assert io.memory is not None
+                self.restore(self, store, io.memory)
+                self._rest(store, exports)
+            elif self.rest:  # a session that rests between cells: entered through turn, with
+                # the program of its command line (``wrapper.argv``: python -c PROGRAM), or the
+                # entry of an image whose interpreter ran; later turns run ``images.ENTRY``,
+                # which goes on where the wrapper rested
+                first = images.ENTRY if self.sb.via_turn else io.argv[-1] + b"\n"
+                self._turn(store, exports, first)
+                self._rest(store, exports)
+            elif self.sb.via_turn:  # an image whose interpreter already ran: enter through turn
+                self._turn(store, exports, images.ENTRY)
             else:
                 entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
                 assert isinstance(entry, wt.Func)
@@ -321,6 +340,71 @@ class Guest:
             if not self.nice:
                 run_ended()
 
+    def _turn(self, store: wt.Store, exports: Any, code: bytes) -> int:
+        p = exports["host_alloc"](store, len(code)) & 0xFFFFFFFF
+        self.io.memory.write(store, code, p)  # type: ignore[union-attr]
+        return int(exports["turn"](store, p, len(code)))
+
+    def _rest(self, store: wt.Store, exports: Any) -> None:
+        """Between cells: wait on this thread for the next cell (``wake()``), a call on the
+        resting store (``at_rest``) or the end (``cancel``). A cell is one more ``turn`` of the
+        wrapper's entry: it reads the cell's job (already submitted) and returns after its report."""
+        io = self.io
+        while io.stop_reason is None:
+            io.control = True  # what fd 0 reads next is the next cell's job
+            self.resting.set()
+            cmd = self._wakes.get()
+            if cmd is None:
+                return
+            if callable(cmd):
+                cmd(store)
+                continue
+            self.resting.clear()
+            # the way back in, to the job's hand-over, runs on the warm-up allowance
+            if self.sb.fuel:
+                store.set_fuel(WARMUP_FUEL)
+            io.deadline = time.monotonic() + WARMUP_SECONDS
+            value = self._turn(store, exports, images.ENTRY)
+            self.cells_returned += 1
+            if value != 0 and io.stop_reason is None:
+                self.outcome.trap = f"the session's wrapper failed ({value})"
+                return
+
+    def wake(self) -> int:
+        """Run the job just submitted (a resting guest); the cell's number (``cells_returned``
+        reaches it when its turn returned)."""
+        self.cells_woken += 1
+        self._wakes.put("cell")
+        return self.cells_woken
+
+    def at_rest(self, fn: Callable[[wt.Store], None], timeout: float) -> bool:
+        """Run ``fn(store)`` on the guest's thread while it rests; False when it did not rest
+        within ``timeout`` (or ended)."""
+        if not self.rest:
+            return False
+        end = time.monotonic() + timeout
+        while not self.resting.wait(0.05):
+            if self.done.is_set() or time.monotonic() > end:
+                return False
+        finished = threading.Event()
+        error: list[BaseException] = []
+
+        def call(store: wt.Store) -> None:
+            try:
+                fn(store)
+            except BaseException as e:  # noqa: BLE001 - re-raised on the caller's thread
+                error.append(e)
+            finally:
+                finished.set()
+
+        self._wakes.put(call)
+        while not finished.wait(0.05):
+            if self.done.is_set():
+                return False
+        if error:
+            raise error[0]
+        return True
+
     def recover_output(self, store: wt.Store) -> None:
         """Write out what the wrapper held in its pending buffer when the run ended by force
         (a limit, a trap, a cancel): output is buffered in the guest, never lost.
@@ -355,6 +439,7 @@ class Guest:
     def cancel(self) -> None:
         self.io.stop("cancelled")
         self.io.end_jobs()
+        self._wakes.put(None)
 
     def wait(self, limits: Limits, cancel: threading.Event | None) -> None:
         """Wait for the guest; the epoch callback enforces the deadline, this is a last resort."""

@@ -18,9 +18,23 @@ from ..wasi import InputSource
 from . import wrapper
 from .classify import classify
 from .guest import WARMUP_SECONDS, Guest, GuestHost, OutputCallback
+from .sealing import default_secret, seal
+from .session_state import (
+    PAGE as PAGE_BYTES,
+    Reference,
+    SnapshotFailed,
+    State,
+    capture,
+    parse,
+    restore_files,
+    restore_io,
+    restore_memory,
+)
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, write_upload
 
-__all__ = ["Session", "SessionEnded", "SessionHost"]
+__all__ = ["REST_SECONDS", "Session", "SessionEnded", "SessionHost"]
+
+REST_SECONDS = 30.0  # how long a snapshot or a resume waits for the instance to come to rest
 
 
 class SessionEnded(WasmRunnerError, RuntimeError):
@@ -34,8 +48,12 @@ class SessionHost(GuestHost, Protocol):
     def new_workspace(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
                       collect_out: bool, placeholders: bool = False) -> Workspace: ...
     def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                    collect_out: bool) -> tuple[Guest, Workspace]: ...
+                    collect_out: bool, rest: bool = False,
+                    restore: Any = None) -> tuple[Guest, Workspace]: ...
     def fuel_for(self, cpu_seconds: float) -> int: ...
+    def snapshot_reference(self) -> Reference: ...
+    @property
+    def snapshot_image(self) -> str: ...
 
 
 class Session:
@@ -46,15 +64,49 @@ class Session:
     that raises an exception or calls ``sys.exit`` keeps the session alive.
     """
 
-    def __init__(self, sb: SessionHost, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None):
+    def __init__(self, sb: SessionHost, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
+                 restore: State | None = None):
         self.sb = sb
         self.limits = limits
+        self._dirs = (data_dir, out_dir)
+        # a reactor's session rests between cells (its instance returns to the host): it can be
+        # saved (``snapshot``) and resumed (``Sandbox.resume``); a command runtime's cannot
+        rest = sb.runtime.kind == "reactor"
+        failed: list[BaseException] = []
+        restore_fn = None
+        if restore is not None:
+            def restore_fn(g: Guest, store: Any, mem: Any) -> None:
+                try:
+                    roots = {gr.guest_path: Path(gr.host_path) for gr in g.ws.grants
+                             if gr.guest_path in ("/scratch", "/tmp")}
+                    restore_files(restore, roots, g.io.quota)
+                    restore_memory(restore, store, mem)
+                    restore_io(restore, g.io)
+                except BaseException as e:
+                    failed.append(e)
+                    raise
         if sb.via_turn:
-            self._guest, self._ws = sb.image_guest(limits, data_dir, out_dir, files, collect_out=out_dir is None)
+            self._guest, self._ws = sb.image_guest(limits, data_dir, out_dir, files, collect_out=out_dir is None,
+                                                   rest=rest, restore=restore_fn)
         else:
             self._ws = sb.new_workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
-            self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot))
+            try:
+                self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot), rest=rest, restore=restore_fn)
+            except BaseException:
+                self._ws.close()
+                raise
+        if rest and restore is None:
+            self._guest.io.submit({"kind": "rest"})  # the wrapper starts, then rests at once
+        if restore is not None:
+            g = self._guest
+            while not g.resting.wait(0.02):
+                if g.done.is_set():
+                    self._ws.close()
+                    if failed:
+                        raise failed[0]
+                    raise SnapshotFailed(f"the snapshot could not be restored ({g.outcome.trap})")
         self._lock = threading.Lock()
+        self._reseed = False  # a fork's copy: its next cell reseeds random, numpy and tempfile
         self._closed = False
         self.created = time.monotonic()
         self.last_used = self.created
@@ -122,14 +174,22 @@ class Session:
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
             io.host_call = None if host_functions is None else HostCalls(host_functions, cell, io)
-            io.submit(wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), filename,
-                                  once=False, session=True, display=display,
-                                  memory_cap=self.sb.memory_cap(cell)))
+            job = wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), filename,
+                              once=False, session=True, display=display,
+                              memory_cap=self.sb.memory_cap(cell))
+            if g.rest:
+                job["rest"] = True
+            if self._reseed:
+                job["reseed"], self._reseed = True, False
+            io.submit(job)
+            cell_no = g.wake() if g.rest else 0
             # wait for the cell's report (the wrapper flips to the control channel) or the end
             hard_stop = time.monotonic() + WARMUP_SECONDS + cell.wall_seconds + 5.0
             while not g.done.wait(0.01):
                 if io.reports and io.control:
                     break
+                if cell_no and g.cells_returned >= cell_no and not io.reports:
+                    g.cancel()  # the wrapper came back without a report: the instance is not trusted
                 if cancel is not None and cancel.is_set():
                     io.stop("cancelled")
                 if io.past(hard_stop):
@@ -140,6 +200,59 @@ class Session:
             if self._ws.out is not None:
                 res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]
             return res
+
+    def _capture(self) -> bytes:
+        """The state's body (``session_state``) of this resting session; under ``_lock``."""
+        if not self.alive:
+            raise SessionEnded("the session has ended")
+        g = self._guest
+        if not g.rest:
+            raise SnapshotFailed(f"sessions of the {self.sb.runtime.name} runtime cannot be saved")
+        ref = self.sb.snapshot_reference()
+        out: list[bytes] = []
+
+        def take(store: Any) -> None:
+            out.append(capture(ref, store, g.io, self.limits.to_dict(), {"runtime": self.sb.runtime.name}))
+
+        if not g.at_rest(take, REST_SECONDS):
+            raise SnapshotFailed("the session did not come to rest (it ended or is still busy)")
+        return out[0]
+
+    def fork(self, copies: int = 1, *, keep_seeds: bool = False) -> list[Session]:
+        """``copies`` new sessions, each continuing from this one's state now (as
+        ``snapshot`` and ``resume`` would, without sealing), independent of it and of each
+        other. Each copy's next cell reseeds ``random``, numpy's global generator and
+        ``tempfile``'s names from fresh entropy unless ``keep_seeds``. A copy has its own
+        ``/scratch`` and ``/tmp`` (copied) and this session's ``data_dir`` and ``out_dir``."""
+        if not 1 <= copies <= 64:
+            raise ValueError("copies must be between 1 and 64")
+        with self._lock:
+            body = self._capture()
+        state = parse(body, self.sb.memory_cap(self.limits) // PAGE_BYTES + 1)
+        made: list[Session] = []
+        try:
+            for _ in range(copies):
+                s = Session(self.sb, self.limits, *self._dirs, None, restore=state)
+                s._reseed = not keep_seeds
+                made.append(s)
+        except BaseException:
+            for s in made:
+                s.close()
+            raise
+        return made
+
+    def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True) -> bytes:
+        """The session's state as a sealed snapshot (``sealing``): its memory (variables,
+        imported modules, random state), the files in ``/scratch`` and ``/tmp``, the files it
+        keeps open and its limits. ``Sandbox.resume`` with the same ``owner`` and ``secret``
+        (default: ``sealing.default_secret()``) continues it exactly; the session itself goes on.
+        ``compress=False`` stores the pages as they are: less CPU, a larger snapshot.
+        Raises ``SnapshotFailed`` when it cannot be saved (ended, busy past ``REST_SECONDS``,
+        a link in its folders...)."""
+        with self._lock:
+            body = self._capture()
+        return seal(body, owner=owner, secret=default_secret() if secret is None else secret,
+                    image=self.sb.snapshot_image, compress=compress)
 
     def close(self) -> None:
         """End the instance and remove its folders."""

@@ -1,0 +1,86 @@
+"""Session snapshots (issue 25): how long saving a resting session (pause) and resuming it take.
+
+For one image, opens a session, runs a set-up cell, then --rounds times: ``Session.snapshot``
+(pause: the changed pages found, copied, compressed and sealed), ``Sandbox.resume`` (resume:
+the snapshot authenticated, decompressed, a new instance of the compiled image with the saved
+pages, files and fd table), the resumed session's first cell, and ``Session.fork(1)`` (a copy
+without sealing). Prints p50 and p90 of each and the snapshot's size.
+
+    .venv/bin/python benchmarks/session_snapshots.py                 # plain image
+    .venv/bin/python benchmarks/session_snapshots.py --image datascience --setup pandas
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+
+from wasm_runner import Sandbox  # noqa: E402
+
+SETUPS = {
+    "plain": "import json, random\nstate = {'n': list(range(1000)), 'seen': random.random()}\n",
+    "pandas": ("import numpy as np, pandas as pd\n"
+               "df = pd.DataFrame({'k': list('abcab'), 'v': np.arange(5.0)})\nprint(df.groupby('k').v.sum())\n"),
+}
+
+
+def pct(xs: list[float], p: float) -> float:
+    xs = sorted(xs)
+    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--image", default="plain")
+    ap.add_argument("--setup", default="plain", choices=sorted(SETUPS))
+    ap.add_argument("--rounds", type=int, default=20)
+    ap.add_argument("--raw", action="store_true", help="snapshots without compression")
+    args = ap.parse_args()
+    secret = os.urandom(32)
+    sb = Sandbox(image=args.image, prestart=0)
+    try:
+        s = sb.session()
+        r = s.run(SETUPS[args.setup])
+        if not r.ok:
+            raise SystemExit(f"set-up failed: {r.status} {r.stderr[-500:]}")
+        s.snapshot(owner="bench", secret=secret)  # the sandbox's reference instance, made once
+        pause, resume, first, fork = [], [], [], []
+        size = 0
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            snap = s.snapshot(owner="bench", secret=secret, compress=not args.raw)
+            t1 = time.perf_counter()
+            s2 = sb.resume(snap, owner="bench", secret=secret)
+            t2 = time.perf_counter()
+            r = s2.run("print(len(dir()))")
+            t3 = time.perf_counter()
+            if not r.ok:
+                raise SystemExit(f"resumed cell failed: {r.status} {r.stderr[-500:]}")
+            s2.close()
+            t4 = time.perf_counter()
+            (copy,) = s.fork(1)
+            fork.append((time.perf_counter() - t4) * 1000)
+            copy.close()
+            pause.append((t1 - t0) * 1000)
+            resume.append((t2 - t1) * 1000)
+            first.append((t3 - t2) * 1000)
+            size = len(snap)
+        s.close()
+    finally:
+        sb.close()
+    print(f"image {args.image}, set-up {args.setup}, {'raw' if args.raw else 'zlib'}, {args.rounds} rounds; load average "
+          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+    print(f"snapshot size: {size / 1024:.0f} KiB")
+    for name, xs in (("pause (snapshot)", pause), ("resume", resume), ("first cell after resume", first),
+                     ("fork (one copy)", fork)):
+        print(f"{name:26s} p50 {statistics.median(xs):7.1f} ms   p90 {pct(xs, 0.9):7.1f} ms")
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,209 @@
+"""Session snapshots (issue 25, items 1 and 5): a resting session saved with ``Session.snapshot``
+continues exactly after ``Sandbox.resume`` (variables, imported modules, files, open files,
+random state), and a tampered, foreign or other-version snapshot is refused before use."""
+
+from __future__ import annotations
+
+import json
+import struct
+
+import pytest
+
+from wasm_runner import Sandbox, WasmRunnerError
+from wasm_runner.sandbox.sealing import SnapshotRefused, seal
+from wasm_runner.sandbox.session_state import SnapshotFailed
+
+SECRET = b"a test secret of 32 bytes ......"
+
+CELL_1 = """\
+import random, json, collections
+random.seed(2026)
+counts = collections.Counter('abracadabra')
+def twice(v):
+    return 2 * v
+with open('/scratch/notes.txt', 'w') as f:
+    f.write('kept')
+log = open('/scratch/log.txt', 'w')
+log.write('one,')
+print(random.random())
+"""
+
+AFTER = """\
+import sys
+log.write('two')
+log.close()
+print(json.dumps({'counts': counts.most_common(1), 'twice': twice(21), 'random': random.random(),
+                  'notes': open('/scratch/notes.txt').read(), 'log': open('/scratch/log.txt').read(),
+                  'upload': open('/scratch/data/in.csv').read(),
+                  'modules': all(m in sys.modules for m in ('json', 'collections'))}))
+"""
+
+
+def test_a_resumed_session_continues_exactly(default_sandbox: Sandbox) -> None:
+    s = default_sandbox.session()
+    try:
+        first = s.run(CELL_1)
+        assert first.ok, first.stderr
+        s.upload("data/in.csv", b"a,b\n1,2\n")
+        snap = s.snapshot(owner="key-a", secret=SECRET)
+        assert isinstance(snap, bytes)
+        original = s.run(AFTER)  # the session itself goes on after its snapshot
+        assert original.ok, original.stderr
+    finally:
+        s.close()
+    resumed = default_sandbox.resume(snap, owner="key-a", secret=SECRET)
+    try:
+        got = resumed.run(AFTER)
+        assert got.ok, got.stderr
+        state = json.loads(got.stdout)
+        assert state == json.loads(original.stdout)  # the same random number too
+        assert state["counts"] == [["a", 5]] and state["twice"] == 42
+        assert state["notes"] == "kept" and state["log"] == "one,two" and state["modules"]
+        assert state["upload"] == "a,b\n1,2\n"
+        # a second resume of the same snapshot is independent of the first
+        other = default_sandbox.resume(snap, owner="key-a", secret=SECRET)
+        try:
+            assert resumed.run("twice = None; print('changed')").ok
+            again = other.run("print(twice(4))")
+            assert again.ok and again.stdout == "8\n", again.stderr
+        finally:
+            other.close()
+    finally:
+        resumed.close()
+
+
+def test_a_snapshot_before_any_cell_and_after_an_error(default_sandbox: Sandbox) -> None:
+    with default_sandbox.session() as s:
+        empty = s.snapshot(owner="k", secret=SECRET)
+        assert s.run("x = 1\nraise ValueError('kept alive')").exit_code == 1
+        snap = s.snapshot(owner="k", secret=SECRET, compress=False)  # stored as it is
+    with default_sandbox.resume(empty, owner="k", secret=SECRET) as fresh:
+        r = fresh.run("print('x' in globals())")
+        assert r.ok and r.stdout == "False\n", r.stderr
+    with default_sandbox.resume(snap, owner="k", secret=SECRET) as later:
+        r = later.run("print(x)")
+        assert r.ok and r.stdout == "1\n", r.stderr
+
+
+def _flip(blob: bytes, at: int) -> bytes:
+    return blob[:at] + bytes([blob[at] ^ 0x01]) + blob[at + 1:]
+
+
+def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbox: Sandbox) -> None:
+    with default_sandbox.session() as s:
+        assert s.run("secret_value = 'alice only'").ok
+        snap = s.snapshot(owner="alice", secret=SECRET)
+    cases = {
+        "tampered": (_flip(snap, len(snap) // 2), "alice", SECRET),
+        "tampered-mac": (_flip(snap, len(snap) - 1), "alice", SECRET),
+        "foreign-owner": (snap, "bob", SECRET),
+        "foreign-secret": (snap, "alice", b"another secret, 32 bytes long .."),
+        "version": (snap[:8] + struct.pack("<H", 2) + snap[10:], "alice", SECRET),
+        "truncated": (snap[: len(snap) - 100], "alice", SECRET),
+        "junk": (b"not a snapshot at all, just some bytes here.................", "alice", SECRET),
+    }
+    reasons = {}
+    for name, (blob, owner, secret) in cases.items():
+        with pytest.raises(SnapshotRefused) as info:
+            default_sandbox.resume(blob, owner=owner, secret=secret)
+        assert isinstance(info.value, WasmRunnerError) and isinstance(info.value, ValueError)
+        assert str(info.value)
+        reasons[name] = info.value.reason
+    assert reasons == {"tampered": "tampered", "tampered-mac": "tampered", "foreign-owner": "foreign",
+                       "foreign-secret": "foreign", "version": "version", "truncated": "size",
+                       "junk": "format"}
+    # the host is unharmed: the same snapshot still resumes for its owner, and runs go on
+    with default_sandbox.resume(snap, owner="alice", secret=SECRET) as s:
+        r = s.run("print(secret_value)")
+        assert r.ok and r.stdout == "alice only\n"
+    assert default_sandbox.run("print(1 + 1)").stdout == "2\n"
+
+
+def test_authenticated_but_hostile_content_is_refused(default_sandbox: Sandbox) -> None:
+    """Even a body that authenticates (a leaked secret, a bug) is bounded before it is used."""
+    image = default_sandbox.snapshot_image
+
+    def body(header: dict[str, object], tail: bytes = b"") -> bytes:
+        head = json.dumps(header).encode()
+        return b"WRST" + struct.pack("<I", len(head)) + head + tail
+
+    base = {"memory_pages": 700, "changed": [], "layout": [], "fds": [], "next_fd": 3, "files": [],
+            "limits": {}, "outbuf": None, "tick": None}
+    hostile = [
+        dict(base, memory_pages=1 << 20),  # more memory than any sandbox allows
+        dict(base, changed=[[5, 1], [3, 1]]),  # pages out of order, and no data for them
+        dict(base, files=[["/scratch", "../escape.txt", "f", 1]]),
+        dict(base, files=[["/etc", "passwd", "f", 1]]),
+    ]
+    for header in hostile:
+        blob = seal(body(header, b"x"), owner="k", secret=SECRET, image=image)
+        with pytest.raises(SnapshotRefused) as info:
+            default_sandbox.resume(blob, owner="k", secret=SECRET)
+        assert info.value.reason == "state"
+    assert default_sandbox.run("print('still here')").stdout == "still here\n"
+
+
+def test_an_ended_session_and_a_command_runtime_cannot_be_saved(default_sandbox: Sandbox) -> None:
+    from wasm_runner.limits import Limits
+    from wasm_runner.sandbox import SessionEnded
+
+    s = default_sandbox.session(limits=Limits(cpu_seconds=1, wall_seconds=2))
+    try:
+        assert s.run("while True: pass").limit is not None
+        with pytest.raises(SessionEnded):
+            s.snapshot(owner="k", secret=SECRET)
+    finally:
+        s.close()
+    small = Sandbox("small", prestart=0)
+    try:
+        with small.session() as cmd:
+            assert cmd.run("y = 2").ok
+            with pytest.raises(SnapshotFailed):
+                cmd.snapshot(owner="k", secret=SECRET)
+    finally:
+        small.close()
+
+
+def test_forks_are_independent_and_reseeded(default_sandbox: Sandbox) -> None:
+    with default_sandbox.session() as s:
+        assert s.run("import random\nrandom.seed(5)\nitems = [1]\nopen('/scratch/f', 'w').write('0')").ok
+        a, b = s.fork(2)
+        (same,) = s.fork(1, keep_seeds=True)
+        try:
+            assert a.run("items.append('a'); open('/scratch/f', 'w').write('a')").ok
+            r = b.run("print(items, open('/scratch/f').read())")
+            assert r.ok and r.stdout == "[1] 0\n", r.stderr
+            draws = [x.run("print(random.random())").stdout for x in (s, same, a, b)]
+            assert draws[0] == draws[1]  # keep_seeds: the same continuation
+            assert len({draws[0], draws[2], draws[3]}) == 3  # fresh seeds each
+            assert s.run("print(items)").stdout == "[1]\n"
+        finally:
+            for x in (a, b, same):
+                x.close()
+
+
+def test_a_datascience_session_resumes_with_its_dataframe(datascience_sandbox: Sandbox) -> None:
+    with datascience_sandbox.session() as s:
+        r = s.run("import pandas as pd, numpy as np\ndf = pd.DataFrame({'k': list('abab'), 'v': np.arange(4.0)})")
+        assert r.ok, r.stderr
+        snap = s.snapshot(owner="k", secret=SECRET)
+    with datascience_sandbox.resume(snap, owner="k", secret=SECRET) as later:
+        r = later.run("print(df.groupby('k').v.sum().to_dict())")
+        assert r.ok and r.stdout == "{'a': 2.0, 'b': 4.0}\n", r.stderr
+
+
+def test_the_server_secret_comes_from_the_environment(default_sandbox: Sandbox,
+                                                      monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setenv("WASM_RUNNER_SNAPSHOT_SECRET", "11" * 32)
+    with default_sandbox.session() as s:
+        assert s.run("z = 3").ok
+        snap = s.snapshot(owner="env")
+    with pytest.raises(SnapshotRefused) as info:
+        default_sandbox.resume(snap, owner="env", secret=SECRET)
+    assert info.value.reason == "foreign"
+    monkeypatch.setenv("WASM_RUNNER_SNAPSHOT_SECRET", "22" * 32)  # the server's secret rotated
+    with pytest.raises(SnapshotRefused):
+        default_sandbox.resume(snap, owner="env")
+    monkeypatch.setenv("WASM_RUNNER_SNAPSHOT_SECRET", "11" * 32)
+    with default_sandbox.resume(snap, owner="env") as s2:
+        assert s2.run("print(z)").stdout == "3\n"

@@ -1,0 +1,173 @@
+"""Sealed session snapshots: a versioned container, bound to its owner, authenticated before use.
+
+A snapshot (``Session.snapshot``) is data a client holds and hands back (``Sandbox.resume``), so
+``open_sealed`` treats it as hostile: its size is bounded, its fixed header is checked, and its
+whole content is authenticated with HMAC-SHA256 before a byte of the body is parsed or
+decompressed (decompression is bounded too).
+
+Layout (integers little-endian)::
+
+    MAGIC (8) | version u16 | codec u8 | owner tag (16) | image tag (16) | body length u64 | body | MAC (32)
+
+- the MAC is HMAC-SHA256 over everything before it, keyed by ``HMAC(secret, "key" + owner)``:
+  a snapshot made for another owner, or under another secret, fails it;
+- the owner tag (``HMAC(secret, "owner" + owner)``, 16 bytes) only lets the refusal say
+  "foreign" rather than "tampered"; it is authenticated with the rest;
+- the image tag names the module the memory belongs to (its SHA-256): a snapshot resumes only
+  on the same image, built from the same wrapper;
+- the body is zlib-compressed (codec 1) or stored as it is (codec 0: no compression CPU, a
+  snapshot about 2.5 times larger; see docs/performance.md).
+
+**Not encrypted.** The format authenticates but does not encrypt: the standard library has no
+cipher, and wasm-runner does not depend on ``cryptography`` today. Anyone who can read a stored
+snapshot can read the session's variables and files. Encrypting at rest (AES-GCM or
+ChaCha20-Poly1305 from ``cryptography``, keyed from the same secret) needs that dependency
+decision; the version field leaves room for it (a new version, the MAC kept over the ciphertext).
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+import os
+import struct
+import zlib
+from pathlib import Path
+
+from ..cache import cache_dir, private_file_ok
+from ..errors import WasmRunnerError
+
+__all__ = [
+    "FORMAT_VERSION",
+    "MAGIC",
+    "MAX_SNAPSHOT_BYTES",
+    "SnapshotRefused",
+    "default_secret",
+    "open_sealed",
+    "seal",
+]
+
+MAGIC = b"WRSNAP\x00\x01"
+FORMAT_VERSION = 1
+MAX_SNAPSHOT_BYTES = 512 << 20  # a sealed snapshot, at most
+MAX_BODY_BYTES = 4 << 30  # what its body may decompress to, at most
+_HEAD = struct.Struct("<8sHB16s16sQ")
+RAW, ZLIB = 0, 1
+_MAC = 32
+SECRET_ENV = "WASM_RUNNER_SNAPSHOT_SECRET"
+
+
+class SnapshotRefused(WasmRunnerError, ValueError):
+    """A snapshot that may not be resumed here. ``reason`` says why: ``size`` (too large or
+    truncated), ``format`` (not a wasm-runner snapshot), ``version`` (another format version),
+    ``foreign`` (made for another owner or under another server secret), ``tampered`` (its
+    authentication failed), ``image`` (made from another image or wrapper), ``state`` (its
+    authenticated content does not fit this sandbox)."""
+
+    def __init__(self, reason: str, message: str):
+        super().__init__(message)
+        self.reason = reason
+
+
+def _tag(secret: bytes, label: bytes, owner: str) -> bytes:
+    return hmac.new(secret, label + b"\x00" + owner.encode(), hashlib.sha256).digest()
+
+
+def _check_secret(secret: bytes) -> bytes:
+    if not isinstance(secret, (bytes, bytearray)) or len(secret) < 16:
+        raise ValueError("a snapshot secret must be at least 16 bytes")
+    return bytes(secret)
+
+
+def default_secret() -> bytes:
+    """``$WASM_RUNNER_SNAPSHOT_SECRET`` (hex, at least 32 digits) when set, else a random secret
+    kept in the private cache folder (``snapshot-secret``, made once, mode 0600): snapshots then
+    resume in any process of this user on this machine. Replicas that share snapshots share the
+    environment variable."""
+    env = os.environ.get(SECRET_ENV)
+    if env:
+        try:
+            value = bytes.fromhex(env.strip())
+        except ValueError:
+            raise ValueError(f"{SECRET_ENV} must be hex") from None
+        return _check_secret(value)
+    path = cache_dir() / "snapshot-secret"
+    if not private_file_ok(path):
+        _write_secret(path)
+    return _check_secret(path.read_bytes())
+
+
+def _write_secret(path: Path) -> None:
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
+    fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
+    with os.fdopen(fd, "wb") as f:
+        f.write(os.urandom(32))
+    try:
+        os.link(tmp, path)  # the first writer wins: every process then reads the same secret
+    except FileExistsError:
+        pass
+    finally:
+        os.unlink(tmp)
+
+
+def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = True) -> bytes:
+    """The sealed snapshot of ``body`` for ``owner``, resumable on the image whose SHA-256
+    (hex) is ``image``; zlib-compressed unless ``compress`` is False."""
+    secret = _check_secret(secret)
+    packed = zlib.compress(body, 1) if compress else body
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZLIB if compress else RAW, _tag(secret, b"owner", owner)[:16],
+                      bytes.fromhex(image)[:16], len(packed))
+    mac = hmac.new(_tag(secret, b"key", owner), head, hashlib.sha256)
+    mac.update(packed)
+    out = head + packed + mac.digest()
+    if len(out) > MAX_SNAPSHOT_BYTES:
+        raise SnapshotRefused("size", f"the snapshot is {len(out) >> 20} MiB, over the "
+                                      f"{MAX_SNAPSHOT_BYTES >> 20} MiB a snapshot may have")
+    return out
+
+
+def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
+                max_body: int = MAX_BODY_BYTES) -> bytes:
+    """The body of a sealed snapshot, after its size, header and MAC were checked; raises
+    ``SnapshotRefused`` otherwise. ``max_body`` bounds what it may decompress to."""
+    secret = _check_secret(secret)
+    if not isinstance(blob, (bytes, bytearray, memoryview)):
+        raise SnapshotRefused("format", "a snapshot is bytes")
+    view = memoryview(blob).cast("B")
+    n = len(view)
+    if n > MAX_SNAPSHOT_BYTES:
+        raise SnapshotRefused("size", f"the snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")
+    if bytes(view[:len(MAGIC)]) != MAGIC:
+        raise SnapshotRefused("format", "not a wasm-runner session snapshot")
+    if n < _HEAD.size + _MAC:
+        raise SnapshotRefused("size", "the snapshot is truncated")
+    _, version, codec, owner_tag, image_tag, length = _HEAD.unpack_from(view, 0)
+    if version != FORMAT_VERSION:
+        raise SnapshotRefused("version", f"the snapshot has format version {version}; this "
+                                         f"wasm-runner reads version {FORMAT_VERSION} only")
+    if length != n - _HEAD.size - _MAC:
+        raise SnapshotRefused("size", "the snapshot's length does not match its header (truncated?)")
+    if not hmac.compare_digest(owner_tag, _tag(secret, b"owner", owner)[:16]):
+        raise SnapshotRefused("foreign", "the snapshot belongs to another key, or was made "
+                                         "under another server secret")
+    mac = hmac.new(_tag(secret, b"key", owner), view[: n - _MAC], hashlib.sha256).digest()
+    if not hmac.compare_digest(mac, bytes(view[n - _MAC:])):
+        raise SnapshotRefused("tampered", "the snapshot failed its authentication check "
+                                          "(altered or damaged)")
+    if image_tag != bytes.fromhex(image)[:16]:
+        raise SnapshotRefused("image", "the snapshot was made from another image or wrapper "
+                                       "version; it cannot resume on this sandbox")
+    if codec == RAW:
+        if length > max_body:
+            raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB")
+        return bytes(view[_HEAD.size: n - _MAC])
+    if codec != ZLIB:
+        raise SnapshotRefused("format", f"unknown body encoding {codec}")
+    d = zlib.decompressobj()
+    try:
+        body = d.decompress(view[_HEAD.size: n - _MAC], max_body)
+    except zlib.error:
+        raise SnapshotRefused("state", "the snapshot's body does not decompress") from None
+    if d.unconsumed_tail or not d.eof:
+        raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB or incomplete")
+    return body
