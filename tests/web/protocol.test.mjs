@@ -23,7 +23,11 @@ test("well-formed messages pass, others are refused", () => {
 });
 
 test("limits: defaults, ranges, unknown names, server-only names", () => {
-  assert.deepEqual(checkLimits(undefined).limits, { wall_seconds: 10, stdout_bytes: 1 << 20, stderr_bytes: 1 << 20, input_wait_seconds: 300 });
+  assert.deepEqual(checkLimits(undefined).limits, {
+    wall_seconds: 10, stdout_bytes: 1 << 20, stderr_bytes: 1 << 20, input_wait_seconds: 300,
+    host_calls: 100000, host_call_bytes: 1 << 20, host_seconds: 5, // the page's functions (hostcalls.js)
+  });
+  assert.match(checkLimits({ host_call_bytes: 10 }).error, /between 1024 and 16777216/);
   assert.equal(checkLimits({ input_wait_seconds: 30 }).limits.input_wait_seconds, 30);
   assert.match(checkLimits({ input_wait_seconds: 0 }).error, /between 1 and 86400/);
   assert.equal(checkLimits({ wall_seconds: 2 }).limits.wall_seconds, 2);

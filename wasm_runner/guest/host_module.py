@@ -21,6 +21,7 @@ import sys as _sys
 
 __all__ = []
 _CALL_MAGIC = b"WRHC"
+_transport = [None]  # set by _wr_setup in the browser tier
 _read, _write = _os.read, _os.write  # the program may replace os.read / os.write: not for us
 _encode = _json.JSONEncoder(separators=(",", ":"), ensure_ascii=False, allow_nan=False).encode
 _codec = None
@@ -186,11 +187,14 @@ def _call(name, args, kwargs):
         pass
     _busy[0] = True
     try:
-        try:
-            _write(0, _CALL_MAGIC + data)
-        except OSError:
-            raise RuntimeError("the host refused the call to %s: this run may not call it (now)" % name) from None
-        answer = _json.loads(_read_answer())
+        if _transport[0] is not None:  # the browser tier: the page's functions, over its channel
+            answer = _json.loads(_transport[0](data))
+        else:
+            try:
+                _write(0, _CALL_MAGIC + data)
+            except OSError:
+                raise RuntimeError("the host refused the call to %s: this run may not call it (now)" % name) from None
+            answer = _json.loads(_read_answer())
     finally:
         _busy[0] = False
     if type(answer) is dict and "value" in answer:
@@ -219,12 +223,14 @@ def __getattr__(name):
                          % (name, ", ".join(__all__) or "none"))
 
 
-def _wr_setup(codec, names, docs, max_bytes):
+def _wr_setup(codec, names, docs, max_bytes, transport=None):
     """Bind this module to the codec and the run's functions (``names``, ``docs``: name ->
-    description; ``max_bytes``: the run's ``host_call_bytes``)."""
+    description; ``max_bytes``: the run's ``host_call_bytes``). ``transport(request) -> answer``
+    (JSON bytes both) carries the calls instead of fd 0 (the browser tier's worker)."""
     global _codec
     _codec = codec
     _max_bytes[0] = max_bytes
+    _transport[0] = transport
     module = globals()
     for name in __all__:
         module.pop(name, None)

@@ -92,6 +92,33 @@ def _sleep(seconds):
 builtins.input = _input
 _stdin = _Stdin()
 
+def _host_transport(request):
+    """One call of the page's functions (the request's JSON as bytes) and its answer, over the
+    channel input() uses: the worker waits on the frame with Atomics (cross-origin isolated), or
+    the program's stack is suspended until the answer arrives (JSPI)."""
+    mode = _host.host_mode()
+    text = request.decode("utf-8")
+    if mode == "shared":
+        answer = _host.host_call_blocking(text)
+    elif mode == "jspi":
+        from pyodide.ffi import run_sync
+        answer = run_sync(_host.host_call_async(text))
+    else:
+        raise RuntimeError("calling the page's functions needs cross-origin isolation or JSPI in this browser")
+    if answer is None:
+        raise RuntimeError("the page's function did not answer (the run is ending)")
+    return answer.encode("utf-8")
+
+def _install_host():
+    """The module "host": the page's functions this run may call (runner.expose), none when
+    the page gave it none. The guest side is the server tier's (guest/host_module.py)."""
+    sys.modules.pop("host", None)
+    names = [name for name in str(_host.host_functions()).split(",") if name]
+    if names:
+        from _wasm_runner_guest import codec, host
+        host._wr_setup(codec, names, {}, int(_host.host_call_bytes()), _host_transport)
+        sys.modules["host"] = host
+
 # What every run starts from: a program that replaces builtins, streams, the recursion limit or
 # time.sleep changes nothing for the next one.
 _BUILTINS = dict(builtins.__dict__)
@@ -136,6 +163,7 @@ def _reset(filename, code):
         if not name.startswith("__"):
             del main.__dict__[name]
     linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
+    _install_host()
 
 def _emit_png(data):
     _host.emit_output("image", "image/png", data)

@@ -1,6 +1,7 @@
 // The one client both the playground and the embed element use: `run(code, {tier})` in the
 // browser (Pyodide in a worker inside an opaque-origin frame) or on the server (POST /api/run),
 // with the same result shape either way.
+import { answerCall, checkFunctions, exposeInto } from "./hostcalls.js";
 import { STATUS, emptyResult, isMessage, message } from "./protocol.js";
 
 const TIERS = ["browser", "server", "auto"];
@@ -48,6 +49,17 @@ export class Runner {
     this.runs = new Map();
     this.onMessage = (event) => this.fromFrame(event);
     this.onReady = null; // called with the runtime's info once Pyodide is ready
+    this.exposed = new Map(); // the page's functions browser-tier programs may call (expose)
+  }
+
+  /**
+   * Give browser-tier programs functions of this page: `expose({sensor: async (...args) => …})`,
+   * then in Python `from host import sensor`. Arguments and results cross as plain data (see
+   * hostcalls.js); a name given again replaces the function, `null` removes it. Returns this.
+   */
+  expose(functions) {
+    exposeInto(this.exposed, functions);
+    return this;
   }
 
   /** Stop every browser run in progress (server runs stop through their signal). */
@@ -131,6 +143,7 @@ export class Runner {
     else if (msg.type === "output") run.emit("rich", msg.output);
     else if (msg.type === "status") run.emit("status", { text: msg.text });
     else if (msg.type === "input-request") run.ask(msg.prompt);
+    else if (msg.type === "host-call") run.hostCall(msg.call, msg.request);
     else if (msg.type === "done") run.finish(sanitizeResult(msg.result));
   }
 
@@ -149,8 +162,10 @@ export class Runner {
 
   /**
    * Run `code`. Options: tier, stdin, limits, onOutput({stream, text}), onRich(output),
-   * onInput(prompt) -> Promise<string|null> (enables interactive input()), onStatus, signal.
-   * Resolves with the result object; `result.tier` says where it ran.
+   * onInput(prompt) -> Promise<string|null> (enables interactive input()), onStatus, signal,
+   * functions ({name: function}: this page's functions the program may call in the browser
+   * tier, besides those of `expose`). Resolves with the result object; `result.tier` says where
+   * it ran.
    */
   run(code, options = {}) {
     const tier = this.resolveTier(options.tier);
@@ -168,6 +183,9 @@ export class Runner {
   }
 
   async runInBrowser(code, options) {
+    // the functions this run may call: the runner's, and those given for this run (checked now:
+    // a run sees the set as it was when it started)
+    const exposed = new Map([...this.exposed, ...checkFunctions(options.functions)]);
     await this.ensureFrame();
     const id = this.nextId++;
     const handlers = {
@@ -186,6 +204,10 @@ export class Runner {
             text = null;
           }
           if (this.runs.has(id)) this.post(message("input", { id, text: text === undefined ? null : text }));
+        },
+        hostCall: async (call, request) => {
+          const answer = await answerCall(exposed, request);
+          if (this.runs.has(id)) this.post(message("host-answer", { id, call, answer }));
         },
         finish: (result) => {
           this.runs.delete(id);
@@ -207,6 +229,7 @@ export class Runner {
         limits: options.limits ?? null,
         interactive: typeof options.onInput === "function",
         filename: typeof options.filename === "string" ? options.filename : null,
+        functions: [...exposed.keys()],
       }));
     });
   }

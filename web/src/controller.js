@@ -2,9 +2,18 @@
 // and makes Stop always work: interrupt, interrupt again, then terminate and respawn.
 // Runs inside the sandbox frame in a browser, or directly in Node for tests.
 import {
-  INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
-  checkLimits, checkRequest, emptyResult, invalidResult, isFilename, isMessage, message,
+  HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
+  checkLimits, checkRequest, emptyResult, invalidResult, isFilename, isFunctionNames, isMessage, message,
 } from "./protocol.js";
+
+const encoder = new TextEncoder();
+
+/** How a host limit that ended a run is reported: status, limit name, message. */
+const HOST_LIMITS = Object.freeze({
+  host_calls: [STATUS.HOST_CALLS_LIMIT, "host_calls", (l) => `The run called the page's functions more than ${l.host_calls} times.`],
+  host_bytes: [STATUS.HOST_BYTES_LIMIT, "host_bytes", (l) => `A call of the page's functions passed or returned more than ${l.host_call_bytes} bytes.`],
+  host_time: [STATUS.HOST_TIME_LIMIT, "host_time", (l) => `The page's functions it called took more than ${l.host_seconds} s.`],
+});
 
 const DEFAULT_TIMINGS = Object.freeze({
   resendMs: 60, // a second interrupt if the first was lost
@@ -136,6 +145,9 @@ export class RunController {
       for (const chunk of msg.chunks) run.seen[chunk.stream] += chunk.text;
     } else if (msg.type === "input-request") {
       this.pauseForInput(run);
+    } else if (msg.type === "host-call") {
+      this.hostCall(run, msg);
+      return;
     } else if (msg.type === "output") {
       run.seen.outputs.push(msg.output);
     } else if (msg.type === "limit") {
@@ -227,10 +239,13 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null }) {
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [] }) {
     let problem = checkRequest(code, stdin);
     if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
       problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
+    }
+    if (!problem && functions !== null && functions !== undefined && !isFunctionNames(functions)) {
+      problem = "functions must be a list of Python names (letters, digits, _; not starting with _)";
     }
     if (problem) return invalidResult(problem, this.runtimeName());
     const checked = checkLimits(limits);
@@ -245,6 +260,10 @@ export class RunController {
       timers: [],
       limitTimer: null,
       worker: null,
+      functions: new Set(functions || []),
+      hostCalls: 0, // calls the worker made (each checked here: the worker is not trusted)
+      hostMs: 0, // time inside the page's functions
+      hostPending: null, // {call, buffer, since, timer}
     };
     run.done = new Promise((resolve) => { run.resolve = resolve; });
     this.active = run;
@@ -265,7 +284,7 @@ export class RunController {
       run.started = performance.now();
       this.armDeadline(run, Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
       if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
-      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null }));
+      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions] }));
     }
     return run.done;
   }
@@ -290,6 +309,7 @@ export class RunController {
     }
     if (state.control) {
       this.interrupt(state);
+      this.endHostCall(run); // a call in progress: the worker stops waiting for its answer
       run.timers.push(setTimeout(() => this.interrupt(state), this.timings.resendMs));
       run.timers.push(setTimeout(() => this.terminateRun(run), this.timings.terminateMs));
     } else {
@@ -333,6 +353,11 @@ export class RunController {
       result.status = STATUS.TIMEOUT;
       result.limit = "input_wait"; // as the server names it
       result.message = `The program waited for input longer than ${run.limits.input_wait_seconds} s.`;
+    } else if (HOST_LIMITS[reason]) {
+      const [status, limit, say] = HOST_LIMITS[reason];
+      result.status = status;
+      result.limit = limit;
+      result.message = say(run.limits);
     } else if (reason === "output") {
       result.status = STATUS.OUTPUT_LIMIT;
       result.limit = "output";
@@ -372,6 +397,7 @@ export class RunController {
     clearTimeout(run.inputDeadline);
     clearTimeout(run.limitTimer);
     for (const t of run.timers) clearTimeout(t);
+    this.endHostCall(run);
     if (run.waitingSince !== undefined) run.inputWaitMs += performance.now() - run.waitingSince;
     result.wall_ms = Math.round((performance.now() - run.started) * 1000) / 1000;
     result.input_wait_ms = Math.round(run.inputWaitMs * 1000) / 1000;
@@ -404,6 +430,98 @@ export class RunController {
       state.post(message("input", { id, text: text === null ? null : String(text) }));
     }
     return true;
+  }
+
+  /**
+   * The worker asks the page to call one of its functions. Checked here, where the program cannot
+   * reach: the call's number, its size, the run's count of calls, and that the name is one the
+   * page gave this run; then handed to the page (onEvent "host-call") with a timer for the time
+   * left inside the page's functions. A call refused here is answered here.
+   */
+  hostCall(run, msg) {
+    if (run.stopReason || run.settled || run.hostPending || msg.call !== run.hostCalls + 1) return;
+    run.hostCalls += 1;
+    if (run.hostCalls > run.limits.host_calls) {
+      this.escalate(run, "host_calls");
+      return;
+    }
+    if (encoder.encode(msg.request).length > run.limits.host_call_bytes) {
+      this.escalate(run, "host_bytes");
+      return;
+    }
+    const left = run.limits.host_seconds * 1000 - run.hostMs;
+    run.hostPending = {
+      call: msg.call,
+      buffer: msg.buffer || null,
+      since: performance.now(),
+      timer: setTimeout(() => this.escalate(run, "host_time"), Math.max(0, left)),
+    };
+    let name = null;
+    try {
+      const parsed = JSON.parse(msg.request);
+      if (parsed && parsed.op === "host" && typeof parsed.name === "string") name = parsed.name;
+      if (parsed && parsed.oversize === true) {
+        // the guest found its arguments over host_call_bytes before sending them
+        this.escalate(run, "host_bytes");
+        return;
+      }
+    } catch {
+      // answered below
+    }
+    if (name === null || !run.functions.has(name)) {
+      const said = name === null ? "the call is not a host function call" : `the page gave this run no function named ${JSON.stringify(name)}`;
+      this.hostAnswer(run.id, msg.call, JSON.stringify({ error: { type: name === null ? "ValueError" : "NameError", bases: [], message: said, args: null } }));
+      return;
+    }
+    this.onEvent(message("host-call", { id: run.id, call: msg.call, request: msg.request }));
+  }
+
+  /** The page's answer to call `call` of run `id` (JSON text): checked, then to the worker. */
+  hostAnswer(id, call, answer) {
+    const run = this.active;
+    if (!run || run.id !== id || !run.hostPending || run.hostPending.call !== call || run.stopReason) return false;
+    const pending = run.hostPending;
+    run.hostPending = null;
+    clearTimeout(pending.timer);
+    run.hostMs += performance.now() - pending.since;
+    if (run.hostMs > run.limits.host_seconds * 1000) {
+      this.escalate(run, "host_time");
+      return false;
+    }
+    const bytes = encoder.encode(String(answer));
+    if (bytes.length > run.limits.host_call_bytes) {
+      this.escalate(run, "host_bytes");
+      return false;
+    }
+    const state = run.worker;
+    if (pending.buffer) {
+      if (pending.buffer.byteLength < HOST_HEADER_BYTES + bytes.length) {
+        this.escalate(run, "host_bytes");
+        return false;
+      }
+      new Uint8Array(pending.buffer, HOST_HEADER_BYTES).set(bytes);
+      const slots = new Int32Array(pending.buffer, 0, 2);
+      Atomics.store(slots, HOST_SLOT.LENGTH, bytes.length);
+      Atomics.store(slots, HOST_SLOT.STATE, HOST_STATE.ANSWERED);
+      Atomics.notify(slots, HOST_SLOT.STATE);
+    } else if (state && !state.dead) {
+      state.post(message("host-answer", { id, call, answer: String(answer) }));
+    }
+    return true;
+  }
+
+  /** A call in progress when the run ends: its answer is dropped, the worker stops waiting. */
+  endHostCall(run) {
+    const pending = run.hostPending;
+    if (!pending) return;
+    run.hostPending = null;
+    clearTimeout(pending.timer);
+    run.hostMs += performance.now() - pending.since;
+    if (pending.buffer) {
+      const slots = new Int32Array(pending.buffer, 0, 2);
+      Atomics.store(slots, HOST_SLOT.STATE, HOST_STATE.ENDED);
+      Atomics.notify(slots, HOST_SLOT.STATE);
+    }
   }
 
   runtimeName() {

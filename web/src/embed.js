@@ -4,7 +4,10 @@
 // Attributes: tier (browser|server|auto), readonly, code (else the element's text),
 // wall-seconds, output-bytes, stdin, exercise (an exercise id on this server, or a bundle URL:
 // adds instructions, a Check button and per-check results; see docs/exercises.md).
+// `element.expose({sensor: async (...args) => …})` gives the snippet functions of the page
+// (browser tier): `from host import sensor` (see hostcalls.js).
 import { Runner } from "./client.js";
+import { exposeInto } from "./hostcalls.js";
 import { STUDENT_FILENAME } from "./protocol.js";
 import { CHECK_STYLE, mountExercise } from "./exercise.js";
 import { askLine, OutputView } from "./render.js";
@@ -193,6 +196,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
             limits: this.limits(),
             stdin: this.getAttribute("stdin"),
             filename: STUDENT_FILENAME,
+            functions: this.exposed || new Map(),
             signal: abort.signal,
             onOutput: ({ stream, text }) => this.view.text(stream, text),
             onRich: (output) => this.view.rich(output),
@@ -225,6 +229,13 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
 
     stop() {
       if (this.abort) this.abort.abort();
+    }
+
+    /** Functions of this page the snippet may call (browser tier); `null` removes one. */
+    expose(functions) {
+      if (!this.exposed) this.exposed = new Map();
+      exposeInto(this.exposed, functions);
+      return this;
     }
   }
 

@@ -78,7 +78,7 @@ window.addEventListener("message", (event) => {
   // Only the embedding page may drive this frame, and only with well-formed requests.
   if (event.source !== window.parent) return;
   const msg = event.data;
-  if (!isMessage(msg, "run", "stop", "input", "prefetch", "assets")) return;
+  if (!isMessage(msg, "run", "stop", "input", "prefetch", "assets", "host-answer")) return;
   if (msg.type === "assets") {
     const files = {};
     for (const url of RELAY) if (msg.files[url] instanceof ArrayBuffer) files[url] = msg.files[url];
@@ -93,12 +93,14 @@ function handleRequest(msg) {
     controller.prefetch().catch(() => {});
   } else if (msg.type === "run") {
     controller
-      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive, filename: msg.filename })
+      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive, filename: msg.filename, functions: msg.functions || [] })
       .then((result) => toParent(message("done", { id: msg.id, result })));
   } else if (msg.type === "stop") {
     controller.stop(msg.id);
   } else if (msg.type === "input") {
     controller.input(msg.id, msg.text);
+  } else if (msg.type === "host-answer") {
+    controller.hostAnswer(msg.id, msg.call, msg.answer);
   }
 }
 

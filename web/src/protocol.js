@@ -25,6 +25,9 @@ export const DEFAULT_LIMITS = Object.freeze({
   stdout_bytes: 1 << 20,
   stderr_bytes: 1 << 20,
   input_wait_seconds: 300, // waiting for an answer to input(): not counted in wall_seconds
+  host_calls: 100000, // host functions (issue 24): calls per run,
+  host_call_bytes: 1 << 20, // one call's encoded arguments or result,
+  host_seconds: 5, // time inside them in all (within wall_seconds)
 });
 
 /** Ranges of the limits a browser enforces (same bounds as wasm_runner/limits.py). */
@@ -33,13 +36,13 @@ export const LIMIT_RANGES = Object.freeze({
   stdout_bytes: [0, 256 << 20],
   stderr_bytes: [0, 256 << 20],
   input_wait_seconds: [1, 86400],
+  host_calls: [0, 10000000],
+  host_call_bytes: [1024, 16 << 20],
+  host_seconds: [0.01, 3600],
 });
 
 /** Limits the browser cannot enforce; accepted for shape compatibility with the server API. */
-export const SERVER_ONLY_LIMITS = Object.freeze([
-  "cpu_seconds", "memory_mb", "disk_mb", "max_files",
-  "host_calls", "host_call_bytes", "host_seconds", // until the browser tier has host functions (issue 24)
-]);
+export const SERVER_ONLY_LIMITS = Object.freeze(["cpu_seconds", "memory_mb", "disk_mb", "max_files"]);
 
 export const MAX_SOURCE_BYTES = 1 << 20;
 
@@ -48,10 +51,18 @@ export const SLOT = Object.freeze({ INTERRUPT: 0, INPUT_STATE: 1, INPUT_LENGTH: 
 export const INPUT_STATE = Object.freeze({ IDLE: 0, READY: 1, EOF: 2, CANCELLED: 3 });
 export const SHARED_HEADER_BYTES = 16;
 export const SHARED_INPUT_BYTES = 1 << 16;
+/** A worker's answer buffer for host calls (its own SharedArrayBuffer): Int32 slots, then bytes. */
+export const HOST_SLOT = Object.freeze({ STATE: 0, LENGTH: 1 });
+export const HOST_STATE = Object.freeze({ WAITING: 0, ANSWERED: 1, ENDED: 2 });
+export const HOST_HEADER_BYTES = 8;
 
 const isObject = (v) => v !== null && typeof v === "object" && !Array.isArray(v);
 const isString = (v) => typeof v === "string";
 const isRunId = (v) => typeof v === "number" && Number.isInteger(v) && v > 0;
+const isCallNo = (v) => typeof v === "number" && Number.isInteger(v) && v > 0;
+const isBuffer = (v) => v === undefined || (typeof SharedArrayBuffer === "function" && v instanceof SharedArrayBuffer);
+/** The names of the page's functions a run may call (runner.expose; see hostcalls.js). */
+export const isFunctionNames = (v) => Array.isArray(v) && v.length <= 1000 && v.every((n) => isString(n) && /^[A-Za-z][A-Za-z0-9_]{0,99}$/.test(n));
 const isChunk = (c) => isObject(c) && (c.stream === "stdout" || c.stream === "stderr") && isString(c.text);
 /** A program's file name as tracebacks show it: short, printable, no path separators. */
 export const isFilename = (v) => isString(v) && /^[\w.<>-]{1,64}$/.test(v);
@@ -120,9 +131,13 @@ export function checkRequest(code, stdin) {
 // Shapes of messages crossing a boundary. Each returns true only for a well-formed message.
 const SHAPES = {
   // parent -> frame
-  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)),
+  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)),
   "stop": (m) => isRunId(m.id),
   "input": (m) => isRunId(m.id) && (m.text === null || isString(m.text)),
+  // a call of the page's functions: the program's request (JSON text; worker -> frame -> page,
+  // the worker's answer buffer only on its first leg) and the page's answer (page -> frame -> worker)
+  "host-call": (m) => isRunId(m.id) && isCallNo(m.call) && isString(m.request) && isBuffer(m.buffer),
+  "host-answer": (m) => isRunId(m.id) && isCallNo(m.call) && isString(m.answer),
   "prefetch": () => true,
   "assets": (m) => isObject(m.files) && Object.values(m.files).every((b) => b instanceof ArrayBuffer),
   "frame-ready": (m) => typeof m.isolated === "boolean" && Array.isArray(m.relay) && m.relay.every(isString),

@@ -5,7 +5,7 @@ import { BOOTSTRAP_PY } from "./bootstrap.py.js";
 import { GUEST_PY, TURTLE_PY } from "./pylib.js";
 import { sha256 } from "./sha256.js";
 import {
-  INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
+  HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
 } from "./protocol.js";
 
 const FLUSH_BYTES = 32768;
@@ -192,6 +192,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
   let current = null; // state of the run in progress
   let packageIndex = { url: "", modules: new Map() };
   const decoder = new TextDecoder();
+  let hostBuffer = null; // answers to host calls (isolated): [state, length] then the answer's bytes
 
   function makeStream(name) {
     return { name, decoder: new TextDecoder(), text: "", bytes: 0 };
@@ -331,6 +332,51 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     interrupts(on) {
       if (on) Atomics.store(control, SLOT.INTERRUPT, 0);
       pyodide.setInterruptBuffer(on ? control : undefined);
+    },
+    // Calls of the page's functions (host functions): over the channel input() uses.
+    host_functions() {
+      return current ? current.functions.join(",") : ""; // Python names: no commas in them
+    },
+    host_call_bytes() {
+      return current ? current.limits.host_call_bytes : 1 << 20;
+    },
+    host_mode() {
+      if (!current || !current.functions.length) return "none";
+      if (shared) return "shared";
+      if (jspi) return "jspi";
+      return "unavailable";
+    },
+    // Cross-origin isolated: post the request, wait on this worker's answer buffer (which the
+    // frame fills in and notifies), with a Stop or a limit landing as KeyboardInterrupt.
+    host_call_blocking(request) {
+      const run = current;
+      flushAll();
+      const size = HOST_HEADER_BYTES + run.limits.host_call_bytes;
+      if (!hostBuffer || hostBuffer.byteLength < size) hostBuffer = new SharedArrayBuffer(size);
+      const state = new Int32Array(hostBuffer, 0, 2);
+      Atomics.store(state, HOST_SLOT.STATE, HOST_STATE.WAITING);
+      run.hostCalls += 1;
+      post(message("host-call", { id: run.id, call: run.hostCalls, request: String(request), buffer: hostBuffer }));
+      for (;;) {
+        Atomics.wait(state, HOST_SLOT.STATE, HOST_STATE.WAITING, 50);
+        if (Atomics.load(control, SLOT.INTERRUPT) !== 0) pyodide.checkInterrupt();
+        const now = Atomics.load(state, HOST_SLOT.STATE);
+        if (now === HOST_STATE.WAITING) continue;
+        if (now !== HOST_STATE.ANSWERED) return undefined; // the run is ending
+        const length = Atomics.load(state, HOST_SLOT.LENGTH);
+        return decoder.decode(new Uint8Array(hostBuffer, HOST_HEADER_BYTES, length).slice());
+      }
+    },
+    // Not isolated: the program's stack is suspended (JSPI) until the answer message arrives.
+    host_call_async(request) {
+      const run = current;
+      flushAll();
+      run.hostCalls += 1;
+      const call = run.hostCalls;
+      return new Promise((resolve) => {
+        run.pendingHost = { call, resolve };
+        post(message("host-call", { id: run.id, call, request: String(request) }));
+      });
     },
     emit_output(kind, mime, data) {
       if (!current) return;
@@ -473,6 +519,9 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       limitHit: null,
       limitMessage: "",
       pendingInput: null,
+      functions: Array.isArray(request.functions) ? request.functions.map(String) : [],
+      hostCalls: 0,
+      pendingHost: null,
     };
     const run = current;
     let outcome = "ok";
@@ -590,6 +639,11 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       });
     } else if (msg.type === "run") {
       run(msg).catch((error) => post(message("fatal", { message: String(error) })));
+    } else if (msg.type === "host-answer" && current && current.id === msg.id && current.pendingHost
+      && current.pendingHost.call === msg.call) {
+      const { resolve } = current.pendingHost;
+      current.pendingHost = null;
+      resolve(String(msg.answer));
     } else if (msg.type === "input" && current && current.id === msg.id && current.pendingInput) {
       const resolve = current.pendingInput;
       current.pendingInput = null;
