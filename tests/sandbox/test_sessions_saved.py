@@ -76,7 +76,7 @@ def test_a_snapshot_before_any_cell_and_after_an_error(default_sandbox: Sandbox)
     with default_sandbox.session() as s:
         empty = s.snapshot(owner="k", secret=SECRET)
         assert s.run("x = 1\nraise ValueError('kept alive')").exit_code == 1
-        snap = s.snapshot(owner="k", secret=SECRET, compress=False)  # stored as it is
+        snap = s.snapshot(owner="k", secret=SECRET, compress=True)  # zlib
     with default_sandbox.resume(empty, owner="k", secret=SECRET) as fresh:
         r = fresh.run("print('x' in globals())")
         assert r.ok and r.stdout == "False\n", r.stderr

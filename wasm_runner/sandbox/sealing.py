@@ -15,8 +15,8 @@ Layout (integers little-endian)::
   "foreign" rather than "tampered"; it is authenticated with the rest;
 - the image tag names the module the memory belongs to (its SHA-256): a snapshot resumes only
   on the same image, built from the same wrapper;
-- the body is zlib-compressed (codec 1) or stored as it is (codec 0: no compression CPU, a
-  snapshot about 2.5 times larger; see docs/performance.md).
+- the body is stored as it is (codec 0, the default: resume within its goals) or
+  zlib-compressed (codec 1: about 2.5 times smaller, several times the CPU; docs/performance.md).
 
 **Not encrypted.** The format authenticates but does not encrypt: the standard library has no
 cipher, and wasm-runner does not depend on ``cryptography`` today. Anyone who can read a stored
@@ -110,9 +110,9 @@ def _write_secret(path: Path) -> None:
         os.unlink(tmp)
 
 
-def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = True) -> bytes:
+def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = False) -> bytes:
     """The sealed snapshot of ``body`` for ``owner``, resumable on the image whose SHA-256
-    (hex) is ``image``; zlib-compressed unless ``compress`` is False."""
+    (hex) is ``image``; zlib-compressed when ``compress``."""
     secret = _check_secret(secret)
     packed = zlib.compress(body, 1) if compress else body
     head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZLIB if compress else RAW, _tag(secret, b"owner", owner)[:16],

@@ -241,12 +241,13 @@ class Session:
             raise
         return made
 
-    def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True) -> bytes:
+    def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = False) -> bytes:
         """The session's state as a sealed snapshot (``sealing``): its memory (variables,
         imported modules, random state), the files in ``/scratch`` and ``/tmp``, the files it
         keeps open and its limits. ``Sandbox.resume`` with the same ``owner`` and ``secret``
         (default: ``sealing.default_secret()``) continues it exactly; the session itself goes on.
-        ``compress=False`` stores the pages as they are: less CPU, a larger snapshot.
+        ``compress=True`` compresses it (zlib): about 2.5 times smaller, but pause and resume
+        cost several times more CPU (docs/performance.md).
         Raises ``SnapshotFailed`` when it cannot be saved (ended, busy past ``REST_SECONDS``,
         a link in its folders...)."""
         with self._lock:
