@@ -40,6 +40,10 @@ class LiveServer:
 
     def client(self, key: str | None = KEY, **kw: object) -> httpx.Client:
         headers = {"Authorization": f"Bearer {key}"} if key else {}
+        # the client lets an idle connection go before the server does (keep_alive_seconds, 5 s):
+        # with both at 5 s a request sent on a connection the server was closing got "connection
+        # reset by peer" (seen on busy machines between tests sharing one client)
+        kw.setdefault("limits", httpx.Limits(keepalive_expiry=2.0))
         return httpx.Client(base_url=self.url, headers=headers, timeout=120, **kw)  # type: ignore[arg-type]
 
     def health(self) -> dict[str, object]:
