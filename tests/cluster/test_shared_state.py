@@ -142,8 +142,9 @@ def test_rate_limit_holds_across_replicas(pair: tuple[Replica, Replica]) -> None
 def test_max_concurrent_holds_across_replicas(pair: tuple[Replica, Replica]) -> None:
     a, b = pair
     with ThreadPoolExecutor(2) as pool:
-        # long enough to outlast the checks below on a busy machine (3 s did not at load 14)
-        slow = [pool.submit(r.run, "k-conc", SLEEP.format(8)) for r in (a, b)]
+        # long enough to outlast the checks below on a busy machine (3 s did not at load 14), well
+        # inside the student profile's 10 s wall limit
+        slow = [pool.submit(r.run, "k-conc", SLEEP.format(6)) for r in (a, b)]
         assert wait_for(lambda: a.running() == 1 and b.running() == 1, timeout=30)
         for replica in (a, b):
             third = replica.run("k-conc", "print(1)")
