@@ -5,6 +5,7 @@ redis-servers (``tests/support/redis_process.py``)."""
 from __future__ import annotations
 
 import os
+from pathlib import Path
 from collections.abc import Iterator
 
 import pytest
@@ -85,3 +86,10 @@ def redis(tmp_path_factory: pytest.TempPathFactory) -> Iterator[RedisProcess]:
         yield server
     finally:
         server.stop()
+
+
+def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
+    """The browser suites run last: Playwright's synchronous API keeps an event loop running in
+    the main thread for the rest of the process, so every later ``asyncio.run`` (the executor,
+    admission and session tests) would be refused. A stable sort keeps every other order."""
+    items.sort(key=lambda item: "browser" in item.path.relative_to(Path(__file__).parent).parts[:1])
