@@ -313,7 +313,10 @@ def test_a_killed_owner_answers_410_session_lost_at_once(
         owner.proc.send_signal(signal.SIGKILL)
         owner.proc.wait(10)
         worker.join(20)
-        assert in_flight and in_flight[0].status_code == 410, in_flight
+        assert in_flight and in_flight[0].status_code == 410, (
+            [(r.status_code, r.text) for r in in_flight],
+            b.log_path.read_text(errors="replace")[-3000:],
+        )
         assert in_flight[0].json()["error"]["code"] == "session_lost"
         with b.client(ALICE) as api:
             refused = api.post(f"/api/sessions/{idle}/run", json={"code": "1"}, timeout=10)

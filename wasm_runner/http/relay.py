@@ -133,15 +133,6 @@ class Hop:
             upstream = await cancel_on_disconnect(request.receive, sending)
         except (httpx.ConnectError, httpx.ConnectTimeout):
             return await self._lost(kind, entry, forget)
-        except (httpx.RemoteProtocolError, httpx.ReadError, httpx.WriteError):
-            # the owner dropped the connection mid-call: lost, unless it still answers
-            if not await self._answers(entry):
-                return await self._lost(kind, entry, forget)
-            raise ApiError(
-                503, "hop_interrupted",
-                "the replica holding this session dropped the call; retry",
-                headers={"Retry-After": "1"},
-            ) from None  # fmt: skip
         except httpx.PoolTimeout:
             raise ApiError(
                 503, "hop_busy", "too many calls to other replicas right now; retry",
@@ -151,6 +142,17 @@ class Hop:
             raise ApiError(
                 504, "hop_timeout", "the replica holding this session did not answer in time"
             ) from None
+        except (httpx.TransportError, OSError) as exc:
+            # the owner dropped the connection mid-call (a reset, an early close, a half-written
+            # answer: how it shows depends on timing): lost, unless it still answers
+            log.info("internal hop: the call to %s broke: %s", entry.owner, type(exc).__name__)
+            if not await self._answers(entry):
+                return await self._lost(kind, entry, forget)
+            raise ApiError(
+                503, "hop_interrupted",
+                "the replica holding this session dropped the call; retry",
+                headers={"Retry-After": "1"},
+            ) from None  # fmt: skip
         if upstream.status_code == 410:  # the owner's address runs another process now
             with contextlib.suppress(Refused):
                 await forget()
@@ -163,7 +165,7 @@ class Hop:
             response = await self.client().get(
                 entry.owner + "/healthz", timeout=CONNECT_TIMEOUT_SECONDS * 2
             )
-        except httpx.HTTPError:
+        except (httpx.HTTPError, OSError):
             return False
         return response.status_code < 500
 
