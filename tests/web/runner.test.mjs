@@ -92,6 +92,17 @@ describe("runs", () => {
     assert.doesNotMatch(result.stderr, /_pyodide|wasm-runner/);
   });
 
+  test("a typo of a stdlib module gets Python's hint and no package note; an unknown package gets one", async () => {
+    const typo = await run("import maths\nprint(maths.pi)");
+    assert.equal(typo.status, "error");
+    assert.match(typo.stderr, /ModuleNotFoundError: No module named 'maths'\. Did you mean: 'math'\?/);
+    assert.equal(typo.missing, undefined); // no "not in the browser's package index", no offer of the server
+    const unknown = await run("import no_such_package_xyz");
+    assert.equal(unknown.status, "error");
+    assert.equal(unknown.missing.reason, "not_listed");
+    assert.equal(unknown.missing.module, "no_such_package_xyz");
+  });
+
   test("sys.exit codes", async () => {
     assert.equal((await run("import sys; sys.exit(3)")).exit_code, 3);
     assert.equal((await run("import sys; sys.exit(0)")).status, "ok");

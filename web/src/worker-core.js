@@ -610,11 +610,14 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
 
   /** Why the module a program failed to import is not there: not in the index, or unreachable. */
   function missingPackage(stderr, loadErrors) {
-    const found = /ModuleNotFoundError: No module named '([\w.]+)'/.exec(stderr);
+    const found = /ModuleNotFoundError: No module named '([\w.]+)'(\. Did you mean: '[\w.]+'\?)?/.exec(stderr);
     if (!found) return null;
     const module = found[1].split(".")[0];
     const entry = packageIndex.modules.get(module);
     if (!entry) {
+      // a typo of a module Python has ("maths"): its "Did you mean" is the help; the server has no
+      // such package either, so no note and no offer to run it there
+      if (found[2]) return null;
       return { module, package: null, reason: "not_listed", index: packageIndex.url, detail: "" };
     }
     if (pyodide.loadedPackages && pyodide.loadedPackages[entry.name]) return null; // loaded; the error is something else
