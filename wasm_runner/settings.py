@@ -6,7 +6,7 @@ new setting is one line in one section:
 
 - ``AdmissionSettings``: the running cap, the queue, the memory budget, runs waiting for input, and
   the caps of callers without a key (auth off).
-- ``SessionSettings``: how many sessions, how long they live.
+- ``SessionSettings``: how many sessions, how long they live, forks and snapshots.
 - ``DownloadSettings``: links to files a run wrote: how long, how many bytes, per key.
 - ``ClientBounds``: what a hostile client may send (docs/security.md, "Hostile clients").
 - ``ScaleOutSettings``: several replicas sharing Redis (docs/configuration.md, "Several replicas").
@@ -149,6 +149,14 @@ def whole(minimum: int) -> Rule:
     return check
 
 
+def whole_between(minimum: int, maximum: int) -> Rule:
+    def check(name: str, value: Any) -> None:
+        if isinstance(value, bool) or not isinstance(value, int) or not minimum <= value <= maximum:
+            raise ConfigError(f"{name} must be a whole number from {minimum} to {maximum}, got {value!r}")
+
+    return check
+
+
 def seconds(name: str, value: Any) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not value > 0:
         raise ConfigError(f"{name} must be a number of seconds above 0, got {value!r}")
@@ -274,6 +282,9 @@ class SessionSettings(_Section):
     max_sessions: int = field(default=64, metadata=rule(whole(1)))  # all keys' (a class of 30 fits)
     session_idle_seconds: float = field(default=300.0, metadata=rule(seconds))
     session_max_lifetime_seconds: float = field(default=3600.0, metadata=rule(seconds))
+    max_fork_copies: int = field(default=8, metadata=rule(whole_between(1, 64)))  # one fork's copies
+    # a snapshot POST /api/sessions/resume takes, at most (its body's bound; sealing's is 512 MiB)
+    max_snapshot_bytes: int = field(default=128 << 20, metadata=rule(whole_between(1 << 20, 512 << 20)))
 
 
 @dataclass(frozen=True)

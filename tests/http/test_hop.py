@@ -141,6 +141,38 @@ def test_another_key_gets_404_through_either_replica(pair: tuple[Replica, Replic
     close(a, sid)
 
 
+def test_fork_and_snapshot_through_the_other_replica(pair: tuple[Replica, Replica]) -> None:
+    """A fork asked of B for a session on A makes its copies on A (B reaches them by the hop);
+    a snapshot asked of B comes from A, and resumes on B (both replicas share the snapshot
+    secret, derived from the cluster secret)."""
+    a, b = pair
+    sid = open_session(a)
+    assert cell(a, sid, "items = [1]").status_code == 200
+    with b.client(ALICE) as via_b:
+        r = via_b.post(f"/api/sessions/{sid}/fork", json={"copies": 2})
+        assert r.status_code == 201, r.text
+        copy_a, copy_b = (c["id"] for c in r.json()["sessions"])
+        assert cell(b, copy_a, "items.append('a'); print(items)").json()["stdout"] == "[1, 'a']\n"
+        assert cell(b, copy_b, "print(items)").json()["stdout"] == "[1]\n"
+        assert cell(a, sid, "print(items)").json()["stdout"] == "[1]\n"
+        forked = [e for e in audit_lines(a) if e.get("event") == "session_forked"]
+        assert [e["session"] for e in forked] == [sid]
+        snap = via_b.get(f"/api/sessions/{copy_a}/snapshot")
+        assert snap.status_code == 200 and snap.headers["content-type"] == "application/octet-stream"
+        resumed = via_b.post("/api/sessions/resume", content=snap.content,
+                             headers={"Content-Type": "application/octet-stream"})
+        assert resumed.status_code == 201, resumed.text
+        new = resumed.json()["id"]
+    assert cell(a, new, "print(items)").json()["stdout"] == "[1, 'a']\n"  # B holds it; A hops
+    with b.client(BOB) as bob:
+        assert bob.post(f"/api/sessions/{sid}/fork", json={}).status_code == 404
+        foreign = bob.post("/api/sessions/resume", content=snap.content,
+                           headers={"Content-Type": "application/octet-stream"})
+        assert foreign.status_code == 403 and foreign.json()["error"]["details"] == [{"reason": "foreign"}]
+    for s in (sid, copy_a, copy_b, new):
+        close(b, s)
+
+
 def test_a_streamed_cell_arrives_through_the_other_replica_as_it_runs(
     pair: tuple[Replica, Replica],
 ) -> None:

@@ -147,3 +147,48 @@ def test_a_caller_cannot_name_itself(served: tuple[str, McpHttp]) -> None:
             await checks.check_close(bob, session_id)
 
     checks.run_async(spoof)
+
+
+def test_fork_session_makes_independent_copies(served: tuple[str, McpHttp]) -> None:
+    """fork_session: each copy is a new session of the same key with the same variables and its
+    own /data and /out (copied), changed without touching the original or the other copy; the
+    copies count against the key's sessions and bob cannot fork alice's session."""
+    base, mcp_http = served
+    store = mcp_http.executor.sessions
+
+    async def conversation() -> None:
+        async with _client(base, KEY_A) as client:
+            session_id = await checks.open_session(client)
+            await client.call_tool("upload_file", {"session_id": session_id, "name": "in.txt", "content": "base"})
+            r = await client.call_tool("run_cell", {"session_id": session_id, "code": "items = [1]"})
+            assert not r.is_error, checks.text_of(r)
+            forked = await client.call_tool("fork_session", {"session_id": session_id, "copies": 2})
+            assert not forked.is_error, checks.text_of(forked)
+            assert forked.structured_content is not None
+            a, b = forked.structured_content["copies"]
+            assert len({a, b, session_id}) == 3 and a in checks.text_of(forked)
+            roots = {s: store.get(s, Caller("alice")).root for s in (session_id, a, b)}
+            assert len(set(roots.values())) == 3  # private folders each
+            assert (roots[a] / "data" / "in.txt").read_text() == "base"
+            r = await client.call_tool("run_cell", {
+                "session_id": a, "code": "items.append('a')\nopen('/out/a.txt', 'w').write('a')\nprint(items)"})
+            assert "[1, 'a']" in checks.text_of(r)
+            for other in (b, session_id):
+                r = await client.call_tool("run_cell", {
+                    "session_id": other, "code": "import os\nprint(items, os.listdir('/out'), open('/data/in.txt').read())"})
+                assert "[1] [] base" in checks.text_of(r), checks.text_of(r)
+            async with _client(base, KEY_B) as bob:
+                refused = await bob.call_tool("fork_session", {"session_id": session_id})
+                assert refused.is_error and "no open session" in checks.text_of(refused)
+            too_many = await client.call_tool("fork_session", {"session_id": session_id, "copies": 9})
+            assert too_many.is_error and "1 to 8" in checks.text_of(too_many)
+            for s in (a, b):
+                await checks.check_close(client, s)
+            r = await client.call_tool("run_cell", {"session_id": session_id, "code": "print(items)"})
+            assert "[1]" in checks.text_of(r)
+            await checks.check_close(client, session_id)
+
+    checks.run_async(conversation)
+    forks = [e for e in store.open_sessions() if e.tenant == "alice"]
+    assert forks == []
+    assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}

@@ -91,31 +91,35 @@ def _flip(blob: bytes, at: int) -> bytes:
 
 def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbox: Sandbox) -> None:
     with default_sandbox.session() as s:
-        assert s.run("secret_value = 'alice only'").ok
+        assert s.run("secret_value = 'alice only ' * 4").ok
         snap = s.snapshot(owner="alice", secret=SECRET)
+        packed = s.snapshot(owner="alice", secret=SECRET, compress=True)
+    # encrypted at rest: the session's data is not in the bytes, compressed or not
+    assert b"alice only alice only" not in snap and b"alice only alice only" not in packed
     cases = {
         "tampered": (_flip(snap, len(snap) // 2), "alice", SECRET),
         "tampered-mac": (_flip(snap, len(snap) - 1), "alice", SECRET),
         "foreign-owner": (snap, "bob", SECRET),
         "foreign-secret": (snap, "alice", b"another secret, 32 bytes long .."),
-        "version": (snap[:8] + struct.pack("<H", 2) + snap[10:], "alice", SECRET),
+        "version-1": (snap[:8] + struct.pack("<H", 1) + snap[10:], "alice", SECRET),
+        "version-3": (snap[:8] + struct.pack("<H", 3) + snap[10:], "alice", SECRET),
         "truncated": (snap[: len(snap) - 100], "alice", SECRET),
         "junk": (b"not a snapshot at all, just some bytes here.................", "alice", SECRET),
     }
-    reasons = {}
+    reasons, messages = {}, {}
     for name, (blob, owner, secret) in cases.items():
         with pytest.raises(SnapshotRefused) as info:
             default_sandbox.resume(blob, owner=owner, secret=secret)
         assert isinstance(info.value, WasmRunnerError) and isinstance(info.value, ValueError)
-        assert str(info.value)
-        reasons[name] = info.value.reason
+        reasons[name], messages[name] = info.value.reason, str(info.value)
     assert reasons == {"tampered": "tampered", "tampered-mac": "tampered", "foreign-owner": "foreign",
-                       "foreign-secret": "foreign", "version": "version", "truncated": "size",
-                       "junk": "format"}
+                       "foreign-secret": "foreign", "version-1": "version", "version-3": "version",
+                       "truncated": "size", "junk": "format"}
+    assert "version 1 (not encrypted" in messages["version-1"] and "save the session again" in messages["version-1"]
     # the host is unharmed: the same snapshot still resumes for its owner, and runs go on
     with default_sandbox.resume(snap, owner="alice", secret=SECRET) as s:
         r = s.run("print(secret_value)")
-        assert r.ok and r.stdout == "alice only\n"
+        assert r.ok and r.stdout == "alice only " * 4 + "\n"
     assert default_sandbox.run("print(1 + 1)").stdout == "2\n"
 
 

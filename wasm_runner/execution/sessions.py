@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
 import secrets
 import shutil
 import tempfile
@@ -33,6 +34,11 @@ __all__ = ["LiveSession", "SessionListener", "SessionRunner", "SessionStore"]
 log = logging.getLogger("wasm_runner.execution")
 
 T = TypeVar("T")
+Folders = tuple[Path | None, Path | None]  # a session's (data_dir, out_dir)
+
+
+def _str(path: Path | None) -> str | None:
+    return str(path) if path else None
 
 
 @dataclass(eq=False)
@@ -166,6 +172,9 @@ class SessionStore:
         self.listener = listener
         # shared per-caller session counts (several server replicas), or None: counted here only
         self.claims = claims
+        self.max_fork_copies = 8  # the most copies one ``fork`` makes (the server's setting)
+        # told of each fork, snapshot and resume (the server's audit log), or None
+        self.on_event: Callable[[str, LiveSession, dict[str, str]], None] | None = None
 
     def __len__(self) -> int:
         return len(self._sessions)
@@ -184,84 +193,115 @@ class SessionStore:
         private_folders: bool = False,
     ) -> LiveSession:
         """A new session for ``tenant``; ``Refused(429)`` when a cap or the budget is reached."""
-        if len(self._sessions) + sum(self._opening.values()) >= self.max_sessions:
+
+        def open_session(folders: list[Folders]) -> list[Any]:
+            ((data_dir, out_dir),) = folders
+            sandbox = self.executor.sandbox_for(runtime, profile.image)
+            return [sandbox.session(limits=limits, data_dir=_str(data_dir), out_dir=_str(out_dir))]
+
+        (live,) = await self._admit(
+            tenant, profile, limits, runtime, private_folders=private_folders, make=open_session
+        )
+        return live
+
+    async def _admit(
+        self,
+        tenant: CallerLike,
+        profile: PolicyLike,
+        limits: Limits,
+        runtime: str,
+        *,
+        private_folders: bool,
+        make: Callable[[list[Folders]], list[Any]],
+        count: int = 1,
+    ) -> list[LiveSession]:
+        """``count`` new sessions for ``tenant``, admitted as ``count`` calls of ``create`` would
+        be, all or none: the caps (``Refused(429)``), each session's memory held in the gate, a
+        claim each, their folders; ``make(folders)`` (on a worker thread) opens the sandbox
+        sessions, one per ``(data_dir, out_dir)`` of ``folders``. Each is told to the listener."""
+        if len(self._sessions) + sum(self._opening.values()) + count > self.max_sessions:
             raise Refused(
                 429, "too_many_sessions",
-                f"the server has its maximum of {self.max_sessions} open sessions",
+                f"the server has its maximum of {self.max_sessions} open sessions"
+                + (f" (this needs {count} more)" if count > 1 else ""),
                 headers={"Retry-After": "30"},
             )  # fmt: skip
-        if self.count_for(tenant.name) >= tenant.max_concurrent:
-            raise Refused(
-                429, "too_many_sessions",
-                f"this caller already has {tenant.max_concurrent} open sessions; close one first",
-                headers={"Retry-After": "30"},
+        held_now = self.count_for(tenant.name)
+        if held_now + count > tenant.max_concurrent:
+            message = (
+                f"this caller already has {tenant.max_concurrent} open sessions; close one first"
+                if count == 1 else
+                f"this caller has {held_now} of its {tenant.max_concurrent} open sessions and "
+                f"this needs {count} more; close some first"
             )  # fmt: skip
+            raise Refused(429, "too_many_sessions", message, headers={"Retry-After": "30"})
         await self.executor.ready(runtime, profile.image)
         gate = self.executor.gate
         held = self.executor.memory_for(profile, runtime, limits)
-        reservation = gate.reserve(tenant, held) if gate is not None else None
-        self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
-        root: Path | None = None
-        claim: Ticket | None = None
-        data_dir: Path | None
-        out_dir: Path | None
+        reservations: list[Ticket] = []
+        claims: list[Ticket] = []
+        roots: list[Path] = []
+        self._opening[tenant.name] = self._opening.get(tenant.name, 0) + count
         try:
+            if gate is not None:
+                for _ in range(count):
+                    reservations.append(gate.reserve(tenant, held))
             if self.claims is not None:
-                claim = await self.claims.claim("session", tenant, tenant.max_concurrent)
-            if private_folders:
-                root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
-                (root / "data").mkdir(mode=0o700)
-                (root / "out").mkdir(mode=0o700)
-                data_dir, out_dir = root / "data", root / "out"
-            else:  # /out is granted and collected by the session itself
-                data_dir, out_dir = profile.data_dir, None
-
-            def open_session() -> Any:
-                return self.executor.sandbox_for(runtime, profile.image).session(
-                    limits=limits,
-                    data_dir=str(data_dir) if data_dir else None,
-                    out_dir=str(out_dir) if out_dir else None,
-                )
-
-            sandbox_session = await self.executor.call(open_session)
+                for _ in range(count):
+                    claims.append(await self.claims.claim("session", tenant, tenant.max_concurrent))
+            folders: list[Folders] = []
+            for _ in range(count):
+                if private_folders:
+                    root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
+                    roots.append(root)
+                    (root / "data").mkdir(mode=0o700)
+                    (root / "out").mkdir(mode=0o700)
+                    folders.append((root / "data", root / "out"))
+                else:  # /out is granted and collected by the session itself
+                    folders.append((profile.data_dir, None))
+            opened = await self.executor.call(lambda: make(folders))
         except BaseException:
-            if reservation is not None:
-                reservation.release()
-            if claim is not None:
-                claim.release()
-            if root is not None:
+            for ticket in (*reservations, *claims):
+                ticket.release()
+            for root in roots:
                 shutil.rmtree(root, ignore_errors=True)
             raise
         finally:
-            self._opening[tenant.name] -= 1
+            self._opening[tenant.name] -= count
             if not self._opening[tenant.name]:
                 del self._opening[tenant.name]
         now = time.monotonic()
-        live = LiveSession(
-            id=secrets.token_urlsafe(18),
-            tenant=tenant.name,
-            profile=profile,
-            limits=limits,
-            runtime=runtime,
-            session=sandbox_session,
-            reservation=reservation,
-            created=now,
-            last_used=now,
-            idle_seconds=self.idle_seconds,
-            max_lifetime_seconds=self.max_lifetime_seconds,
-            root=root,
-            claim=claim,
-        )
-        if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
-            reservation.expires_in = live.expires_in  # type: ignore[union-attr]
-        self._sessions[live.id] = live
+        made: list[LiveSession] = []
+        for i, sandbox_session in enumerate(opened):
+            reservation = reservations[i] if reservations else None
+            live = LiveSession(
+                id=secrets.token_urlsafe(18),
+                tenant=tenant.name,
+                profile=profile,
+                limits=getattr(sandbox_session, "limits", limits),
+                runtime=runtime,
+                session=sandbox_session,
+                reservation=reservation,
+                created=now,
+                last_used=now,
+                idle_seconds=self.idle_seconds,
+                max_lifetime_seconds=self.max_lifetime_seconds,
+                root=roots[i] if roots else None,
+                claim=claims[i] if claims else None,
+            )
+            if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
+                reservation.expires_in = live.expires_in  # type: ignore[union-attr]
+            self._sessions[live.id] = live
+            made.append(live)
         if self.listener is not None:
-            try:
-                await self.listener.opened(live)
-            except BaseException:
-                await self.close(live.id)
-                raise
-        return live
+            for live in made:
+                try:
+                    await self.listener.opened(live)
+                except BaseException:
+                    for other in made:
+                        await self.close(other.id)
+                    raise
+        return made
 
     def holds(self, session_id: str) -> bool:
         """Whether ``session_id`` is open here (whoever owns it)."""
@@ -411,3 +451,166 @@ class SessionStore:
     async def close_all(self) -> None:
         for session_id in list(self._sessions):
             await self.close(session_id)
+
+    # -- copies and snapshots ----------------------------------------------------------------
+    def _event(self, event: str, live: LiveSession, fields: dict[str, str]) -> None:
+        """``on_event`` (the server's audit log); a failure is logged, never raised."""
+        if self.on_event is None:
+            return
+        try:
+            self.on_event(event, live, fields)
+        except Exception:
+            log.warning("session event %s could not be recorded", event, exc_info=True)
+
+    async def fork(
+        self, live: LiveSession, tenant: CallerLike, copies: int, *, keep_seeds: bool = False
+    ) -> list[LiveSession]:
+        """``copies`` new sessions of ``tenant``, each continuing from ``live``'s state now and
+        independent of it and of each other (``sandbox.Session.fork``; fresh random seeds unless
+        ``keep_seeds``). Each is admitted as a new session would be, all or none
+        (``Refused(429)``); ``Refused(409)`` while ``live`` runs a call; ``Refused(422)`` for a
+        count outside 1..``max_fork_copies`` or a session that cannot be copied. A copy of a
+        session with private folders gets its own, with the files of ``/data`` and ``/out``."""
+        if not isinstance(copies, int) or not 1 <= copies <= self.max_fork_copies:
+            raise Refused(
+                422, "invalid_copies",
+                f"copies must be a whole number from 1 to {self.max_fork_copies}",
+            )  # fmt: skip
+        if live.lock.locked():
+            raise Refused(409, "session_busy", "this session is running a call; fork it after")
+        from ..sandbox import SessionEnded, SnapshotFailed
+
+        async with live.lock:
+            if live.closed or not live.session.alive:
+                raise Refused(404, "unknown_session", "the session ended")
+
+            def make(folders: list[Folders]) -> list[Any]:
+                if live.root is not None:
+                    for data_dir, out_dir in folders:
+                        assert data_dir is not None and out_dir is not None
+                        _copy_files(live.root / "data", data_dir)
+                        _copy_files(live.root / "out", out_dir)
+                    given: list[tuple[Any, Any]] | None = [
+                        (str(d), str(o)) for d, o in folders
+                    ]
+                else:
+                    given = None  # the profile's /data, and /out of each copy's own
+                return live.session.fork(  # type: ignore[no-any-return]
+                    copies, keep_seeds=keep_seeds, folders=given
+                )
+
+            try:
+                made = await self._admit(
+                    tenant, live.profile, live.limits, live.runtime,
+                    private_folders=live.root is not None, make=make, count=copies,
+                )  # fmt: skip
+            except SessionEnded:
+                raise Refused(404, "unknown_session", "the session has ended") from None
+            except SnapshotFailed as exc:
+                raise Refused(422, "fork_failed", f"the session cannot be copied: {exc}") from None
+            live.last_used = time.monotonic()
+        for copy in made:
+            copy.seen = dict(live.seen)
+            copy.uploaded_bytes = live.uploaded_bytes
+        self._event("forked", live, {
+            "copies": str(copies), "keep_seeds": str(bool(keep_seeds)).lower(),
+            "new_sessions": ",".join(c.id for c in made),
+        })  # fmt: skip
+        if self.listener is not None:
+            await self._tell("used", live)
+        return made
+
+    async def snapshot(
+        self, live: LiveSession, *, owner: str, secret: bytes | None = None
+    ) -> bytes:
+        """``live``'s state as a sealed snapshot (``sandbox.Session.snapshot``: encrypted and
+        authenticated for ``owner`` under ``secret``, default the server's); the session goes
+        on. ``Refused(409)`` while it runs a call, ``Refused(422)`` when it cannot be saved."""
+        from ..sandbox import SessionEnded, SnapshotFailed, SnapshotRefused
+
+        if live.lock.locked():
+            raise Refused(409, "session_busy", "this session is running a call; save it after")
+        async with live.lock:
+            if live.closed:
+                raise Refused(404, "unknown_session", "the session ended")
+            try:
+                blob: bytes = await self.executor.call(
+                    lambda: live.session.snapshot(owner=owner, secret=secret)
+                )
+            except SessionEnded:
+                raise Refused(404, "unknown_session", "the session has ended") from None
+            except (SnapshotFailed, SnapshotRefused) as exc:
+                raise Refused(422, "snapshot_failed", f"the session cannot be saved: {exc}") from None
+            live.last_used = time.monotonic()
+        self._event("snapshot", live, {"bytes": str(len(blob))})
+        if self.listener is not None:
+            await self._tell("used", live)
+        return blob
+
+    async def resume(
+        self,
+        tenant: CallerLike,
+        profile: PolicyLike,
+        limits: Limits,
+        runtime: str,
+        snapshot: bytes,
+        *,
+        owner: str,
+        secret: bytes | None = None,
+    ) -> LiveSession:
+        """A new session of ``tenant`` continuing the one ``snapshot`` saved, admitted as
+        ``create`` would be (``limits``: the profile's, the most the saved session may have).
+        The snapshot is hostile input: ``Refused`` ``snapshot_refused`` (403 ``foreign``, else
+        422; ``details`` name the reason) unless it authenticates for
+        ``owner`` and fits this profile's image and limits. Nothing of it is read before."""
+        from ..limits import InvalidLimits
+        from ..sandbox import SnapshotFailed, SnapshotRefused
+
+        def open_snapshot(folders: list[Folders]) -> list[Any]:
+            ((data_dir, out_dir),) = folders
+            sandbox = self.executor.sandbox_for(runtime, profile.image)
+            session = sandbox.resume(
+                snapshot, owner=owner, secret=secret, data_dir=_str(data_dir), out_dir=_str(out_dir)
+            )
+            try:
+                limits.tightened(session.limits)  # the saved limits within this profile's
+            except InvalidLimits:
+                session.close()
+                raise
+            return [session]
+
+        try:
+            (live,) = await self._admit(
+                tenant, profile, limits, runtime, private_folders=False, make=open_snapshot
+            )
+        except SnapshotRefused as exc:
+            raise Refused(
+                403 if exc.reason == "foreign" else 422, "snapshot_refused", f"the snapshot was refused ({exc.reason}): {exc}",
+                details=[{"reason": exc.reason}],
+            ) from None  # fmt: skip
+        except InvalidLimits as exc:
+            raise Refused(
+                422, "snapshot_refused",
+                f"the snapshot was refused (limits): its session's limits are over profile "
+                f"{profile.name!r}'s ({exc}); resume it under the profile it was opened with",
+                details=[{"reason": "limits"}],
+            ) from None  # fmt: skip
+        except SnapshotFailed as exc:
+            raise Refused(
+                422, "snapshot_refused", f"the snapshot was refused (state): {exc}",
+                details=[{"reason": "state"}],
+            ) from None  # fmt: skip
+        self._event("resumed", live, {"bytes": str(len(snapshot))})
+        return live
+
+
+def _copy_files(source: Path, target: Path) -> None:
+    """The regular files and folders under ``source`` copied into ``target`` (a fork's private
+    folders); links and anything else are left out, nothing outside ``source`` is followed."""
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                (target / entry.name).mkdir(mode=0o700)
+                _copy_files(Path(entry.path), target / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)

@@ -101,6 +101,7 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
             max_bytes=config.max_body_bytes,
             total_seconds=config.body_timeout_seconds,
             idle_seconds=config.body_idle_seconds,
+            bounds={"/api/sessions/resume": config.max_snapshot_bytes},  # a snapshot's own bound
         ),
         # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (internal.py)
         Middleware(InternalGuard, forwarding=service.forwarding,

@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import secrets
+from collections.abc import Mapping
 
 from starlette.datastructures import Headers, MutableHeaders
 from starlette.requests import ClientDisconnect
@@ -122,23 +123,33 @@ class BodyGuard:
     """Bounds every request body, under any ASGI server: ``413`` past ``max_bytes`` (at once when
     Content-Length says so, else as the bytes arrive), ``408`` when the whole body takes longer than
     ``total_seconds`` or pauses longer than ``idle_seconds``. A client that leaves mid-body is an
-    ordinary event: no traceback, no 500 in the log."""
+    ordinary event: no traceback, no 500 in the log. ``bounds`` gives a ``POST`` path its own
+    bound instead (``/api/sessions/resume``: a snapshot, ``max_snapshot_bytes``)."""
 
     def __init__(
-        self, app: ASGIApp, max_bytes: int, total_seconds: float, idle_seconds: float
+        self,
+        app: ASGIApp,
+        max_bytes: int,
+        total_seconds: float,
+        idle_seconds: float,
+        bounds: Mapping[str, int] | None = None,
     ) -> None:
         self.app = app
         self.max_bytes = max_bytes
         self.total_seconds = total_seconds
         self.idle_seconds = idle_seconds
+        self.bounds = dict(bounds or {})
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
+        max_bytes = self.max_bytes
+        if scope.get("method") == "POST":
+            max_bytes = self.bounds.get(scope.get("path", ""), max_bytes)
         declared = Headers(scope=scope).get("content-length")
-        if declared is not None and declared.strip().isdigit() and int(declared) > self.max_bytes:
-            await error_response(_too_large(self.max_bytes))(scope, receive, send)
+        if declared is not None and declared.strip().isdigit() and int(declared) > max_bytes:
+            await error_response(_too_large(max_bytes))(scope, receive, send)
             return
         loop = asyncio.get_running_loop()
         deadline = loop.time() + self.total_seconds
@@ -160,8 +171,8 @@ class BodyGuard:
                 ) from None  # fmt: skip
             if message["type"] == "http.request":
                 state["size"] += len(message.get("body", b""))
-                if state["size"] > self.max_bytes:
-                    raise _too_large(self.max_bytes)
+                if state["size"] > max_bytes:
+                    raise _too_large(max_bytes)
                 if not message.get("more_body", False):
                     state["body_done"] = True
             else:

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from ..result import RESULT_JSON_SCHEMA
-from .schemas import RunRequest, SessionCreate, SessionRunRequest
+from .schemas import RunRequest, SessionCreate, SessionFork, SessionRunRequest
 
 __all__ = ["openapi_document"]
 
@@ -71,13 +71,13 @@ def _errors(*statuses: int) -> dict[str, Any]:
     text = {
         400: "Malformed request (bad JSON)",
         401: "Missing or invalid API key",
-        403: "This key may not use the profile",
+        403: "This key may not use the profile (or a snapshot is another key's: snapshot_refused)",
         404: "Unknown session or file",
         409: "The session is running another call",
         410: "The replica holding this session or file is gone (session_lost, download_lost)",
         413: "Body too large",
-        415: "Body is not application/json",
-        422: "Invalid fields, limits, base64 or profile",
+        415: "Body is not application/json (a snapshot: application/octet-stream)",
+        422: "Invalid fields, limits, base64 or profile; a snapshot refused (details: reason)",
         429: "Rate limited, or the server is busy (see Retry-After)",
     }
     out: dict[str, Any] = {}
@@ -102,10 +102,14 @@ _SSE_EVENT = {
 }
 
 
+def _binary() -> dict[str, Any]:
+    return {"application/octet-stream": {"schema": {"type": "string", "format": "binary"}}}
+
+
 def openapi_document() -> dict[str, Any]:
     """The whole description, built fresh (callers may cache it)."""
     _, defs = models_json_schema(
-        [(m, "validation") for m in (RunRequest, SessionCreate, SessionRunRequest)],
+        [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest)],
         ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
@@ -268,6 +272,55 @@ def openapi_document() -> dict[str, Any]:
                         **_errors(400, 401, 404, 409, 410, 413, 415, 422, 429),
                     },
                 },
+            },
+            "/api/sessions/{session_id}/fork": {
+                "parameters": [session_id],
+                "post": {
+                    "summary": "Copy a session's state into new, independent sessions",
+                    "requestBody": {"required": False, "content": _json("SessionFork")},
+                    "responses": {
+                        "201": {
+                            "description": "The copies, each a new session of this key",
+                            "content": {"application/json": {"schema": {
+                                "type": "object", "required": ["sessions"],
+                                "properties": {"sessions": {
+                                    "type": "array",
+                                    "items": {"$ref": "#/components/schemas/Session"},
+                                }},
+                            }}},
+                        },
+                        **_errors(400, 401, 404, 409, 410, 413, 415, 422, 429),
+                    },
+                },  # fmt: skip
+            },
+            "/api/sessions/{session_id}/snapshot": {
+                "parameters": [session_id],
+                "get": {
+                    "summary": "Save a session: its state as sealed bytes (encrypted, this key's)",
+                    "responses": {
+                        "200": {
+                            "description": "The snapshot; POST /api/sessions/resume takes it back",
+                            "content": _binary(),
+                        },
+                        **_errors(401, 404, 409, 410, 422, 429),
+                    },
+                },
+            },
+            "/api/sessions/resume": {
+                "post": {
+                    "summary": "Open a session continuing a snapshot this key saved",
+                    "parameters": [{
+                        "name": "profile", "in": "query", "required": False,
+                        "description": "the profile the saved session was opened under "
+                        "(default: the server's default profile)",
+                        "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "maxLength": 64},
+                    }],
+                    "requestBody": {"required": True, "content": _binary()},
+                    "responses": {
+                        "201": {"description": "The new session", "content": _json("Session")},
+                        **_errors(400, 401, 403, 413, 415, 422, 429),
+                    },
+                },  # fmt: skip
             },
             "/api/files/{token}": {
                 "parameters": [

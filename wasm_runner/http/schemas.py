@@ -28,6 +28,7 @@ __all__ = [
     "FileIn",
     "RunRequest",
     "SessionCreate",
+    "SessionFork",
     "SessionRunRequest",
     "WsStart",
     "read_model",
@@ -173,6 +174,15 @@ class SessionCreate(_Strict):
     profile: ProfileName | None = None
     limits: LimitsRequest | None = None
     runtime: Literal["default", "small"] | None = None
+
+
+class SessionFork(_Strict):
+    """``POST /api/sessions/{id}/fork``: independent copies of a session's state."""
+
+    copies: int = Field(default=1, ge=1, le=64, description="how many copies (at most the "
+                        "server's max_fork_copies, 8 by default)")
+    keep_seeds: bool = Field(default=False, description="false: each copy reseeds random, "
+                             "numpy.random and tempfile names from fresh entropy before its next cell")
 
 
 class SessionRunRequest(_RunFields):

@@ -10,6 +10,9 @@ audit log and the metrics see every guest whichever face started it.
 
 from __future__ import annotations
 
+import functools
+import hashlib
+import hmac
 import logging
 import threading
 from collections.abc import Callable
@@ -105,6 +108,19 @@ def server_memory_mb(config: ServerConfig) -> int:
         slots[where] = slots.get(where, default_prestart()) + max(0, profile.pool_size)
     held = sum(count * slot_mb(*where) for where, count in slots.items())
     return held + -(-retained_bytes() // (1 << 20))
+
+
+def snapshot_secret(config: ServerConfig) -> bytes:
+    """The secret session snapshots are sealed under (``sandbox.sealing``):
+    ``$WASM_RUNNER_SNAPSHOT_SECRET``, else one derived from the replicas' cluster secret (every
+    replica opens every replica's snapshots), else this machine's own (the cache folder)."""
+    from ..sandbox.sealing import default_secret
+
+    shared = None
+    if config.cluster_secret:
+        shared = hmac.new(config.cluster_secret.encode(), b"wasm-runner session snapshots",
+                          hashlib.sha256).digest()  # fmt: skip
+    return default_secret(shared)
 
 
 class AdmissionGate:
@@ -283,6 +299,8 @@ class Service:
             session_claims=self.leases,
         )
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
+        self.sessions.max_fork_copies = sessions.max_fork_copies
+        self.sessions.on_event = self.session_event  # forks, snapshots, resumes: the audit log
         # the internal hop: who holds a session or link, and the call relayed to it
         self.forwarding = Forwarding(
             self.directory, self.sessions.holds,
@@ -299,6 +317,11 @@ class Service:
             memory_mb=lambda: self.admission.memory_mb,
             sessions=lambda: len(self.sessions),
         )
+
+    @functools.cached_property
+    def snapshot_secret(self) -> bytes:
+        """What session snapshots are sealed under (``snapshot_secret``), read on first use."""
+        return snapshot_secret(self.config)
 
     # -- sandboxes -------------------------------------------------------------------------
     @staticmethod
@@ -475,6 +498,11 @@ class Service:
             user=getattr(job.tenant, "user", None),
             host_calls=host_calls,
         )
+
+    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+        """An audit-log line for a session's fork, snapshot or resume (``SessionStore.on_event``)."""
+        self.audit.event(f"session_{event}", tenant=live.tenant, session=live.id,
+                         profile=live.profile.name, **fields)  # fmt: skip
 
     async def run_job(
         self,

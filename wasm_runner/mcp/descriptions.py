@@ -136,3 +136,13 @@ def close_session_description() -> str:
         "Close a session: its Python process ends and every file in it (/data, /scratch, /out) "
         "is deleted. Call it when the conversation no longer needs the session."
     )
+
+
+def fork_session_description(max_copies: int) -> str:
+    return (
+        "Copy a session: each copy is a new session (its own session_id) holding the same "
+        "variables, imported modules and files as this one now, independent of it and of the "
+        "other copies. Use it to try several continuations from one state. Each copy counts as "
+        f"an open session; at most {max_copies} copies per call. Random generators are reseeded "
+        "in each copy unless keep_seeds is true."
+    )

@@ -1,7 +1,8 @@
 """The MCP server: tools to run Python once, or in a session with uploads, for a chat model.
 
-``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with five tools:
-``run_python``, ``open_session``, ``run_cell``, ``upload_file``, ``close_session``, and a resource
+``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with six tools:
+``run_python``, ``open_session``, ``run_cell``, ``upload_file``, ``fork_session``,
+``close_session``, and a resource
 template for the files a session's code wrote. The same server runs over stdio
 (``wasm-runner mcp``) and streamable HTTP (``wasm_runner.mcp.http``).
 
@@ -344,6 +345,41 @@ def build_server(
             structured_content={"path": path, "size": len(data)},
         )
 
+    async def fork_session(
+        session_id: Annotated[str, Field(description="The id open_session returned.")],
+        copies: Annotated[int, Field(description="How many copies to make.", ge=1, le=64)] = 1,
+        keep_seeds: Annotated[
+            bool, Field(description="true: the copies' random generators continue as this session's would.")
+        ] = False,
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        caller, _ = who(ctx)
+        await store.sweep()
+        try:
+            live = find(store, session_id, caller)
+            made = await store.fork(live, caller, copies, keep_seeds=keep_seeds)
+        except SessionError as exc:
+            return _error(str(exc))
+        except Refused as exc:
+            if exc.code == "too_many_sessions":
+                return _error(
+                    f"{exc.message[0].upper()}{exc.message[1:]}: close sessions with "
+                    "close_session, or ask for fewer copies"
+                )
+            return _refusal(exc, "The fork")
+        except Exception as exc:
+            log.exception("fork_session failed")
+            return _error(f"The session could not be copied: {exc}")
+        ids = [c.id for c in made]
+        return CallToolResult(
+            content=[TextContent(
+                text=f"Session {session_id} was copied into {len(ids)} new session(s): "
+                f"{', '.join(ids)}. Each continues independently with run_cell; close each with "
+                "close_session when done."
+            )],
+            structured_content={"session_id": session_id, "copies": ids},
+        )  # fmt: skip
+
     async def close_session(
         session_id: Annotated[str, Field(description="The id open_session returned.")],
         ctx: Context | None = None,
@@ -400,6 +436,12 @@ def build_server(
         upload_file,
         description=descriptions.upload_file_description(config.max_upload_bytes),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
+    server.add_tool(
+        fork_session,
+        description=descriptions.fork_session_description(store.max_fork_copies),
+        annotations=running,
         structured_output=False,
     )
     server.add_tool(

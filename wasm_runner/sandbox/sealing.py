@@ -1,28 +1,30 @@
-"""Sealed session snapshots: a versioned container, bound to its owner, authenticated before use.
+"""Sealed session snapshots: a versioned container, bound to its owner, encrypted and
+authenticated before use.
 
 A snapshot (``Session.snapshot``) is data a client holds and hands back (``Sandbox.resume``), so
 ``open_sealed`` treats it as hostile: its size is bounded, its fixed header is checked, and its
-whole content is authenticated with HMAC-SHA256 before a byte of the body is parsed or
-decompressed (decompression is bounded too).
+whole content is authenticated (AES-256-GCM, the header as associated data) before a byte of the
+body is decrypted for use, parsed or decompressed (decompression is bounded too).
 
-Layout (integers little-endian)::
+Layout, format version 2 (integers little-endian)::
 
-    MAGIC (8) | version u16 | codec u8 | owner tag (16) | image tag (16) | body length u64 | body | MAC (32)
+    MAGIC (8) | version u16 | codec u8 | owner tag (16) | image tag (16) | salt (16) | nonce (12)
+    | ciphertext length u64 | ciphertext (the body encrypted, then the 16-byte GCM tag)
 
-- the MAC is HMAC-SHA256 over everything before it, keyed by ``HMAC(secret, "key" + owner)``:
-  a snapshot made for another owner, or under another secret, fails it;
+- the body is encrypted with AES-256-GCM under a key made for this snapshot:
+  ``HKDF-SHA256(secret, salt, "wasm-runner session snapshot v2" + owner)`` with a random salt
+  and a random nonce, so only the same server secret and the same owner open it; the GCM tag
+  covers the header (associated data) and the ciphertext: a snapshot altered in any byte fails;
 - the owner tag (``HMAC(secret, "owner" + owner)``, 16 bytes) only lets the refusal say
   "foreign" rather than "tampered"; it is authenticated with the rest;
 - the image tag names the module the memory belongs to (its SHA-256): a snapshot resumes only
   on the same image, built from the same wrapper;
 - the body is stored as it is (codec 0, the default: resume within its goals) or
-  zlib-compressed (codec 1: about 2.5 times smaller, several times the CPU; docs/performance.md).
+  zlib-compressed before encryption (codec 1: about 2.5 times smaller, several times the CPU;
+  docs/performance.md).
 
-**Not encrypted.** The format authenticates but does not encrypt: the standard library has no
-cipher, and wasm-runner does not depend on ``cryptography`` today. Anyone who can read a stored
-snapshot can read the session's variables and files. Encrypting at rest (AES-GCM or
-ChaCha20-Poly1305 from ``cryptography``, keyed from the same secret) needs that dependency
-decision; the version field leaves room for it (a new version, the MAC kept over the ciphertext).
+Version 1 (HMAC-SHA256 only, not encrypted) is refused with reason ``version``. What a lost or
+rotated secret means: docs/security.md.
 """
 
 from __future__ import annotations
@@ -33,6 +35,11 @@ import os
 import struct
 import zlib
 from pathlib import Path
+
+from cryptography.exceptions import InvalidTag
+from cryptography.hazmat.primitives import hashes
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..cache import cache_dir, private_file_ok
 from ..errors import WasmRunnerError
@@ -48,12 +55,14 @@ __all__ = [
 ]
 
 MAGIC = b"WRSNAP\x00\x01"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 MAX_SNAPSHOT_BYTES = 512 << 20  # a sealed snapshot, at most
 MAX_BODY_BYTES = 4 << 30  # what its body may decompress to, at most
-_HEAD = struct.Struct("<8sHB16s16sQ")
+_VERSION = struct.Struct("<8sH")  # what every version starts with
+_HEAD = struct.Struct("<8sHB16s16s16s12sQ")
 RAW, ZLIB = 0, 1
-_MAC = 32
+_GCM_TAG = 16
+_KEY_INFO = b"wasm-runner session snapshot v2\x00"
 SECRET_ENV = "WASM_RUNNER_SNAPSHOT_SECRET"
 
 
@@ -79,11 +88,12 @@ def _check_secret(secret: bytes) -> bytes:
     return bytes(secret)
 
 
-def default_secret() -> bytes:
-    """``$WASM_RUNNER_SNAPSHOT_SECRET`` (hex, at least 32 digits) when set, else a random secret
-    kept in the private cache folder (``snapshot-secret``, made once, mode 0600): snapshots then
-    resume in any process of this user on this machine. Replicas that share snapshots share the
-    environment variable."""
+def default_secret(shared: bytes | None = None) -> bytes:
+    """``$WASM_RUNNER_SNAPSHOT_SECRET`` (hex, at least 32 digits) when set; else ``shared`` when
+    given (a server derives it from its replicas' cluster secret, so every replica opens every
+    replica's snapshots); else a random secret kept in the private cache folder
+    (``snapshot-secret``, made once, mode 0600): snapshots then resume in any process of this
+    user on this machine."""
     env = os.environ.get(SECRET_ENV)
     if env:
         try:
@@ -91,6 +101,8 @@ def default_secret() -> bytes:
         except ValueError:
             raise ValueError(f"{SECRET_ENV} must be hex") from None
         return _check_secret(value)
+    if shared is not None:
+        return _check_secret(shared)
     path = cache_dir() / "snapshot-secret"
     if not private_file_ok(path):
         _write_secret(path)
@@ -110,26 +122,33 @@ def _write_secret(path: Path) -> None:
         os.unlink(tmp)
 
 
+def _key(secret: bytes, salt: bytes, owner: str) -> AESGCM:
+    """The AES-256-GCM key of one snapshot: HKDF-SHA256 of the server secret, salted, for ``owner``."""
+    hkdf = HKDF(algorithm=hashes.SHA256(), length=32, salt=salt, info=_KEY_INFO + owner.encode())
+    return AESGCM(hkdf.derive(secret))
+
+
 def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = False) -> bytes:
-    """The sealed snapshot of ``body`` for ``owner``, resumable on the image whose SHA-256
-    (hex) is ``image``; zlib-compressed when ``compress``."""
+    """The sealed snapshot of ``body`` for ``owner``, encrypted and authenticated with a key
+    derived from ``secret`` and ``owner``, resumable on the image whose SHA-256 (hex) is
+    ``image``; zlib-compressed (before encryption) when ``compress``."""
     secret = _check_secret(secret)
     packed = zlib.compress(body, 1) if compress else body
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZLIB if compress else RAW, _tag(secret, b"owner", owner)[:16],
-                      bytes.fromhex(image)[:16], len(packed))
-    mac = hmac.new(_tag(secret, b"key", owner), head, hashlib.sha256)
-    mac.update(packed)
-    out = head + packed + mac.digest()
-    if len(out) > MAX_SNAPSHOT_BYTES:
-        raise SnapshotRefused("size", f"the snapshot is {len(out) >> 20} MiB, over the "
+    size = _HEAD.size + len(packed) + _GCM_TAG
+    if size > MAX_SNAPSHOT_BYTES:
+        raise SnapshotRefused("size", f"the snapshot is {size >> 20} MiB, over the "
                                       f"{MAX_SNAPSHOT_BYTES >> 20} MiB a snapshot may have")
-    return out
+    salt, nonce = os.urandom(16), os.urandom(12)
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZLIB if compress else RAW, _tag(secret, b"owner", owner)[:16],
+                      bytes.fromhex(image)[:16], salt, nonce, len(packed) + _GCM_TAG)
+    return head + _key(secret, salt, owner).encrypt(nonce, packed, head)
 
 
 def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
                 max_body: int = MAX_BODY_BYTES) -> bytes:
-    """The body of a sealed snapshot, after its size, header and MAC were checked; raises
-    ``SnapshotRefused`` otherwise. ``max_body`` bounds what it may decompress to."""
+    """The body of a sealed snapshot, after its size, header and authentication were checked
+    and it was decrypted; raises ``SnapshotRefused`` otherwise. ``max_body`` bounds what it may
+    decompress to."""
     secret = _check_secret(secret)
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SnapshotRefused("format", "a snapshot is bytes")
@@ -139,33 +158,41 @@ def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
         raise SnapshotRefused("size", f"the snapshot is larger than {MAX_SNAPSHOT_BYTES >> 20} MiB")
     if bytes(view[:len(MAGIC)]) != MAGIC:
         raise SnapshotRefused("format", "not a wasm-runner session snapshot")
-    if n < _HEAD.size + _MAC:
+    if n < _VERSION.size:
         raise SnapshotRefused("size", "the snapshot is truncated")
-    _, version, codec, owner_tag, image_tag, length = _HEAD.unpack_from(view, 0)
+    _, version = _VERSION.unpack_from(view, 0)
+    if version == 1:
+        raise SnapshotRefused("version", "the snapshot has format version 1 (not encrypted, made by "
+                                         f"an older wasm-runner); this wasm-runner reads version "
+                                         f"{FORMAT_VERSION} only: save the session again")
     if version != FORMAT_VERSION:
         raise SnapshotRefused("version", f"the snapshot has format version {version}; this "
                                          f"wasm-runner reads version {FORMAT_VERSION} only")
-    if length != n - _HEAD.size - _MAC:
+    if n < _HEAD.size + _GCM_TAG:
+        raise SnapshotRefused("size", "the snapshot is truncated")
+    _, _, codec, owner_tag, image_tag, salt, nonce, length = _HEAD.unpack_from(view, 0)
+    if length != n - _HEAD.size:
         raise SnapshotRefused("size", "the snapshot's length does not match its header (truncated?)")
     if not hmac.compare_digest(owner_tag, _tag(secret, b"owner", owner)[:16]):
         raise SnapshotRefused("foreign", "the snapshot belongs to another key, or was made "
                                          "under another server secret")
-    mac = hmac.new(_tag(secret, b"key", owner), view[: n - _MAC], hashlib.sha256).digest()
-    if not hmac.compare_digest(mac, bytes(view[n - _MAC:])):
+    if codec == RAW and length - _GCM_TAG > max_body:
+        raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB")
+    try:  # the tag is checked over header and ciphertext before the plaintext is returned
+        packed = _key(secret, salt, owner).decrypt(nonce, view[_HEAD.size:], view[:_HEAD.size])
+    except InvalidTag:
         raise SnapshotRefused("tampered", "the snapshot failed its authentication check "
-                                          "(altered or damaged)")
+                                          "(altered or damaged)") from None
     if image_tag != bytes.fromhex(image)[:16]:
         raise SnapshotRefused("image", "the snapshot was made from another image or wrapper "
                                        "version; it cannot resume on this sandbox")
     if codec == RAW:
-        if length > max_body:
-            raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB")
-        return bytes(view[_HEAD.size: n - _MAC])
+        return packed
     if codec != ZLIB:
         raise SnapshotRefused("format", f"unknown body encoding {codec}")
     d = zlib.decompressobj()
     try:
-        body = d.decompress(view[_HEAD.size: n - _MAC], max_body)
+        body = d.decompress(packed, max_body)
     except zlib.error:
         raise SnapshotRefused("state", "the snapshot's body does not decompress") from None
     if d.unconsumed_tail or not d.eof:

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from pathlib import Path
 from typing import Any, Protocol
 
@@ -218,21 +218,26 @@ class Session:
             raise SnapshotFailed("the session did not come to rest (it ended or is still busy)")
         return out[0]
 
-    def fork(self, copies: int = 1, *, keep_seeds: bool = False) -> list[Session]:
+    def fork(self, copies: int = 1, *, keep_seeds: bool = False,
+             folders: Sequence[tuple[Any, Any]] | None = None) -> list[Session]:
         """``copies`` new sessions, each continuing from this one's state now (as
         ``snapshot`` and ``resume`` would, without sealing), independent of it and of each
         other. Each copy's next cell reseeds ``random``, numpy's global generator and
         ``tempfile``'s names from fresh entropy unless ``keep_seeds``. A copy has its own
-        ``/scratch`` and ``/tmp`` (copied) and this session's ``data_dir`` and ``out_dir``."""
+        ``/scratch`` and ``/tmp`` (copied) and this session's ``data_dir`` and ``out_dir``, or
+        ``folders[i]`` (``(data_dir, out_dir)``, the same grants as this session's) for copy i."""
         if not 1 <= copies <= 64:
             raise ValueError("copies must be between 1 and 64")
+        if folders is not None and len(folders) != copies:
+            raise ValueError("folders must name one (data_dir, out_dir) per copy")
         with self._lock:
             body = self._capture()
         state = parse(body, self.sb.memory_cap(self.limits) // PAGE_BYTES + 1)
         made: list[Session] = []
         try:
-            for _ in range(copies):
-                s = Session(self.sb, self.limits, *self._dirs, None, restore=state)
+            for i in range(copies):
+                dirs = folders[i] if folders is not None else self._dirs
+                s = Session(self.sb, self.limits, *dirs, None, restore=state)
                 s._reseed = not keep_seeds
                 made.append(s)
         except BaseException:

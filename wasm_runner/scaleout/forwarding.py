@@ -41,6 +41,8 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("DELETE", re.compile(r"/api/sessions/[^/]+"), "session"),
     ("POST", re.compile(r"/api/sessions/[^/]+/run"), "session"),
     ("POST", re.compile(r"/api/sessions/[^/]+/run/stream"), "session"),
+    ("POST", re.compile(r"/api/sessions/[^/]+/fork"), "session"),
+    ("GET", re.compile(r"/api/sessions/[^/]+/snapshot"), "session"),
     ("GET", re.compile(r"/api/files/[^/]+"), "download"),
 )
 _LOST = {

@@ -1,14 +1,17 @@
 """Session routes: ``POST /api/sessions``, ``GET|DELETE /api/sessions/{id}``,
 ``POST /api/sessions/{id}/run`` and ``POST /api/sessions/{id}/run/stream`` (the same cell, its
 output as Server-Sent Events while it runs: the events of ``POST /api/run/stream``, the last
-``result`` with ``"session"`` added).
+``result`` with ``"session"`` added); ``POST /api/sessions/{id}/fork`` (independent copies of its
+state, each a new session of the same key), ``GET /api/sessions/{id}/snapshot`` (its state as
+sealed bytes: encrypted, bound to the key) and ``POST /api/sessions/resume`` (those bytes back
+as a new session; refused unless they authenticate for the calling key).
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
 whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
 
 With several replicas a session lives on the replica that opened it; a call for it that reaches
 another replica is passed on to the owner (``relay.py``, ``scaleout/forwarding.py``), or answered ``410 session_lost`` when the
-owner is gone. Creating a session is always local.
+owner is gone. Creating and resuming a session is always local.
 """
 
 from __future__ import annotations
@@ -19,19 +22,20 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ...execution import LiveSession
+from ...execution import LiveSession, Refused
 from ..auth import Tenant
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
 from ..internal import client_of
-from ..schemas import SessionCreate, SessionRunRequest, read_model
+from ..errors import ApiError
+from ..schemas import SessionCreate, SessionFork, SessionRunRequest, read_body, read_model
 from ..service import Job, Service
 from ._common import service_of
 from .stream import RunEventStream
 
 __all__ = [
     "create_session", "show_session", "delete_session", "run_in_session", "stream_in_session",
-    "routes",
+    "fork_session", "snapshot_session", "resume_session", "routes",
 ]
 
 
@@ -130,11 +134,70 @@ async def stream_in_session(request: Request) -> Response:
     )
 
 
+async def fork_session(request: Request) -> Response:
+    """``{"copies": N, "keep_seeds": false}`` -> ``201 {"sessions": [...]}``, N new sessions."""
+    service, tenant, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
+    body = await read_model(request, SessionFork, service.config.max_body_bytes, empty_ok=True)
+    copies = await service.sessions.fork(live, tenant, body.copies, keep_seeds=body.keep_seeds)
+    return SafeJSONResponse({"sessions": [c.describe() for c in copies]}, status_code=201)
+
+
+async def snapshot_session(request: Request) -> Response:
+    """The session's state as a sealed snapshot (``application/octet-stream``); it goes on."""
+    service, tenant, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
+    blob = await service.sessions.snapshot(live, owner=tenant.name, secret=service.snapshot_secret)
+    return Response(
+        blob,
+        media_type="application/octet-stream",
+        headers={
+            "Content-Disposition": f'attachment; filename="session-{live.profile.name}.wrsnap"',
+            "Cache-Control": "no-store",
+        },
+    )
+
+
+async def resume_session(request: Request) -> Response:
+    """A snapshot's bytes (``application/octet-stream``, at most ``max_snapshot_bytes``) ->
+    ``201`` and a new session continuing it; ``?profile=`` the profile it was opened under."""
+    service = service_of(request)
+    tenant = await service.caller(request)
+    ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
+    if ctype != "application/octet-stream":
+        raise ApiError(
+            415, "unsupported_media_type",
+            "send the snapshot's bytes as application/octet-stream",
+        )  # fmt: skip
+    profile, limits, runtime = service.policy(tenant, request.query_params.get("profile"), None)
+    blob = await read_body(request, service.config.max_snapshot_bytes)
+    try:
+        live = await service.sessions.resume(
+            tenant, profile, limits, runtime, blob, owner=tenant.name,
+            secret=service.snapshot_secret,
+        )
+    except Refused as exc:
+        if exc.code == "snapshot_refused":
+            reason = (exc.details or [{}])[0].get("reason", "")
+            service.audit.event("snapshot_refused", tenant=tenant.name,
+                                client=client_of(request), reason=str(reason))  # fmt: skip
+            service.metrics.rejections.labels(exc.code).inc()
+        raise
+    return SafeJSONResponse(live.describe(), status_code=201)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/api/sessions", create_session, methods=["POST"]),
+        Route("/api/sessions/resume", resume_session, methods=["POST"]),
         Route("/api/sessions/{session_id}", show_session, methods=["GET"]),
         Route("/api/sessions/{session_id}", delete_session, methods=["DELETE"]),
         Route("/api/sessions/{session_id}/run", run_in_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/run/stream", stream_in_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}/snapshot", snapshot_session, methods=["GET"]),
     ]
