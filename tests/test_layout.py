@@ -135,6 +135,66 @@ def test_no_import_circles() -> None:
     assert _cycles(graph) == []
 
 
+def _is_environ(node: ast.AST) -> bool:
+    return (isinstance(node, ast.Attribute) and node.attr == "environ" and isinstance(node.value, ast.Name)
+            and node.value.id == "os") or (isinstance(node, ast.Name) and node.id == "environ")
+
+
+def _ours(key: ast.AST | None) -> bool:
+    """Whether a key read from the environment may be a ``WASM_RUNNER_*`` name: anything but a
+    literal that names another variable (``XDG_CACHE_HOME``)."""
+    return not (isinstance(key, ast.Constant) and isinstance(key.value, str)
+                and not key.value.startswith("WASM_RUNNER_"))
+
+
+def _environment_reads(tree: ast.AST) -> list[int]:
+    """Lines that read ``os.environ`` (or ``os.getenv``) for a name that may be ours. Writing a
+    variable for a child process, or copying the whole environment for one, is no read."""
+    parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
+    lines = []
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "getenv":
+            if _ours(node.args[0] if node.args else None):
+                lines.append(node.lineno)
+        if not _is_environ(node):
+            continue
+        up = parents.get(node)
+        if isinstance(up, ast.Attribute) and up.attr in ("get", "__getitem__", "__contains__"):
+            call = parents.get(up)
+            key = call.args[0] if isinstance(call, ast.Call) and call.args else None
+            bad = _ours(key)
+        elif isinstance(up, ast.Attribute):
+            bad = up.attr not in ("pop", "update", "setdefault", "__setitem__")  # items(), copy(): reads all
+        elif isinstance(up, ast.Subscript):
+            bad = isinstance(up.ctx, ast.Load) and _ours(up.slice)
+        elif isinstance(up, ast.Compare):
+            bad = _ours(up.left)
+        elif isinstance(up, ast.Call) and isinstance(up.func, ast.Name) and up.func.id == "dict":
+            bad = False  # dict(os.environ): the environment handed to a child process
+        elif isinstance(up, ast.Dict):
+            bad = False  # {**os.environ, ...}: the same
+        else:
+            bad = True  # bound to a name, passed on: read somewhere else
+        if bad:
+            lines.append(node.lineno)
+    return sorted(lines)
+
+
+def test_only_the_environment_module_reads_wasm_runner_variables() -> None:
+    """``wasm_runner/environment.py`` is the one reader of ``WASM_RUNNER_*`` variables (the
+    server's settings read theirs through its ``variables()``); guest code runs in the sandbox."""
+    offenders = []
+    for path in sorted(PACKAGE.rglob("*.py")):
+        rel = path.relative_to(PACKAGE)
+        if rel.parts[0] == "guest" or rel == Path("environment.py"):
+            continue
+        offenders += [f"{rel}:{line}" for line in _environment_reads(ast.parse(path.read_text()))]
+    check = ast.parse("import os\nos.environ.get('WASM_RUNNER_X')\nos.environ.get('HOME')\nenv = os.environ\n"
+                      "dict(os.environ)\nos.environ['WASM_RUNNER_Y'] = '1'\nos.getenv(NAME)\n")
+    assert _environment_reads(check) == [2, 4, 7]  # the check works
+    assert offenders == []
+
+
 def test_the_public_api_is_what_the_docs_name() -> None:
     """A change to the public API is a deliberate edit of this list (and of docs/python-api.md)."""
     assert sorted(wasm_runner.__all__) == sorted([

@@ -17,6 +17,7 @@ import stat
 from collections.abc import Iterator
 from pathlib import Path
 
+from .environment import CACHE
 from .errors import WasmRunnerError
 
 __all__ = ["CacheUnsafe", "build_lock", "cache_dir", "private_file_ok"]
@@ -27,7 +28,7 @@ class CacheUnsafe(WasmRunnerError, RuntimeError):
 
 
 def cache_dir() -> Path:
-    env = os.environ.get("WASM_RUNNER_CACHE")
+    env = CACHE.text()
     if env:
         base = Path(env)
     else:

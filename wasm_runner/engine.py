@@ -28,6 +28,7 @@ import wasmtime as wt
 from wasmtime import _ffi as ffi
 
 from .cache import build_lock, cache_dir, private_file_ok
+from .environment import ALLOCATOR
 from .runtimes import Runtime
 
 __all__ = [
@@ -101,7 +102,7 @@ def retained_bytes() -> int:
     """The most memory the instance allocator keeps resident between instances, per engine (the
     memory budget counts it): released slots keep ``POOL_KEEP_RESIDENT`` each, at most
     ``POOL_SLOTS`` of them; nothing with the on-demand allocator."""
-    if os.environ.get("WASM_RUNNER_ALLOCATOR", "pooling") == "ondemand":
+    if ALLOCATOR.raw() == "ondemand":
         return 0
     return POOL_SLOTS * POOL_KEEP_RESIDENT
 
@@ -110,7 +111,7 @@ def use_pooling(cfg: wt.Config) -> bool:
     """Switch ``cfg`` to the pooling allocator through wasmtime's C API (wasmtime-py has no
     wrapper for it); False (on-demand allocation) when this wasmtime lacks those calls or
     ``WASM_RUNNER_ALLOCATOR=ondemand``."""
-    if os.environ.get("WASM_RUNNER_ALLOCATOR", "pooling") == "ondemand":
+    if ALLOCATOR.raw() == "ondemand":
         return False
     try:  # the slots are reserved address space (never committed) when the engine is made; a
         # capped address space would make wasmtime abort the process rather than fail

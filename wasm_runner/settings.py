@@ -10,12 +10,15 @@ new setting is one line in one section:
 - ``DownloadSettings``: links to files a run wrote: how long, how many bytes, per key.
 - ``ClientBounds``: what a hostile client may send (docs/security.md, "Hostile clients").
 - ``ScaleOutSettings``: several replicas sharing Redis (docs/configuration.md, "Several replicas").
+- ``ToolSettings``: the MCP tools' limits and caps (``wasm-runner mcp``'s flags; over HTTP
+  ``ServerConfig.tools()``, from the server's profile and caps).
 
 ``ServerConfig`` is every section at once (their fields, flat, as ``[server]`` has them) plus
 who may call (``auth``, ``api_keys``), the policy profiles (``execution.Policy`` values), and the
 audit log; ``config.admission`` and its siblings are the sections on their own. ``load_config``
-reads the TOML file, then the environment (``environment``: the one place that reads the server's
-``WASM_RUNNER_*`` variables), then the CLI's flags.
+reads the TOML file, then the environment (``environment``: the server's ``WASM_RUNNER_*``
+variables, each named after its field, from ``wasm_runner.environment.variables()``, the one
+reader of the process's variables), then the CLI's flags.
 
 A profile names the limits a run gets (``student``: 2 s CPU, 64 MB; ``analyst``: 30 s CPU, 1 GB and
 a read-only data directory). A request may tighten its profile's limits, never loosen them.
@@ -93,18 +96,20 @@ from urllib.parse import urlsplit
 
 from limits import parse as parse_rate
 
+from .environment import PREFIX, variables
 from .errors import WasmRunnerError
 from .execution import Policy
 from .host_functions.declared import DeclaredFunction, functions_from
 from .host_memory import default_memory_budget_mb
 from .images import RESIDENT_MB, image_names
+from .inputs import MAX_SOURCE_BYTES
 from .limits import InvalidLimits, Limits
 
 __all__ = [
     "AdmissionSettings", "ApiKey", "ClientBounds", "ConfigError", "DEFAULT_PROFILES", "DownloadSettings",
-    "KEY_MAX_CONCURRENT", "KEY_RATE", "LOOPBACK_HOSTS", "Profile", "ScaleOutSettings", "ServerConfig",
-    "SessionSettings", "USER_MAX_CONCURRENT", "USER_RATE", "environment", "hash_key", "is_loopback",
-    "load_config", "server_keys",
+    "DEFAULT_TOOL_LIMITS", "KEY_MAX_CONCURRENT", "KEY_RATE", "LOOPBACK_HOSTS", "Profile", "ScaleOutSettings",
+    "ServerConfig", "SessionSettings", "ToolSettings", "USER_MAX_CONCURRENT", "USER_RATE", "environment",
+    "hash_key", "is_loopback", "load_config", "server_keys",
 ]  # fmt: skip
 
 S = TypeVar("S")
@@ -115,7 +120,7 @@ RUNTIMES = ("default", "small")
 MIN_SECRET_CHARS = 32  # the cluster secret: at least this many characters (e.g. openssl rand -hex 16)
 REDIS_SCHEMES = ("redis", "rediss", "unix")
 LOOPBACK_HOSTS = ("localhost", "127.0.0.1", "::1")
-ENV_PREFIX = "WASM_RUNNER_"
+ENV_PREFIX = PREFIX
 
 # A key's caps fit a class of 30 students on one key (a platform's key, or one client address
 # under --no-auth); each student's share inside them is the per-user caps (http/users.py).
@@ -182,6 +187,12 @@ def rate(name: str, value: Any) -> None:
 def host_names(name: str, value: Any) -> None:
     if not isinstance(value, tuple) or not all(isinstance(h, str) and h.strip() for h in value):
         raise ConfigError(f"{name} must be a list of host names, got {value!r}")
+
+
+def limits_in_range(name: str, value: Any) -> None:
+    if not isinstance(value, Limits):
+        raise ConfigError(f"{name} must be a Limits, got {value!r}")
+    value.validate()  # InvalidLimits says which limit is out of its range
 
 
 def one_of(*choices: str) -> Rule:
@@ -386,6 +397,33 @@ class ScaleOutSettings(_Section):
         return self.redis_url is not None
 
 
+# MCP tool calls, per call. Importing pandas alone costs about 4.5 s of metered CPU, so chat cells
+# need more room than a tutor's exercise; the memory and output caps stay at the core's defaults.
+DEFAULT_TOOL_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=60.0)
+
+
+@dataclass(frozen=True)
+class ToolSettings(_Section):
+    """The MCP tools (``mcp.server``): the limits and runtime of a call, the caps of the tools'
+    sessions, uploads and code. Over stdio ``wasm-runner mcp``'s flags set them; over HTTP
+    ``ServerConfig.tools(profile)`` takes them from the server's profile and caps (a field's name
+    is its keyword; ``limits=None`` is ``DEFAULT_TOOL_LIMITS``)."""
+
+    limits: Limits = field(default=DEFAULT_TOOL_LIMITS, metadata=rule(limits_in_range))
+    runtime: str = field(default="default", metadata=rule(one_of(*RUNTIMES)))
+    max_sessions: int = field(default=16, metadata=rule(whole(1)))
+    max_sessions_per_owner: int = field(default=4, metadata=rule(whole(1)))
+    idle_seconds: float = field(default=900.0, metadata=rule(seconds))
+    max_lifetime_seconds: float = field(default=24 * 3600.0, metadata=rule(seconds))
+    max_upload_bytes: int = field(default=16 << 20, metadata=rule(whole(1)))
+    max_code_bytes: int = field(default=MAX_SOURCE_BYTES, metadata=rule(whole(1)))
+
+    def __post_init__(self) -> None:
+        if self.limits is None:  # the old ToolConfig(limits=None): the tools' defaults
+            object.__setattr__(self, "limits", DEFAULT_TOOL_LIMITS)
+        super().__post_init__()
+
+
 # -- keys and profiles ----------------------------------------------------------------------------
 @dataclass(frozen=True)
 class ApiKey:
@@ -524,6 +562,19 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
     def scale_out(self) -> ScaleOutSettings:
         return section(self, ScaleOutSettings)
 
+    def tools(self, profile: str | None = None) -> ToolSettings:
+        """The MCP tools' settings on this server (``mcp.http``): ``profile``'s limits and runtime
+        (default: the default profile), the server's session cap and idle expiry, and its
+        ``max_file_in_bytes`` for uploads."""
+        chosen = self.profile(profile)
+        return ToolSettings(
+            limits=chosen.limits,
+            runtime=chosen.runtime,
+            max_sessions=self.max_sessions,
+            idle_seconds=self.session_idle_seconds,
+            max_upload_bytes=self.max_file_in_bytes,
+        )
+
     @property
     def locked(self) -> bool:
         """Auth on but no key configured: every API call is refused (``serve`` will not start)."""
@@ -612,8 +663,8 @@ def _key_from(entry: Mapping[str, Any]) -> ApiKey:
 
 def environment(env: Mapping[str, str]) -> dict[str, Any]:
     """The ``[server]`` settings ``env`` sets: ``WASM_RUNNER_<KEY>`` for every field that declares
-    how its variable reads, and ``WASM_RUNNER_CLUSTER_SECRET_FILE``. The one place that reads the
-    server's variables (with ``load_config``'s ``CONFIG``, ``API_KEYS``, ``DATA_DIR``)."""
+    how its variable reads, and ``WASM_RUNNER_CLUSTER_SECRET_FILE``. The one place that turns the
+    server's variables into settings (with ``load_config``'s ``CONFIG``, ``API_KEYS``, ``DATA_DIR``)."""
     out: dict[str, Any] = {}
     for f in fields(ServerConfig):
         read: FromText | None = f.metadata.get("env")
@@ -654,7 +705,7 @@ def load_config(
 ) -> ServerConfig:
     """Settings from the TOML file at ``path`` (or ``$WASM_RUNNER_CONFIG``), then the environment,
     then keyword ``overrides`` (the CLI's flags). Raises ``ConfigError`` with a plain message."""
-    env = os.environ if env is None else env
+    env = variables() if env is None else env
     path = path or env.get(ENV_PREFIX + "CONFIG") or None
     doc: dict[str, Any] = {}
     if path:

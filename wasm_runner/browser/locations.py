@@ -5,8 +5,9 @@ and the package index compiled packages come from (settings: ``WASM_RUNNER_WEB_D
 from __future__ import annotations
 
 import json
-import os
 from pathlib import Path
+
+from ..environment import PYODIDE_INDEX_URL, WEB_DIR, WHEELHOUSE
 
 __all__ = [
     "OFFICIAL_INDEX_TEMPLATE",
@@ -21,7 +22,7 @@ OFFICIAL_INDEX_TEMPLATE = "https://cdn.jsdelivr.net/pyodide/v{version}/full/"
 
 def web_dir() -> Path:
     """The ``web/`` folder holding ``src/``, ``dist/``, ``templates/`` and ``node_modules/``."""
-    configured = os.environ.get("WASM_RUNNER_WEB_DIR")
+    configured = WEB_DIR.text()
     return (
         Path(configured)
         if configured
@@ -31,7 +32,7 @@ def web_dir() -> Path:
 
 def wheelhouse_dir(root: Path) -> Path:
     """Where ``wasm-runner wheelhouse`` puts wheels: ``WASM_RUNNER_WHEELHOUSE`` or ``web/wheelhouse``."""
-    configured = os.environ.get("WASM_RUNNER_WHEELHOUSE")
+    configured = WHEELHOUSE.text()
     return Path(configured) if configured else root / "wheelhouse"
 
 
@@ -43,7 +44,7 @@ def pyodide_version(root: Path) -> str:
 
 def package_index_url(version: str) -> str:
     """Where compiled packages come from: the setting, else the official index for ``version``."""
-    configured = os.environ.get("WASM_RUNNER_PYODIDE_INDEX_URL")
+    configured = PYODIDE_INDEX_URL.raw()
     if configured is not None:
         configured = configured.strip()
         return (

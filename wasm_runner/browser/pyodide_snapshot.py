@@ -36,6 +36,7 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from ..cache import cache_dir
+from ..environment import BROWSER_SNAPSHOT
 
 __all__ = [
     "SNAPSHOT_INPUTS",
@@ -66,7 +67,7 @@ BUILD_SECONDS = 300  # a busy 2-core machine takes about 10 s
 
 def snapshot_enabled() -> bool:
     """False when ``WASM_RUNNER_BROWSER_SNAPSHOT`` is ``off`` (or 0/false/no)."""
-    value = os.environ.get("WASM_RUNNER_BROWSER_SNAPSHOT", "on").strip().lower()
+    value = (BROWSER_SNAPSHOT.raw() or "on").strip().lower()
     return value not in {"off", "0", "false", "no"}
 
 

@@ -21,13 +21,13 @@ Setting: ``WASM_RUNNER_PYODIDE_BUILD_PYTHON`` (the interpreter of that venv; def
 from __future__ import annotations
 
 import json
-import os
 import shutil
 import subprocess
 import tempfile
 from pathlib import Path
 from typing import Any
 
+from ..environment import PYODIDE_BUILD_PYTHON
 from ..errors import WasmRunnerError
 from .archives import safe_extract
 
@@ -47,7 +47,7 @@ class ToolError(WasmRunnerError, RuntimeError):
 
 def tool_python() -> Path:
     """The interpreter of the pyodide-build venv, or ``ToolError`` saying how to get it."""
-    configured = os.environ.get("WASM_RUNNER_PYODIDE_BUILD_PYTHON")
+    configured = PYODIDE_BUILD_PYTHON.text()
     python = Path(configured) if configured else _HERE.parents[1] / ".venv-pyodide" / "bin" / "python"
     if not python.exists():
         raise ToolError("pyodide_build_missing", f"pyodide-build is not installed ({python} is missing): {_SETUP_HINT}")

@@ -18,6 +18,7 @@ import subprocess
 from collections.abc import Callable, Iterable
 from pathlib import Path
 
+from ..environment import DEBIAN_MIRROR, VM_KERNEL
 from ..errors import WasmRunnerError
 
 __all__ = [
@@ -60,7 +61,7 @@ def build_rootfs(progress: Callable[[str], None] = lambda _m: None) -> Path:
         raise ImageError("debootstrap not installed (Debian package debootstrap)")
     if os.geteuid() != 0:
         raise ImageError("building the rootfs with debootstrap needs root")
-    mirror = os.environ.get("WASM_RUNNER_DEBIAN_MIRROR", "http://deb.debian.org/debian")
+    mirror = DEBIAN_MIRROR.text() or "http://deb.debian.org/debian"
     tmp = target.with_name(target.name + ".tmp")
     shutil.rmtree(tmp, ignore_errors=True)
     tmp.parent.mkdir(parents=True, exist_ok=True)
@@ -79,7 +80,7 @@ def build_rootfs(progress: Callable[[str], None] = lambda _m: None) -> Path:
 
 def find_kernel() -> Path | None:
     """The newest Debian kernel image under /boot (package linux-image-amd64)."""
-    env = os.environ.get("WASM_RUNNER_VM_KERNEL")
+    env = VM_KERNEL.text()
     if env:
         return Path(env) if Path(env).is_file() else None
     kernels = sorted(Path("/boot").glob("vmlinuz-*"), key=lambda p: p.stat().st_mtime)

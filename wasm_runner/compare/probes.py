@@ -21,9 +21,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..environment import COMPARE_SECRET
+
 __all__ = ["SECRET_NAME", "HostProbes", "ProbeReport"]
 
-SECRET_NAME = "WASM_RUNNER_COMPARE_SECRET"
+SECRET_NAME = COMPARE_SECRET.name
 HOST_TMP = tempfile.gettempdir()  # the host's temp folder, before the runner points tiers elsewhere
 
 
@@ -295,7 +297,7 @@ class HostProbes:
         }
 
     def start(self) -> None:
-        self._old_secret = os.environ.get(SECRET_NAME)
+        self._old_secret = COMPARE_SECRET.raw()
         os.environ[SECRET_NAME] = self.secret
         self._tcp = _TcpListener()
         self._udp = _UdpListener()

@@ -10,9 +10,10 @@ from collections.abc import Sequence
 import anyio
 
 from ..limits import InvalidLimits, Limits
-from .server import DEFAULT_TOOL_LIMITS, ToolConfig, build_server, warm_in_background
+from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
+from .server import build_server, warm_in_background
 
-__all__ = ["main", "add_arguments", "run_from_args"]
+__all__ = ["main", "add_arguments", "run_from_args", "tool_settings"]
 
 
 def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
@@ -30,30 +31,36 @@ def add_arguments(parser: argparse.ArgumentParser) -> argparse.ArgumentParser:
     return parser
 
 
-def run_from_args(args: argparse.Namespace) -> int:
-    """Serve until the client closes stdin. Returns the exit code."""
+def tool_settings(args: argparse.Namespace) -> ToolSettings:
+    """The tools' settings (``settings.ToolSettings``) the flags give; ``InvalidLimits`` with
+    the flag's name when one is out of its range."""
     given = {
         "cpu_seconds": args.cpu_seconds,
         "wall_seconds": args.wall_seconds,
         "memory_mb": args.memory_mb,
     }
-    try:
-        limits = Limits.from_dict({k: v for k, v in given.items() if v is not None}, base=DEFAULT_TOOL_LIMITS)
-        if args.max_sessions < 1 or not args.idle_seconds > 0:
-            raise InvalidLimits("--max-sessions must be at least 1 and --idle-seconds above 0")
-    except InvalidLimits as exc:
-        print(f"wasm-runner mcp: {exc}", file=sys.stderr)
-        return 2
-    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout carries the protocol
-    if not args.no_warm:
-        warm_in_background(args.runtime)
-    config = ToolConfig(
+    limits = Limits.from_dict({k: v for k, v in given.items() if v is not None}, base=DEFAULT_TOOL_LIMITS)
+    if args.max_sessions < 1 or not args.idle_seconds > 0:
+        raise InvalidLimits("--max-sessions must be at least 1 and --idle-seconds above 0")
+    return ToolSettings(
         limits=limits,
         runtime=args.runtime,
         max_sessions=args.max_sessions,
         max_sessions_per_owner=args.max_sessions,
         idle_seconds=args.idle_seconds,
     )
+
+
+def run_from_args(args: argparse.Namespace) -> int:
+    """Serve until the client closes stdin. Returns the exit code."""
+    try:
+        config = tool_settings(args)
+    except InvalidLimits as exc:
+        print(f"wasm-runner mcp: {exc}", file=sys.stderr)
+        return 2
+    logging.basicConfig(stream=sys.stderr, level=logging.WARNING)  # stdout carries the protocol
+    if not args.no_warm:
+        warm_in_background(args.runtime)
     server, executor = build_server(config)  # a local executor: no server, the same session caps
 
     async def serve() -> None:

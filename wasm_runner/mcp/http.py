@@ -34,7 +34,8 @@ from starlette.types import Receive, Scope, Send
 
 from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from ..host_functions.declared import Catalog
-from .server import ToolConfig, build_server, headers_of
+from ..settings import ToolSettings
+from .server import build_server, headers_of
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
 
@@ -52,7 +53,7 @@ class McpHttp:
         executor: Executor,
         *,
         authenticate: Authenticate | None = None,
-        config: ToolConfig | None = None,
+        config: ToolSettings | None = None,
         policy: PolicyLike | None = None,
         path: str = "/mcp",
         json_response: bool = False,
@@ -65,7 +66,7 @@ class McpHttp:
         DNS-rebinding protection is off by default because every request needs an API key that a
         browser page cannot attach on its own; pass ``transport_security`` to turn it on.
         """
-        self.config = config or ToolConfig()
+        self.config = config or ToolSettings()
         self._callers: dict[str, CallerLike] = {}
         self.server, self.executor = build_server(
             self.config, executor=executor, policy=policy, resolve=self._resolve, catalog=catalog
@@ -138,14 +139,7 @@ class McpHttp:
                 )
             return tenant  # type: ignore[no-any-return]
 
-        tools = ToolConfig(
-            limits=chosen.limits,
-            runtime=chosen.runtime,
-            max_sessions=config.max_sessions,
-            idle_seconds=config.session_idle_seconds,
-            max_upload_bytes=config.max_file_in_bytes,
-        )
-        return cls(service.executor, authenticate=authenticate, config=tools, policy=chosen, path=path,
+        return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
                    catalog=service.catalog)
 
     def routes(self) -> list[BaseRoute]:

@@ -28,9 +28,8 @@ from pydantic import Field
 from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog, describe_functions
-from ..inputs import MAX_SOURCE_BYTES
-from ..limits import Limits
 from ..result import Status
+from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
 from .content import result_to_tool_result
 from .sessions import SessionError, check_file_name, find, write_upload
@@ -61,38 +60,12 @@ def warm_in_background(runtime: str) -> threading.Thread:
     return thread
 
 
-# Per call. Importing pandas alone costs about 4.5 s of metered CPU, so chat cells need more room
-# than a tutor's exercise; the memory and output caps stay at the core's defaults.
-DEFAULT_TOOL_LIMITS = Limits(cpu_seconds=20.0, wall_seconds=60.0)
+# The tools' settings are a section of the settings (``settings.ToolSettings``); ``ToolConfig`` is
+# its name here, as callers know it.
+ToolConfig = ToolSettings
 
 
-class ToolConfig:
-    """Limits and caps the tools run under (over HTTP the server's profile and caps replace the
-    limits, runtime and session caps)."""
-
-    def __init__(
-        self,
-        *,
-        limits: Limits | None = None,
-        runtime: str = "default",
-        max_sessions: int = 16,
-        max_sessions_per_owner: int = 4,
-        idle_seconds: float = 900.0,
-        max_lifetime_seconds: float = 24 * 3600.0,
-        max_upload_bytes: int = 16 << 20,
-        max_code_bytes: int = MAX_SOURCE_BYTES,
-    ) -> None:
-        self.limits = (limits or DEFAULT_TOOL_LIMITS).validate()
-        self.runtime = runtime
-        self.max_sessions = max_sessions
-        self.max_sessions_per_owner = max_sessions_per_owner
-        self.idle_seconds = idle_seconds
-        self.max_lifetime_seconds = max_lifetime_seconds
-        self.max_upload_bytes = max_upload_bytes
-        self.max_code_bytes = max_code_bytes
-
-
-def local_executor(config: ToolConfig) -> Executor:
+def local_executor(config: ToolSettings) -> Executor:
     """The executor of a local (stdio) tool server: no admission, the config's session caps."""
     return Executor(
         workers=config.max_sessions + 4,
@@ -147,7 +120,7 @@ class _PerCallerTools(MCPServer):
 
 
 def build_server(
-    config: ToolConfig | None = None,
+    config: ToolSettings | None = None,
     *,
     executor: Executor | None = None,
     policy: PolicyLike | None = None,
@@ -163,7 +136,7 @@ def build_server(
     declares; each caller's code may call those its key may use under ``policy`` (named in the
     code tools' descriptions, per caller).
     """
-    config = config or ToolConfig()
+    config = config or ToolSettings()
     executor = executor or local_executor(config)
     policy = policy or Policy(
         "mcp", limits=config.limits, runtime=config.runtime, files_out=True, display=True

@@ -30,13 +30,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any, Protocol
 
+from ..environment import PRESTART
 from ..grants import DiskQuota
 from ..limits import Limits
 from . import wrapper
 from .guest import Guest, GuestHost, busy, restore_priority
 from .workspace import Workspace, extra_grant, place_files
 
-__all__ = ["DEFAULT_PRESTART", "WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot", "default_prestart"]
+__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot", "default_prestart"]
 
 WARM_TIMEOUT_S = 120.0
 DEFAULT_PRESTART = 2  # plain instances every sandbox keeps started ahead of time
@@ -46,16 +47,7 @@ MAX_PRESTART = 8
 def default_prestart() -> int:
     """How many plain instances a sandbox keeps started when not told: ``WASM_RUNNER_PRESTART``
     (0 to ``MAX_PRESTART``; 0 turns prestarting off), else ``DEFAULT_PRESTART``."""
-    raw = os.environ.get("WASM_RUNNER_PRESTART", "").strip()
-    if not raw:
-        return DEFAULT_PRESTART
-    try:
-        value = int(raw)
-    except ValueError:
-        raise ValueError(f"WASM_RUNNER_PRESTART={raw!r} is not a whole number") from None
-    if not 0 <= value <= MAX_PRESTART:
-        raise ValueError(f"WASM_RUNNER_PRESTART must be between 0 and {MAX_PRESTART}, not {value}")
-    return value
+    return PRESTART.whole(DEFAULT_PRESTART, MAX_PRESTART)
 
 
 @dataclass(eq=False)

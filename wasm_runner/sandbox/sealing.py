@@ -42,6 +42,7 @@ from cryptography.hazmat.primitives.ciphers.aead import AESGCM
 from cryptography.hazmat.primitives.kdf.hkdf import HKDF
 
 from ..cache import cache_dir, private_file_ok
+from ..environment import SNAPSHOT_SECRET
 from ..errors import WasmRunnerError
 
 __all__ = [
@@ -63,7 +64,7 @@ _HEAD = struct.Struct("<8sHB16s16s16s12sQ")
 RAW, ZLIB = 0, 1
 _GCM_TAG = 16
 _KEY_INFO = b"wasm-runner session snapshot v2\x00"
-SECRET_ENV = "WASM_RUNNER_SNAPSHOT_SECRET"
+SECRET_ENV = SNAPSHOT_SECRET.name
 
 
 class SnapshotRefused(WasmRunnerError, ValueError):
@@ -94,7 +95,7 @@ def default_secret(shared: bytes | None = None) -> bytes:
     replica's snapshots); else a random secret kept in the private cache folder
     (``snapshot-secret``, made once, mode 0600): snapshots then resume in any process of this
     user on this machine."""
-    env = os.environ.get(SECRET_ENV)
+    env = SNAPSHOT_SECRET.text()
     if env:
         try:
             value = bytes.fromhex(env.strip())

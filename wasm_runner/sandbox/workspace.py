@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
+from ..environment import WORKDIR
 from ..grants import DiskQuota, Grant
 from ..inputs import upload_path
 from ..limits import Limits
@@ -55,7 +56,7 @@ class Workspace:
 def work_root() -> str | None:
     """Where run folders go: ``$WASM_RUNNER_WORKDIR``, else /dev/shm (memory: fast to make and
     remove, and bounded by each run's quota), else the system's temporary folder."""
-    env = os.environ.get("WASM_RUNNER_WORKDIR")
+    env = WORKDIR.text()
     if env:
         return env
     shm = "/dev/shm"

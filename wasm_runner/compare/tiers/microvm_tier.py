@@ -14,6 +14,7 @@ import shutil
 import tempfile
 from dataclasses import replace
 
+from ...environment import VM_ACCEL
 from ...limits import Limits
 from ...result import Status
 from ..images import (
@@ -38,7 +39,7 @@ TCG_CMDLINE = " tsc_early_khz=2000000 lpj=4000000 no_timer_check"
 
 def choose_accel() -> tuple[str, str]:
     """(``kvm`` or ``tcg``, why)."""
-    forced = os.environ.get("WASM_RUNNER_VM_ACCEL")
+    forced = VM_ACCEL.raw()
     if forced in ("kvm", "tcg"):
         return forced, f"forced by WASM_RUNNER_VM_ACCEL={forced}"
     if not os.path.exists("/dev/kvm"):

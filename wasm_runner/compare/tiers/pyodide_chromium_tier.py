@@ -27,6 +27,7 @@ from concurrent.futures import TimeoutError as FutureTimeout
 from pathlib import Path
 from typing import Any
 
+from ...environment import CHROMIUM
 from ...limits import Limits
 from ...result import Status
 from ..outcome import Outcome
@@ -67,7 +68,7 @@ RUN_IN_PAGE = """async ([code, limits, guardMs, settleMs]) => {
 
 def find_chromium() -> str | None:
     """Chromium from ``WASM_RUNNER_CHROMIUM`` or PATH (Debian's package), or None."""
-    configured = os.environ.get("WASM_RUNNER_CHROMIUM")
+    configured = CHROMIUM.text()
     for candidate in ([configured] if configured else []) + ["chromium", "chromium-browser"]:
         found = shutil.which(candidate)
         if found:

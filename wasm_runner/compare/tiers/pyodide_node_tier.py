@@ -14,6 +14,7 @@ import subprocess
 from dataclasses import replace
 from pathlib import Path
 
+from ...environment import PYODIDE_DIR
 from ...limits import Limits
 from ...result import Status
 from ..outcome import Outcome
@@ -28,7 +29,7 @@ LOAD_ALLOWANCE_S = 30.0  # Pyodide's own start-up, on top of the program's wall 
 
 def find_pyodide() -> Path | None:
     """The Pyodide npm package folder, or None."""
-    env = os.environ.get("WASM_RUNNER_PYODIDE_DIR")
+    env = PYODIDE_DIR.text()
     candidates = [Path(env)] if env else []
     candidates.append(Path(__file__).resolve().parents[3] / "web" / "node_modules" / "pyodide")
     for c in candidates:

@@ -7,6 +7,7 @@ import shutil
 import subprocess
 import tempfile
 
+from ...environment import DOCKER_IMAGE as IMAGE_VARIABLE
 from ...limits import Limits
 from ..outcome import Outcome
 from ..process import run_process
@@ -14,7 +15,7 @@ from .base import Tier
 
 __all__ = ["DockerTier", "FirecrackerTier"]
 
-DOCKER_IMAGE = os.environ.get("WASM_RUNNER_DOCKER_IMAGE", "python:3.11-slim")
+DOCKER_IMAGE = IMAGE_VARIABLE.text() or "python:3.11-slim"
 
 
 class DockerTier(Tier):
