@@ -81,8 +81,13 @@ def _imports_of(path: Path, modules: set[str]) -> set[str]:
     (``from . import x`` names the module ``x``, not the package)."""
     name = ".".join(("wasm_runner", *path.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__")
     package = name if path.name == "__init__.py" else name.rpartition(".")[0]
+    return _imports_in(ast.parse(path.read_text()), package, modules)
+
+
+def _imports_in(tree: ast.AST, package: str, modules: set[str]) -> set[str]:
+    """The ``modules`` a module of ``package`` whose syntax is ``tree`` imports."""
     found: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text())):
+    for node in ast.walk(tree):
         if isinstance(node, ast.ImportFrom):
             base = package.split(".")[: len(package.split(".")) - node.level + 1] if node.level else []
             target = ".".join(base + (node.module.split(".") if node.module else []))
@@ -126,12 +131,17 @@ def _cycles(graph: dict[str, set[str]]) -> list[list[str]]:
 
 def test_no_import_circles() -> None:
     """No module reaches itself through its imports, type-only ones included: a part that needs
-    something of the module above it declares a Protocol of just that (``sandbox.guest.GuestHost``,
-    ``scaleout.drain.Load``) and is handed the object by its constructor or caller."""
+    something of the module above it declares a record or a Protocol of just that
+    (``sandbox.guest.GuestModule``, ``scaleout.drain.Load``) and is handed it by its constructor
+    or caller."""
     paths = {".".join(("wasm_runner", *p.relative_to(PACKAGE).with_suffix("").parts)).removesuffix(".__init__"): p
              for p in PACKAGE.rglob("*.py") if p.relative_to(PACKAGE).parts[0] != "guest"}
     graph = {name: _imports_of(path, set(paths)) - {name} for name, path in paths.items()}
     assert _cycles({"a": {"b"}, "b": {"c"}, "c": {"a"}, "d": {"a"}}) == [["a", "b", "c"]]  # the check works
+    type_only = ast.parse("from typing import TYPE_CHECKING\nif TYPE_CHECKING:\n    from .core import Sandbox\n"
+                          "def f():\n    from .. import engine\n")
+    assert _imports_in(type_only, "wasm_runner.sandbox", set(paths)) == {  # type-only and late imports count
+        "wasm_runner.sandbox.core", "wasm_runner.engine"}
     assert _cycles(graph) == []
 
 

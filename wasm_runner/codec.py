@@ -50,7 +50,7 @@ from collections.abc import Callable
 from typing import Any
 
 __all__ = ["PlainDataError", "TooLarge", "to_tagged", "from_tagged", "dumps", "loads", "describe_type",
-           "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
+           "is_plain", "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
 
 MAX_DEPTH = 100
 MAX_ITEMS = 1_000_000
@@ -187,6 +187,44 @@ class _Encoder:
         if issubclass(type(k), (list, dict, set)):
             raise _refuse(k)
         return self.encode(k, depth)
+
+
+def is_plain(value: Any) -> bool:
+    """Whether ``value`` is its own tagged form, cheaply seen: lists, dicts with text keys not
+    starting with "$", scalars that need no tag, at most ``MAX_DEPTH`` deep. Exact types only (a
+    subclass is not plain); many values (100 000) or much text (a string over 1000 characters,
+    256 Ki in all) is not plain either: ``to_tagged`` then walks it and counts it against its
+    bounds. Host functions use it on both sides of a call to skip that walk (``host_functions``'
+    ``calls.py`` and the guest's ``host_module.py``, which this file is shipped with)."""
+    stack, count, chars = [(value, 0)], 0, 0
+    while stack:
+        v, depth = stack.pop()
+        count += 1
+        if count > 100_000:
+            return False
+        t = type(v)
+        if t is str:
+            chars += len(v)
+            if len(v) > 1000 or chars > 1 << 18:
+                return False
+        elif t is int:
+            if not -SAFE_INT <= v <= SAFE_INT:
+                return False
+        elif t is float:
+            if not math.isfinite(v):
+                return False
+        elif t is list or t is dict:
+            if depth >= MAX_DEPTH or count + len(stack) + len(v) > 100_000:
+                return False
+            if t is dict:
+                if any(type(k) is not str or k[:1] == "$" for k in v):
+                    return False
+                stack.extend((item, depth + 1) for item in v.values())
+            else:
+                stack.extend((item, depth + 1) for item in v)
+        elif t is not bool and v is not None:
+            return False
+    return True
 
 
 def to_tagged(value: Any, *, handle: Handler | None = None, max_depth: int = MAX_DEPTH,

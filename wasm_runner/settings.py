@@ -526,7 +526,7 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
             )
         held = profile.limits.memory_mb + (
             RESIDENT_MB.get(profile.image or "", 0) if profile.runtime == "default" else 0
-        )  # what a session of this profile holds in the budget (service.resident_mb)
+        )  # what a session of this profile holds in the budget (http.runs.resident_mb)
         if held > self.tenant_memory_mb:
             raise ConfigError(
                 f"profile {profile.name!r} holds {held} MB (memory_mb and its image's "

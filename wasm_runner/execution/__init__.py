@@ -21,7 +21,9 @@ error.
 
 Reading order: ``refusal`` (``Refused``), ``policy`` (``Caller``, ``Policy``: who asks, under which
 policy), ``job`` (``Job``), ``gate`` (admission as the executor sees it: ``Gate``, ``Ticket``,
-``Claims``), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor`` (``Executor``). The
+``Claims``), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
+session store uses of its executor), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor``
+(``Executor``, a ``Runner`` with its ``SessionStore``). The
 names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
 """
 

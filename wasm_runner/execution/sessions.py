@@ -19,21 +19,21 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, Protocol
 
 from ..host_functions import InvalidFunctions
 from ..limits import Limits
 from ..result import FileOut, Result
-from .gate import Claims, Gate, Ticket
+from .gate import Claims, Ticket
 from .job import Job, OutputCallback
 from .policy import CallerLike, PolicyLike
 from .refusal import Refused
+from .running import Runner
 
-__all__ = ["LiveSession", "SessionListener", "SessionRunner", "SessionStore"]
+__all__ = ["LiveSession", "SessionListener", "SessionStore"]
 
 log = logging.getLogger("wasm_runner.execution")
 
-T = TypeVar("T")
 Folders = tuple[Path | None, Path | None]  # a session's (data_dir, out_dir)
 
 
@@ -113,33 +113,6 @@ class SessionListener(Protocol):
     async def closed(self, live: LiveSession) -> None: ...
 
 
-class SessionRunner(Protocol):
-    """What the session store uses of its executor (``executor.Executor``): the gate that holds a
-    session's memory, the sandboxes, the worker threads and the admitted run of each call."""
-
-    @property
-    def gate(self) -> Gate | None: ...
-
-    async def ready(self, runtime: str, image: str | None, /) -> None: ...
-
-    def memory_for(self, policy: PolicyLike, runtime: str, limits: Limits, /) -> int: ...
-
-    def sandbox_for(self, runtime: str, image: str | None, /) -> Any: ...
-
-    async def call(self, fn: Callable[[], T], /) -> T: ...
-
-    async def admit_and_run(
-        self,
-        job: Job,
-        call: Callable[[threading.Event, Any], Result],
-        *,
-        memory_mb: int,
-        cancel: threading.Event | None = None,
-        on_admitted: Callable[[], None] | None = None,
-        input_source: Any = None,
-    ) -> Result: ...
-
-
 class SessionStore:
     """The one session manager: open sessions by id, for every face of one executor.
 
@@ -154,7 +127,7 @@ class SessionStore:
 
     def __init__(
         self,
-        executor: SessionRunner,
+        executor: Runner,
         *,
         max_sessions: int = 16,
         idle_seconds: float = 900.0,

@@ -47,13 +47,12 @@ def _read_exactly(n):
 
 
 _SAFE_INT = (1 << 53) - 1
-_INF = float("inf")
 
 
 def _plain(value):
-    """Whether ``value`` is JSON as it is: lists, dicts with text keys not starting with "$",
-    and scalars that need no tag, at most 100 deep and 10^6 values; the common call then skips
-    the codec's walk (the host checks what arrives the same way whatever this says)."""
+    """Whether ``value`` is JSON as it is (the codec's ``is_plain``, which the host's side of a
+    call uses too); the usual arguments, a few scalars, are seen at once. The call then skips the
+    codec's walk (the host checks what arrives the same way whatever this says)."""
     t = type(value)
     if t is list and len(value) <= 8:  # the usual arguments: a few scalars
         for v in value:
@@ -65,36 +64,7 @@ def _plain(value):
             return True
     elif t is dict and not value:
         return True
-    stack, count, chars = [(value, 0)], 0, 0
-    while stack:
-        v, depth = stack.pop()
-        count += 1
-        if count > 100_000:  # many values: the codec, which counts them against its bound
-            return False
-        t = type(v)
-        if t is str:
-            chars += len(v)
-            if len(v) > 1000 or chars > 1 << 18:  # much text: the codec, which stops at the limit
-                return False
-        elif t is int:
-            if not -_SAFE_INT <= v <= _SAFE_INT:
-                return False
-        elif t is float:
-            if v != v or v in (_INF, -_INF):
-                return False
-        elif t is list or t is dict:
-            if depth >= 100 or count + len(stack) + len(v) > 100_000:
-                return False
-            if t is dict:
-                for k in v:
-                    if type(k) is not str or k[:1] == "$":
-                        return False
-                v = v.values()
-            for item in v:
-                stack.append((item, depth + 1))
-        elif t is not bool and v is not None:
-            return False
-    return True
+    return _codec.is_plain(value)
 
 
 def _untagged(value):

@@ -20,7 +20,6 @@ import asyncio
 import concurrent.futures
 import inspect
 import json
-import math
 import threading
 import time
 from collections.abc import Awaitable, Callable
@@ -88,44 +87,12 @@ _ENCODE = json.JSONEncoder(allow_nan=False, separators=(",", ":"), ensure_ascii=
 
 
 def _plain(value: Any) -> bool:
-    """Whether ``value`` is JSON as it is and as the codec would leave it: lists, dicts with text
-    keys not starting with "$", scalars that need no tag (long text excepted: the codec stops at
-    the size limit), at most ``codec.MAX_DEPTH`` deep; the common call then skips the codec's
-    walk. Exact types only: a subclass goes through the codec."""
+    """Whether ``value`` is JSON as it is and as the codec would leave it (``codec.is_plain``);
+    the common call then skips the codec's walk. A scalar is seen at once."""
     t = type(value)
     if value is None or t is bool or (t is int and -codec.SAFE_INT <= value <= codec.SAFE_INT):
         return True
-    if t is dict and not value:
-        return True
-    stack, count, chars = [(value, 0)], 0, 0
-    while stack:
-        v, depth = stack.pop()
-        count += 1
-        if count > 100_000:  # many values: the codec, which counts them against its bound
-            return False
-        t = type(v)
-        if t is str:
-            chars += len(v)
-            if len(v) > 1000 or chars > 1 << 18:  # much text: the codec, which stops at the limit
-                return False
-        elif t is int:
-            if not -codec.SAFE_INT <= v <= codec.SAFE_INT:
-                return False
-        elif t is float:
-            if not math.isfinite(v):
-                return False
-        elif t is list or t is dict:
-            if depth >= codec.MAX_DEPTH or count + len(stack) + len(v) > 100_000:
-                return False
-            if t is dict:
-                if any(type(k) is not str or k[:1] == "$" for k in v):
-                    return False
-                stack.extend((item, depth + 1) for item in v.values())
-            else:
-                stack.extend((item, depth + 1) for item in v)
-        elif t is not bool and v is not None:
-            return False
-    return True
+    return codec.is_plain(value)
 
 
 def _refusal(kind: str, message: str) -> dict[str, Any]:

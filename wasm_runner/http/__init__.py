@@ -12,8 +12,9 @@ One module per concept:
   ``wasm_runner.scaleout``.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
 - ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
-  ``wasm_runner.execution.Executor``: admission as its gate, metrics and audit as its record of
-  every run, and its one session store (HTTP and MCP sessions alike).
+  ``wasm_runner.execution.Executor``: admission as its gate, its one session store (HTTP and MCP
+  sessions alike); ``runs``: the executor's other parts (the sandboxes, readiness, the memory a
+  run holds, the profiles' warm pools, metrics and audit as its record of every run).
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
 - ``metrics`` (Prometheus), ``audit`` (JSON lines), ``downloads`` (short-lived file links),

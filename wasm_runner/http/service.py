@@ -45,7 +45,9 @@ from .exercise_catalog import ExerciseCatalog
 from .guests import busy_error
 from .internal import internal_call
 from .metrics import Metrics
+from . import runs
 from .relay import Hop
+from .runs import ProfilePools, RunRecord, prepare_estimate, ready_within, resident_mb, sandbox_made, server_sandbox
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -279,16 +281,18 @@ class Service:
             downloads.download_ttl_seconds, downloads.download_store_bytes,
             downloads.download_tenant_bytes, directory=self.directory,
         )  # fmt: skip
-        self._pool_lock = threading.Lock()
+        self.pools = ProfilePools()  # the profiles' warm pools
         # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
-        self.warmup = Warmup(self.sandbox, estimate=self.prepare_estimate, made=self.sandbox_made)
+        self.warmup = Warmup(server_sandbox, estimate=prepare_estimate, made=sandbox_made)
+        record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
+        # the executor is handed parts, never the service: no part calls back into it
         self.executor = Executor(
-            self.sandbox,
+            server_sandbox,
             gate=AdmissionGate(self.admission, self.metrics, self.leases, self.lifecycle),
-            on_done=self.record,
-            pool_for=self.pool_for,
-            memory_for=self.resident_mb,
-            prepare=self.prepare,
+            on_done=record.record,
+            pool_for=self.pools.pool_for,
+            memory_for=resident_mb,
+            prepare=ready_within(self.warmup, config.queue_timeout_seconds),
             # a parked run (waiting for input) keeps its worker thread
             workers=admission.max_running + admission.max_waiting_runs + 4,
             max_sessions=sessions.max_sessions,
@@ -300,7 +304,7 @@ class Service:
         )
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
         self.sessions.max_fork_copies = sessions.max_fork_copies
-        self.sessions.on_event = self.session_event  # forks, snapshots, resumes: the audit log
+        self.sessions.on_event = record.session_event  # forks, snapshots, resumes: the audit log
         # the internal hop: who holds a session or link, and the call relayed to it
         self.forwarding = Forwarding(
             self.directory, self.sessions.holds,
@@ -310,12 +314,13 @@ class Service:
         self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0)
         # the drain on SIGTERM (http.serving.DrainingServer)
         self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
+        held, store = self.admission, self.sessions
         self.metrics.watch(
-            queue_depth=lambda: self.admission.waiting,
-            running=lambda: self.admission.running,
-            waiting=lambda: self.admission.parked,
-            memory_mb=lambda: self.admission.memory_mb,
-            sessions=lambda: len(self.sessions),
+            queue_depth=lambda: held.waiting,
+            running=lambda: held.running,
+            waiting=lambda: held.parked,
+            memory_mb=lambda: held.memory_mb,
+            sessions=lambda: len(store),
         )
 
     @functools.cached_property
@@ -324,40 +329,8 @@ class Service:
         return snapshot_secret(self.config)
 
     # -- sandboxes -------------------------------------------------------------------------
-    @staticmethod
-    def sandbox(runtime: str, image: str | None = None) -> Any:
-        """The process-wide sandbox for ``runtime`` and ``image`` (the image only counts for the
-        default runtime; blocking: the first call loads the module)."""
-        from ..runtimes import RuntimeUnavailable
-        from ..sandbox import default_sandbox
-
-        try:
-            return default_sandbox(runtime, image if runtime == "default" else None)
-        except RuntimeUnavailable as exc:
-            raise ApiError(
-                503, "runtime_unavailable", f"runtime {runtime!r} is not installed here: {exc}"
-            ) from None
-
-    @staticmethod
-    def sandbox_made(runtime: str, image: str | None) -> bool:
-        from ..sandbox.default import is_made
-
-        return is_made(runtime, image)
-
-    @staticmethod
-    def prepare_estimate(runtime: str, image: str | None) -> float:
-        """About how many seconds making that sandbox takes here (0: all cached)."""
-        from ..sandbox.default import prepare_estimate
-
-        return prepare_estimate(runtime, image)
-
-    async def prepare(self, runtime: str, image: str | None) -> None:
-        """Return once the sandbox of ``runtime`` and ``image`` is ready (prepared in the
-        background on first use), waiting at most the queue timeout; else ``503 warming``."""
-        from ..sandbox.default import sandbox_key
-
-        runtime, image = sandbox_key(runtime, image)
-        await self.warmup.wait(runtime, image, self.config.queue_timeout_seconds)
+    sandbox = staticmethod(runs.server_sandbox)  # (runtime, image) -> the process-wide sandbox, or 503
+    resident_mb = staticmethod(runs.resident_mb)  # what a run or session holds of the memory budget
 
     def profile_runtimes(self) -> list[tuple[str, str | None]]:
         """The (runtime, image) the profiles of the config use, each once."""
@@ -467,43 +440,6 @@ class Service:
         return out
 
     # -- running ---------------------------------------------------------------------------
-    @staticmethod
-    def resident_mb(profile: Any, runtime: str, limits: Limits) -> int:
-        """What a run or session counts against the memory budget: what it may add (memory_mb)
-        plus the resident cost of its image's pages (images.RESIDENT_MB; the default runtime only)."""
-        from ..images import RESIDENT_MB
-
-        image = getattr(profile, "image", None)
-        return limits.memory_mb + (RESIDENT_MB.get(image, 0) if runtime == "default" and image else 0)
-
-    def record(self, job: Job, result: Result, waited: float) -> None:
-        """Metrics and the audit log for one finished run (the executor's ``on_done``)."""
-        self.metrics.queue_seconds.observe(waited)
-        self.metrics.observe(result, job.profile.name, job.kind)
-        host_calls = job.host_calls.rows()
-        self.metrics.observe_host_calls(host_calls)
-        self.audit.record(
-            request_id=job.request_id,
-            tenant=job.tenant.name,
-            client=job.client,
-            kind=job.kind,
-            profile=job.profile.name,
-            limits=job.limits,
-            code=job.code if isinstance(job.code, str) else job.code.decode("utf-8", "replace"),
-            stdin=job.stdin if not isinstance(job.stdin, bytes) else job.stdin.decode("utf-8", "replace"),
-            files_in=job.files,
-            result=result,
-            session=job.session_id,
-            queued_seconds=waited,
-            user=getattr(job.tenant, "user", None),
-            host_calls=host_calls,
-        )
-
-    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
-        """An audit-log line for a session's fork, snapshot or resume (``SessionStore.on_event``)."""
-        self.audit.event(f"session_{event}", tenant=live.tenant, session=live.id,
-                         profile=live.profile.name, **fields)  # fmt: skip
-
     async def run_job(
         self,
         job: Job,
@@ -522,25 +458,9 @@ class Service:
             on_admitted=on_admitted,
         )
 
-    def pool_for(self, sandbox: Any, profile: Any) -> str | None:
-        """The profile's warm pool on ``sandbox`` (started on first use), or None without one."""
-        if profile.pool_size <= 0 or profile.runtime != sandbox.name:
-            return None
-        name = f"profile:{profile.name}"
-        with self._pool_lock:
-            if name not in sandbox.pools:
-                sandbox.add_pool(name, size=profile.pool_size, preload=profile.preload,
-                                 memory_mb=profile.limits.memory_mb)
-        return name
-
     def start_pools(self) -> None:
         """Warm every profile's pool ahead of the first request (called at start-up)."""
-        for profile in self.config.profiles.values():
-            if profile.pool_size > 0:
-                try:
-                    self.pool_for(self.sandbox(profile.runtime, profile.image), profile)
-                except ApiError:
-                    log.warning("profile %s: runtime %s unavailable, no warm pool", profile.name, profile.runtime)
+        self.pools.start(self.config.profiles)
 
     def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
         """The result object for the client; files as base64 or as short-lived download URLs."""

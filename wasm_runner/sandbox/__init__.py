@@ -6,9 +6,11 @@ Modules, in reading order: ``core`` (Sandbox), ``workspace`` (run folders and gr
 ``classify`` (how a run ended -> ``Result``), ``session`` (with ``session_state`` and ``sealing``:
 saved sessions), ``pool``, ``default``. Input rules
 live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``. Only ``core`` and
-``default`` know ``Sandbox``; the modules below it declare what they read of it as a Protocol
-(``guest.GuestHost``, ``pool.PoolHost``, ``session.SessionHost``, ``wrapper.Compiler``) and are
-handed the sandbox, so no import leads back to ``core``.
+``default`` know ``Sandbox``; the modules below it are handed only what they use, never the
+sandbox: a guest its ``guest.GuestModule`` (a frozen record of the loaded module), a warm pool
+two callables (start a slot; the sandbox's runs in flight), a session its ``session.SessionHost``
+(a frozen record: start a guest, fuel, memory cap, what snapshots are made against), the
+wrapper's compilation a run (``wrapper.RunCode``). No import leads back to ``core``.
 """
 
 from .core import OutputCallback, Sandbox

@@ -73,7 +73,7 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         else:
             res.status = Status.ERROR
     elif oc.trap is not None:
-        near_cap = oc.memory_bytes >= guest.sb.start_memory_bytes + limits.memory_bytes * 0.9
+        near_cap = oc.memory_bytes >= guest.module.start_memory_bytes + limits.memory_bytes * 0.9
         if near_cap and not oc.stack_overflow:
             res.status, res.limit = Status.MEMORY_LIMIT, "memory"
         elif oc.stack_overflow:  # as a RecursionError would end it (stderr says so too)

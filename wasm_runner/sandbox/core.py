@@ -32,10 +32,10 @@ from ..runtimes import Runtime, data_dirs, get_runtime, stdlib_dir
 from ..wasi import HostCall, InputSource, define_imports
 from . import wrapper
 from .classify import classify
-from .guest import Guest, Outcome, OutputCallback, start_thread
+from .guest import Guest, GuestModule, Outcome, OutputCallback, start_thread
 from .pool import WarmPool, bind_slot, default_prestart
 from .sealing import default_secret, open_sealed
-from .session import Session
+from .session import Restore, Session, SessionHost
 from .session_state import PAGE, Reference, parse
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
@@ -111,11 +111,11 @@ class Sandbox:
         if self.image is None:  # a command runtime: its stack enlarged (images.relocate_stack)
             path = images.ensure_command(self.runtime)
             self._load(images.image_runtime(self.runtime, "stack", path))
-            self.boot = wrapper.compiled_wrapper(self)
+            self.boot = wrapper.compiled_wrapper(self.runtime.module_sha256, self._compile_run)
         elif not self.via_turn:  # plain: a rewrite of the runtime's snapshot (nothing runs)
             path = images.ensure(self.runtime, self.image, wrapper.BOOT_SOURCE)
             self._load(images.image_runtime(self.runtime, self.image, path))
-            self.boot = wrapper.compiled_wrapper(self)
+            self.boot = wrapper.compiled_wrapper(self.runtime.module_sha256, self._compile_run)
         else:
             self.boot = self._base / "no-boot"  # the image holds the wrapper; the grant keeps fd numbers
             self.boot.mkdir(mode=0o700)
@@ -137,10 +137,22 @@ class Sandbox:
         self.pre = linker.instantiate_pre(self.module)
         self.start_memory_bytes = start_memory_bytes(self.module)
         self.min_memory_mb = 1  # memory_mb counts what a run adds beyond the module's start
+        # what every guest of this module starts from (guest.Guest is handed this, not the sandbox)
+        self.guest_module = GuestModule(self.engine, self.pre, self.fuel, self.via_turn,
+                                        self.runtime.kind == "reactor", self.start_memory_bytes,
+                                        self._guest_ended)
+
+    def _guest_ended(self, outcome: Outcome) -> None:
+        hook = self.on_guest_end  # read at each end: bench sets it after the sandbox is made
+        if hook is not None:
+            hook(outcome)
+
+    def _compile_run(self, code: str, files: dict[str, bytes], limits: Limits) -> Result:
+        return self.run(code, files=files, limits=limits)
 
     def memory_cap(self, limits: Limits) -> int:
         """The store's linear-memory cap: what the module starts with plus the run's memory_mb."""
-        return self.start_memory_bytes + limits.memory_bytes
+        return self.guest_module.memory_cap(limits)
 
     def _snapshot_run(self, base: Runtime, code: bytes) -> tuple[bytes, dict[str, Any]]:
         """Run an image's set-up in an instance of ``base`` (the plain image), in the run-folder
@@ -158,20 +170,38 @@ class Sandbox:
         define_imports(linker, module)
         return images.run_setup(quick, False, linker.instantiate_pre(module), code, layout, start_thread)
 
-    def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                    collect_out: bool, rest: bool = False, restore: Any = None) -> tuple[Guest, Workspace]:
-        """A fresh instance of a turn-entered image with its run folder in the image's fd layout
-        (the warm-slot one: /data and /out always preopened, hidden unless the run asks).
+    def start_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
+                    collect_out: bool, rest: bool = False, restore: Restore | None = None) -> tuple[Guest, Workspace]:
+        """A fresh instance with its run folder. A turn-entered image's folder has the image's fd
+        layout (the warm-slot one: /data and /out always preopened, hidden unless the run asks).
         ``rest`` and ``restore``: a session's (``Guest``)."""
-        ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
+        def bind(g: Guest) -> None:
+            bind_slot(g, limits, data_dir, out_dir, files, collect_out)
+
+        if self.via_turn:
+            ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
+        else:
+            ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out)
         try:
-            guest = Guest(self, ws, limits, wrapper.argv(self.boot),
-                          prepare=lambda g: bind_slot(g, limits, data_dir, out_dir, files, collect_out),
-                          rest=rest, restore=restore)
+            guest = Guest(self.guest_module, ws, limits, wrapper.argv(self.boot),
+                          prepare=bind if self.via_turn else None, rest=rest, restore=restore)
         except BaseException:
             ws.close()
             raise
         return guest, ws
+
+    def _start_slot(self, limits: Limits) -> Guest:
+        """A warm pool's slot: a fresh instance at low priority, in a run folder of its own."""
+        ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
+        return Guest(self.guest_module, ws, limits, wrapper.argv(self.boot), nice=True)
+
+    def _runs_in_flight(self) -> int:
+        return self._in_flight
+
+    def _session_host(self) -> SessionHost:
+        """What a session of this sandbox uses of it."""
+        return SessionHost(self.runtime.name, self.runtime.kind == "reactor", self.start_guest, self.fuel_for,
+                           self.memory_cap, self.snapshot_reference, self.snapshot_image)
 
     @property
     def name(self) -> str:
@@ -296,18 +326,14 @@ class Sandbox:
             if guest is not None:
                 ws = guest.ws
                 bind_slot(guest, limits, data_dir, out_dir, files, collect_out)
-            elif self.via_turn:
-                guest, ws = self.image_guest(limits, data_dir, out_dir, files, collect_out)
             else:
-                ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out)
+                guest, ws = self.start_guest(limits, data_dir, out_dir, files, collect_out)
         except (ValueError, OSError) as e:
             if guest is not None:
                 guest.cancel()
                 guest.ws.close()
             return Result.invalid(f"Cannot prepare the run: {e}.", rt)
         try:
-            if guest is None:
-                guest = Guest(self, ws, limits, wrapper.argv(self.boot))
             io = guest.io
             io.stdin = data
             io.input_source = input_source
@@ -327,7 +353,7 @@ class Sandbox:
                 result.files = [FileOut(p, c) for p, c in collect_files(ws.out, MAX_FILES_OUT_BYTES)]
             return result
         finally:
-            if guest is not None and not guest.done.is_set():
+            if not guest.done.is_set():
                 guest.cancel()
                 guest.done.wait(5.0)
             ws.close()
@@ -338,7 +364,8 @@ class Sandbox:
         (``refill=False``: warmed once, for a process that runs once)."""
         if name in self.pools:
             raise ValueError(f"pool {name!r} exists")
-        p = WarmPool(self, name, size=size, preload=preload, memory_mb=memory_mb, refill=refill)
+        p = WarmPool(name, self._start_slot, self._runs_in_flight, size=size, preload=preload,
+                     memory_mb=memory_mb, refill=refill)
         self.pools[name] = p
         p.start()
         return p
@@ -357,7 +384,7 @@ class Sandbox:
         if limits.memory_mb < self.min_memory_mb:
             raise InvalidLimits(f"memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
                                 f"the {self.runtime.name} runtime needs to start")
-        return Session(self, limits, data_dir, out_dir, files)
+        return Session(self._session_host(), limits, data_dir, out_dir, files)
 
     # ---- snapshots ----------------------------------------------------------------------------
     @property
@@ -400,7 +427,7 @@ class Sandbox:
         if state.header["memory_pages"] * PAGE > self.memory_cap(limits):
             raise InvalidLimits(f"the snapshot's memory ({state.header['memory_pages'] * PAGE >> 20} MiB) is over "
                                 f"these limits' memory ({self.memory_cap(limits) >> 20} MiB)")
-        return Session(self, limits, data_dir, out_dir, None, restore=state)
+        return Session(self._session_host(), limits, data_dir, out_dir, None, restore=state)
 
     def close(self) -> None:
         for p in list(self.pools.values()):

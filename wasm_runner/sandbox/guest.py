@@ -16,21 +16,19 @@ import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 import wasmtime as wt
 
 from .. import engine, images
 from ..limits import Limits
-from ..runtimes import Runtime
 from ..wasi import GuestIO, current
 from .workspace import Workspace
 
 __all__ = [
     "GUEST_STACK",
     "Guest",
-    "GuestHost",
+    "GuestModule",
     "GuestThreads",
     "Outcome",
     "OutputCallback",
@@ -159,28 +157,25 @@ class Outcome:
     cpu_s: float = 0.0  # the guest thread's CPU time from hand-over to the end
 
 
-class GuestHost(Protocol):
-    """What a guest reads of the sandbox that starts it (``core.Sandbox``): the engine, the
-    instantiable module, its runtime, the fuel switch and the memory cap. Pools and sessions
-    need a little more (``pool.PoolHost``, ``session.SessionHost``)."""
+@dataclass(frozen=True)
+class GuestModule:
+    """What a guest starts from, handed over by the sandbox that loaded it (``core.Sandbox``):
+    the engine and the instantiable module, whether fuel is metered, how the instance is entered
+    (``via_turn``: an image whose interpreter already ran; ``reactor``: the ``run`` export, else
+    ``_start``), the linear memory the module starts with, and who is told of every guest's end
+    (``on_end``, on the guest's thread; it must not raise or block)."""
 
-    @property
-    def engine(self) -> wt.Engine: ...
-    @property
-    def pre(self) -> wt.InstancePre: ...
-    @property
-    def runtime(self) -> Runtime: ...
-    @property
-    def fuel(self) -> bool: ...
-    @property
-    def via_turn(self) -> bool: ...
-    @property
-    def boot(self) -> Path | None: ...
-    @property
-    def start_memory_bytes(self) -> int: ...
-    @property
-    def on_guest_end(self) -> Callable[[Outcome], None] | None: ...
-    def memory_cap(self, limits: Limits) -> int: ...
+    engine: wt.Engine
+    pre: wt.InstancePre
+    fuel: bool
+    via_turn: bool
+    reactor: bool
+    start_memory_bytes: int
+    on_end: Callable[[Outcome], None] | None = None
+
+    def memory_cap(self, limits: Limits) -> int:
+        """The store's linear-memory cap: what the module starts with plus the run's memory_mb."""
+        return self.start_memory_bytes + limits.memory_bytes
 
 
 class Guest:
@@ -190,10 +185,10 @@ class Guest:
     until its program is handed over.
     """
 
-    def __init__(self, sb: GuestHost, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
+    def __init__(self, module: GuestModule, ws: Workspace, limits: Limits, argv: list[str], nice: bool = False,
                  prepare: Callable[[Guest], None] | None = None, rest: bool = False,
                  restore: Callable[[Guest, wt.Store, wt.Memory], None] | None = None):
-        self.sb = sb
+        self.module = module
         # rest: a session's guest, entered through ``turn``, that returns to the host between
         # cells (``resting`` set, waiting for ``wake``); restore: make a fresh instance a saved
         # session's (its memory, fd table, files) instead of entering it
@@ -226,7 +221,7 @@ class Guest:
     # runs on the guest thread, inside fd_write of the control channel: a session cell's fuel
     def record_fuel(self) -> None:
         store = self.store
-        if store is not None and self.sb.fuel and self._fuel_at_handover:
+        if store is not None and self.module.fuel and self._fuel_at_handover:
             self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
 
     # runs on the guest thread, inside fd_read of the control channel
@@ -242,7 +237,7 @@ class Guest:
         assert store is not None
         if "memory" in budget:
             store.set_limits(memory_size=int(budget["memory"]))
-        if self.sb.fuel:
+        if self.module.fuel:
             store.set_fuel(int(budget["fuel"]))
             self._fuel_at_handover = int(budget["fuel"])
         self.io.deadline = time.monotonic() + float(budget["wall"])
@@ -260,14 +255,14 @@ class Guest:
             lower_priority()
         else:
             run_started()
-        store = wt.Store(self.sb.engine)
+        store = wt.Store(self.module.engine)
         self.store = store
         try:
-            store.set_limits(memory_size=self.sb.memory_cap(self.limits))
-            if self.sb.fuel:
+            store.set_limits(memory_size=self.module.memory_cap(self.limits))
+            if self.module.fuel:
                 store.set_fuel(WARMUP_FUEL)
             engine.watch(store, io.should_stop)
-            inst = self.sb.pre.instantiate(store)
+            inst = self.module.pre.instantiate(store)
             exports = inst.exports(store)
             mem = exports.get("memory")
             if isinstance(mem, wt.Memory):
@@ -280,13 +275,13 @@ class Guest:
                 # the program of its command line (``wrapper.argv``: python -c PROGRAM), or the
                 # entry of an image whose interpreter ran; later turns run ``images.ENTRY``,
                 # which goes on where the wrapper rested
-                first = images.ENTRY if self.sb.via_turn else io.argv[-1] + b"\n"
+                first = images.ENTRY if self.module.via_turn else io.argv[-1] + b"\n"
                 self._turn(store, exports, first)
                 self._rest(store, exports)
-            elif self.sb.via_turn:  # an image whose interpreter already ran: enter through turn
+            elif self.module.via_turn:  # an image whose interpreter already ran: enter through turn
                 self._turn(store, exports, images.ENTRY)
             else:
-                entry = exports["run"] if self.sb.runtime.kind == "reactor" else exports["_start"]
+                entry = exports["run"] if self.module.reactor else exports["_start"]
                 assert isinstance(entry, wt.Func)
                 entry(store)
         except wt.Trap as t:
@@ -315,7 +310,7 @@ class Guest:
                 # the interpreter itself ran out of stack: say so where the student looks
                 io.stderr.write(STACK_LINE.encode())
             try:
-                if self.sb.fuel and self._fuel_at_handover:
+                if self.module.fuel and self._fuel_at_handover:
                     self.outcome.fuel_used = max(0, self._fuel_at_handover - store.get_fuel())
                 if io.memory is not None:
                     self.outcome.memory_bytes = io.memory.data_len(store)
@@ -325,7 +320,7 @@ class Guest:
             io.tick_host = None  # the memory goes with the store: no more pace flags
             current.io = None
             self.store = None
-            hook = self.sb.on_guest_end
+            hook = self.module.on_end
             if hook is not None:
                 try:
                     hook(self.outcome)
@@ -361,7 +356,7 @@ class Guest:
                 continue
             self.resting.clear()
             # the way back in, to the job's hand-over, runs on the warm-up allowance
-            if self.sb.fuel:
+            if self.module.fuel:
                 store.set_fuel(WARMUP_FUEL)
             io.deadline = time.monotonic() + WARMUP_SECONDS
             value = self._turn(store, exports, images.ENTRY)

@@ -21,23 +21,22 @@ user code before its hand-over, so no run sees anything another run wrote, defin
 
 from __future__ import annotations
 
-import os
 import threading
 import time
+from collections.abc import Callable
 from concurrent.futures import Future
 from concurrent.futures import TimeoutError as FutureTimeout
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..environment import PRESTART
 from ..grants import DiskQuota
 from ..limits import Limits
-from . import wrapper
-from .guest import Guest, GuestHost, busy, restore_priority
-from .workspace import Workspace, extra_grant, place_files
+from .guest import Guest, busy, restore_priority
+from .workspace import extra_grant, place_files
 
-__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "WARM_TIMEOUT_S", "PoolHost", "WarmPool", "bind_slot", "default_prestart"]
+__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "WARM_TIMEOUT_S", "WarmPool", "bind_slot", "default_prestart"]
 
 WARM_TIMEOUT_S = 120.0
 DEFAULT_PRESTART = 2  # plain instances every sandbox keeps started ahead of time
@@ -59,25 +58,17 @@ class _Warming:
     handed: Future[Guest | None] = field(default_factory=Future)
 
 
-class PoolHost(GuestHost, Protocol):
-    """What a pool reads of its sandbox: what a guest does, a run folder for each slot, and how
-    many of its runs are in flight (a refill waits for none)."""
-
-    @property
-    def runs_in_flight(self) -> int: ...
-
-    def new_workspace(self, limits: Limits, data_dir: str | os.PathLike[str] | None,
-                      out_dir: str | os.PathLike[str] | None, files: dict[str, bytes] | None,
-                      collect_out: bool, placeholders: bool = False) -> Workspace: ...
-
-
 class WarmPool:
-    def __init__(self, sb: PoolHost, name: str, *, size: int, preload: tuple[str, ...], memory_mb: int,
-                 refill: bool = True):
-        """``refill=False``: warm ``size`` slots once and no more (a process that runs once)."""
+    def __init__(self, name: str, start_slot: Callable[[Limits], Guest], runs_in_flight: Callable[[], int], *,
+                 size: int, preload: tuple[str, ...], memory_mb: int, refill: bool = True):
+        """``start_slot(limits)``: a fresh guest started at low priority in a run folder of its
+        own (the sandbox's, ``nice``); ``runs_in_flight()``: the sandbox's runs between their start
+        and their result (a refill waits for none). ``refill=False``: warm ``size`` slots once and
+        no more (a process that runs once)."""
         if not 0 <= size <= 64:
             raise ValueError("pool size must be between 0 and 64")
-        self.sb = sb
+        self._start_slot = start_slot
+        self._runs_in_flight = runs_in_flight
         self.name = name
         self.size = size
         self.preload = tuple(preload)
@@ -167,14 +158,13 @@ class WarmPool:
             # Python (the GIL), and each of the run's own host calls would then wait up to a
             # switch interval (5 ms) for it: a refill fills the gaps between runs, and under
             # continuous load runs start their own instance, as without a pool.
-            if self.ready >= self.size or busy() or self.sb.runs_in_flight:
+            if self.ready >= self.size or busy() or self._runs_in_flight():
                 self._wake.wait(0.2)
                 self._wake.clear()
                 continue
             if self._to_warm is not None:
                 self._to_warm -= 1
-            ws = self.sb.new_workspace(self.limits, None, None, None, False, placeholders=True)
-            g = Guest(self.sb, ws, self.limits, wrapper.argv(self.sb.boot), nice=True)
+            g = self._start_slot(self.limits)
             warming = _Warming(g)
             with self._lock:
                 self._warming = warming
@@ -194,7 +184,7 @@ class WarmPool:
                 self.failed += 1
                 g.cancel()
                 g.done.wait(5.0)
-                ws.close()
+                g.ws.close()
                 time.sleep(0.5)
 
     def close(self) -> None:

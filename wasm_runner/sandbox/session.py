@@ -4,9 +4,10 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..errors import WasmRunnerError
 from ..grants import collect_files
@@ -17,7 +18,7 @@ from ..result import FileOut, Result
 from ..wasi import InputSource
 from . import wrapper
 from .classify import classify
-from .guest import WARMUP_SECONDS, Guest, GuestHost, OutputCallback
+from .guest import WARMUP_SECONDS, Guest, OutputCallback
 from .sealing import default_secret, seal
 from .session_state import (
     PAGE as PAGE_BYTES,
@@ -32,7 +33,7 @@ from .session_state import (
 )
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, write_upload
 
-__all__ = ["REST_SECONDS", "Session", "SessionEnded", "SessionHost"]
+__all__ = ["REST_SECONDS", "Restore", "Session", "SessionEnded", "SessionHost", "StartGuest"]
 
 REST_SECONDS = 30.0  # how long a snapshot or a resume waits for the instance to come to rest
 
@@ -41,19 +42,26 @@ class SessionEnded(WasmRunnerError, RuntimeError):
     """The session's instance is gone (closed, or ended by a limit)."""
 
 
-class SessionHost(GuestHost, Protocol):
-    """What a session reads of its sandbox: what a guest does, its run folder (or an image's
-    guest with its folder), and the fuel for a cell's CPU seconds."""
+Restore = Callable[[Guest, Any, Any], None]  # (guest, store, memory): a saved session's state put back
+# (limits, data_dir, out_dir, files, collect_out, rest, restore) -> the guest started and its run folder
+StartGuest = Callable[[Limits, Any, Any, "dict[str, bytes] | None", bool, bool, "Restore | None"],
+                      "tuple[Guest, Workspace]"]
 
-    def new_workspace(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                      collect_out: bool, placeholders: bool = False) -> Workspace: ...
-    def image_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                    collect_out: bool, rest: bool = False,
-                    restore: Any = None) -> tuple[Guest, Workspace]: ...
-    def fuel_for(self, cpu_seconds: float) -> int: ...
-    def snapshot_reference(self) -> Reference: ...
-    @property
-    def snapshot_image(self) -> str: ...
+
+@dataclass(frozen=True)
+class SessionHost:
+    """What a session uses of the sandbox that opens it (``core.Sandbox``): its runtime's name,
+    whether its instances rest between cells (they can then be saved), a guest started with its
+    run folder, the fuel for a cell's CPU seconds, the store's memory cap for a cell's limits,
+    and what snapshots are made against (a never-run instance, the image's identity)."""
+
+    runtime: str
+    rests: bool
+    start_guest: StartGuest
+    fuel_for: Callable[[float], int]
+    memory_cap: Callable[[Limits], int]
+    snapshot_reference: Callable[[], Reference]
+    snapshot_image: str
 
 
 class Session:
@@ -64,14 +72,14 @@ class Session:
     that raises an exception or calls ``sys.exit`` keeps the session alive.
     """
 
-    def __init__(self, sb: SessionHost, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                 restore: State | None = None):
-        self.sb = sb
+    def __init__(self, host: SessionHost, limits: Limits, data_dir: Any, out_dir: Any,
+                 files: dict[str, bytes] | None, restore: State | None = None):
+        self.host = host
         self.limits = limits
         self._dirs = (data_dir, out_dir)
         # a reactor's session rests between cells (its instance returns to the host): it can be
         # saved (``snapshot``) and resumed (``Sandbox.resume``); a command runtime's cannot
-        rest = sb.runtime.kind == "reactor"
+        rest = host.rests
         failed: list[BaseException] = []
         restore_fn = None
         if restore is not None:
@@ -85,16 +93,7 @@ class Session:
                 except BaseException as e:
                     failed.append(e)
                     raise
-        if sb.via_turn:
-            self._guest, self._ws = sb.image_guest(limits, data_dir, out_dir, files, collect_out=out_dir is None,
-                                                   rest=rest, restore=restore_fn)
-        else:
-            self._ws = sb.new_workspace(limits, data_dir, out_dir, files, collect_out=out_dir is None)
-            try:
-                self._guest = Guest(sb, self._ws, limits, wrapper.argv(sb.boot), rest=rest, restore=restore_fn)
-            except BaseException:
-                self._ws.close()
-                raise
+        self._guest, self._ws = host.start_guest(limits, data_dir, out_dir, files, out_dir is None, rest, restore_fn)
         if rest and restore is None:
             self._guest.io.submit({"kind": "rest"})  # the wrapper starts, then rests at once
         if restore is not None:
@@ -144,7 +143,7 @@ class Session:
         """Run one cell. ``functions``: the app's functions this cell may call (``from host
         import name``), within the cell's host-function limits."""
         t0 = time.perf_counter()
-        rt = self.sb.runtime.name
+        rt = self.host.runtime
         problem = check_source(code, filename)
         if problem:
             return Result.invalid(problem[0].upper() + problem[1:] + ".", rt)
@@ -174,9 +173,9 @@ class Session:
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
             io.host_call = None if host_functions is None else HostCalls(host_functions, cell, io)
-            job = wrapper.job(code, cell, self.sb.fuel_for(cell.cpu_seconds), filename,
+            job = wrapper.job(code, cell, self.host.fuel_for(cell.cpu_seconds), filename,
                               once=False, session=True, display=display,
-                              memory_cap=self.sb.memory_cap(cell))
+                              memory_cap=self.host.memory_cap(cell))
             if g.rest:
                 job["rest"] = True
             if self._reseed:
@@ -207,12 +206,12 @@ class Session:
             raise SessionEnded("the session has ended")
         g = self._guest
         if not g.rest:
-            raise SnapshotFailed(f"sessions of the {self.sb.runtime.name} runtime cannot be saved")
-        ref = self.sb.snapshot_reference()
+            raise SnapshotFailed(f"sessions of the {self.host.runtime} runtime cannot be saved")
+        ref = self.host.snapshot_reference()
         out: list[bytes] = []
 
         def take(store: Any) -> None:
-            out.append(capture(ref, store, g.io, self.limits.to_dict(), {"runtime": self.sb.runtime.name}))
+            out.append(capture(ref, store, g.io, self.limits.to_dict(), {"runtime": self.host.runtime}))
 
         if not g.at_rest(take, REST_SECONDS):
             raise SnapshotFailed("the session did not come to rest (it ended or is still busy)")
@@ -232,12 +231,12 @@ class Session:
             raise ValueError("folders must name one (data_dir, out_dir) per copy")
         with self._lock:
             body = self._capture()
-        state = parse(body, self.sb.memory_cap(self.limits) // PAGE_BYTES + 1)
+        state = parse(body, self.host.memory_cap(self.limits) // PAGE_BYTES + 1)
         made: list[Session] = []
         try:
             for i in range(copies):
                 dirs = folders[i] if folders is not None else self._dirs
-                s = Session(self.sb, self.limits, *dirs, None, restore=state)
+                s = Session(self.host, self.limits, *dirs, None, restore=state)
                 s._reseed = not keep_seeds
                 made.append(s)
         except BaseException:
@@ -258,7 +257,7 @@ class Session:
         with self._lock:
             body = self._capture()
         return seal(body, owner=owner, secret=default_secret() if secret is None else secret,
-                    image=self.sb.snapshot_image, compress=compress)
+                    image=self.host.snapshot_image, compress=compress)
 
     def close(self) -> None:
         """End the instance and remove its folders."""

@@ -14,16 +14,16 @@ import base64
 import hashlib
 import json
 import os
+from collections.abc import Callable
 from importlib.resources import files as _pkg_files
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any
 
 from ..cache import cache_dir, private_file_ok
 from ..limits import Limits
 from ..result import Result
-from ..runtimes import Runtime
 
-__all__ = ["ARGV0", "BOOT_SOURCE", "GUEST_INSTALLER", "GUEST_MODULES", "GUEST_SOURCES", "Compiler", "argv",
+__all__ = ["ARGV0", "BOOT_SOURCE", "GUEST_INSTALLER", "GUEST_MODULES", "GUEST_SOURCES", "RunCode", "argv",
            "compiled_wrapper", "job"]
 
 ARGV0 = "/usr/local/bin/python.wasm"
@@ -52,22 +52,18 @@ def argv(boot: Path | None) -> list[str]:
     return [ARGV0, "-c", _BOOT_LOADER]
 
 
-class Compiler(Protocol):
-    """What ``compiled_wrapper`` needs of a sandbox: its runtime, and a run on it."""
-
-    @property
-    def runtime(self) -> Runtime: ...
-    def run(self, code: str, *, limits: Limits | None = None, files: dict[str, bytes] | None = None) -> Result: ...
+RunCode = Callable[[str, "dict[str, bytes]", Limits], Result]  # (code, files, limits) -> how it ended
 
 
-def compiled_wrapper(sb: Compiler) -> Path:
-    """A folder holding the wrapper as the guest's own marshalled code object.
+def compiled_wrapper(module_sha256: str, run: RunCode) -> Path:
+    """A folder holding the wrapper as the guest's own marshalled code object, made by ``run``
+    (a run on the runtime whose module has that SHA-256) the first time.
 
     Compiling the wrapper inside the guest costs ~10 ms of CPU on every run; the guest
     compiles it once (per runtime and wrapper version) and later runs load the code object.
     """
     digest = hashlib.sha256((BOOT_SOURCE + TURTLE_SOURCE).encode()).hexdigest()[:16]
-    d = cache_dir() / f"boot-{sb.runtime.module_sha256[:16]}-{digest}"
+    d = cache_dir() / f"boot-{module_sha256[:16]}-{digest}"
     target = d / "boot.bin"
     if private_file_ok(target):
         return d
@@ -79,8 +75,8 @@ def compiled_wrapper(sb: Compiler) -> Path:
         "sys.stdout.write(base64.b64encode(marshal.dumps(compile(src, '<wasm-runner>', 'exec'))).decode()\n"
         "                 + '\\n' + base64.b64encode(marshal.dumps(codes)).decode())"
     )
-    res = sb.run(code, files={"runner.py": BOOT_SOURCE.encode(), "guest.json": json.dumps(GUEST_SOURCES).encode()},
-                 limits=Limits(cpu_seconds=60, wall_seconds=120, stdout_bytes=8 << 20))
+    res = run(code, {"runner.py": BOOT_SOURCE.encode(), "guest.json": json.dumps(GUEST_SOURCES).encode()},
+              Limits(cpu_seconds=60, wall_seconds=120, stdout_bytes=8 << 20))
     if not res.ok:
         raise RuntimeError(f"could not compile the guest wrapper: {res.status}: {res.stderr[-500:]}")
     boot, _, guest = res.stdout.partition("\n")
