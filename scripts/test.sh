@@ -36,7 +36,8 @@ if ls tests/web/*.test.mjs >/dev/null 2>&1; then
   suite "browser tier in Node (node --test)" bash -c 'cd web && node --test ../tests/web/'
 fi
 # Everything else: the sandbox, the HTTP service, the browser in Chromium, MCP, compare.
-suite "pytest" .venv/bin/python -m pytest -q -p no:cacheprovider "$@"
+# --durations: the slowest tests, for keeping the suite lean (CI must stay well under an hour)
+suite "pytest" .venv/bin/python -m pytest -q -p no:cacheprovider --durations=30 "$@"
 
 # Test counts of the runners (node's "# pass N"/"ℹ pass N", pytest's closing line), added up.
 tests_passed=0 tests_failed=0
