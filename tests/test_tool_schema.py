@@ -62,6 +62,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     },
     "open_session": {},
     "run_cell": {"session_id": "abc_123", "code": "import pandas as pd", "files": []},
+    "fork_session": {"session_id": "abc_123", "copies": 2},
     "close_session": {"session_id": "abc_123"},
 }
 
@@ -152,6 +153,9 @@ def test_request_bodies_are_accepted_by_the_http_api_models() -> None:
     schemas.parse_model(schemas.SessionRunRequest, body)
     _, _, body = http_request("open_session", {})
     schemas.parse_model(schemas.SessionCreate, body)
+    _, path, body = http_request("fork_session", EXAMPLES["fork_session"])
+    assert path == "/api/sessions/abc_123/fork"
+    assert schemas.parse_model(schemas.SessionFork, body).copies == 2
 
 
 def test_session_id_is_quoted_into_the_path() -> None:

@@ -8,8 +8,9 @@ each tool call the model makes to the wasm-runner server with ``http_request(nam
     reply = httpx.request(method, base_url + path, json=body, headers={"Authorization": f"Bearer {key}"})
 
 The functions mirror the MCP tools: ``run_python`` (``POST /api/run``), ``open_session``
-(``POST /api/sessions``), ``run_cell`` (``POST /api/sessions/{session_id}/run``) and
-``close_session`` (``DELETE /api/sessions/{session_id}``). Files travel with a run (``files``),
+(``POST /api/sessions``), ``run_cell`` (``POST /api/sessions/{session_id}/run``),
+``fork_session`` (``POST /api/sessions/{session_id}/fork``) and ``close_session`` (``DELETE
+/api/sessions/{session_id}``). Files travel with a run (``files``),
 placed in the working directory ``/scratch`` before the code starts.
 """
 
@@ -116,6 +117,27 @@ OPERATIONS: tuple[Operation, ...] = (
             "required": ["session_id", "code"],
             "additionalProperties": False,
         },
+    ),
+    Operation(
+        "fork_session",
+        "POST",
+        "/api/sessions/{session_id}/fork",
+        "Copy an open session: each copy is a new session (its own session_id, in 'sessions' of "
+        "the answer) with the same variables, imports and files as this one now, independent of "
+        "it and of the other copies. Use it to try several continuations from one state; close "
+        "each copy with close_session when done.",
+        {
+            "type": "object",
+            "properties": {
+                "session_id": _SESSION_ID,
+                "copies": {"type": "integer", "minimum": 1, "maximum": 8,
+                           "description": "How many copies (default 1)."},
+                "keep_seeds": {"type": "boolean", "description": "true: the copies' random "
+                               "generators continue as this session's would (default false)."},
+            },
+            "required": ["session_id"],
+            "additionalProperties": False,
+        },  # fmt: skip
     ),
     Operation(
         "close_session",
