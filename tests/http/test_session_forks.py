@@ -239,3 +239,27 @@ def test_an_oversized_snapshot_is_refused_unread(warm_sandbox: None, tmp_path: P
         assert api.post("/api/run", json={"code": "print('fine')"}).json()["stdout"] == "fine\n"
         assert call(api, sid, "print('session fine')")["stdout"] == "session fine\n"
         assert server.health()["status"] == "ok"
+
+
+def test_one_snapshot_upload_at_a_time_per_key(api: httpx.Client, server: LiveServer) -> None:
+    """While a key's snapshot is still arriving, its next upload is refused at once (429), so a
+    key holds one snapshot body in the server's memory; another key is not held back, and the
+    place comes back when the first upload ends."""
+    host, port = server.url.removeprefix("http://").split(":")
+    with socket.create_connection((host, int(port)), timeout=60) as slow:
+        slow.sendall(f"POST /api/sessions/resume HTTP/1.1\r\nHost: 127.0.0.1\r\n"
+                     f"Authorization: Bearer {KEY}\r\nContent-Type: application/octet-stream\r\n"
+                     "Content-Length: 100000\r\n\r\n".encode() + b"\0" * 1000)  # fmt: skip
+
+        def second() -> httpx.Response:
+            return api.post("/api/sessions/resume", content=b"x" * 100, headers=OCTETS)
+
+        assert wait_until(lambda: second().status_code == 429, timeout=60)
+        r = second()
+        assert r.json()["error"]["code"] == "too_many_uploads" and "retry-after" in r.headers
+        with server.client(OTHER_KEY) as bob:  # not held back by alice's upload
+            other = bob.post("/api/sessions/resume", content=b"x" * 100, headers=OCTETS)
+            assert other.status_code == 422 and other.json()["error"]["code"] == "snapshot_refused"
+    # the slow client left mid-body: the place comes back
+    assert wait_until(lambda: second().status_code == 422, timeout=60)
+    assert server.health()["status"] == "ok"

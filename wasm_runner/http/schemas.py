@@ -31,6 +31,8 @@ __all__ = [
     "SessionFork",
     "SessionRunRequest",
     "WsStart",
+    "BodySlots",
+    "read_body",
     "read_model",
     "parse_model",
     "decode_json",

@@ -28,7 +28,7 @@ from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
 from ..internal import client_of
 from ..errors import ApiError
-from ..schemas import SessionCreate, SessionFork, SessionRunRequest, read_body, read_model
+from ..schemas import BodySlots, SessionCreate, SessionFork, SessionRunRequest, read_body, read_model
 from ..service import Job, Service
 from ._common import service_of
 from .stream import RunEventStream
@@ -162,9 +162,15 @@ async def snapshot_session(request: Request) -> Response:
     )
 
 
+# one snapshot upload (and its resume) at a time per key: a key holds at most one
+# ``max_snapshot_bytes`` body in this process's memory, not one per body slot
+SNAPSHOT_UPLOADS = BodySlots()
+
+
 async def resume_session(request: Request) -> Response:
     """A snapshot's bytes (``application/octet-stream``, at most ``max_snapshot_bytes``) ->
-    ``201`` and a new session continuing it; ``?profile=`` the profile it was opened under."""
+    ``201`` and a new session continuing it; ``?profile=`` the profile it was opened under.
+    One at a time per key (``429 too_many_uploads`` meanwhile)."""
     service = service_of(request)
     tenant = await service.caller(request)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -174,8 +180,9 @@ async def resume_session(request: Request) -> Response:
             "send the snapshot's bytes as application/octet-stream",
         )  # fmt: skip
     profile, limits, runtime = service.policy(tenant, request.query_params.get("profile"), None)
-    blob = await read_body(request, service.config.max_snapshot_bytes)
+    SNAPSHOT_UPLOADS.take(tenant.name, 1)
     try:
+        blob = await read_body(request, service.config.max_snapshot_bytes)
         live = await service.sessions.resume(
             tenant, profile, limits, runtime, blob, owner=tenant.name,
             secret=service.snapshot_secret,
@@ -187,6 +194,8 @@ async def resume_session(request: Request) -> Response:
                                 client=client_of(request), reason=str(reason))  # fmt: skip
             service.metrics.rejections.labels(exc.code).inc()
         raise
+    finally:
+        SNAPSHOT_UPLOADS.give(tenant.name)
     return SafeJSONResponse(live.describe(), status_code=201)
 
 
