@@ -1,14 +1,23 @@
 """The linker side: every import of the guest module, defined by us. WASI preview1 calls go to our
 host calls, each ``guarded`` so a failure becomes an errno (a bug stops the run as ``internal``,
 never the host); sockets, ``host::*`` and anything else are present and refuse.
+
+Our WASI calls are entered through wasmtime's unchecked (raw) callback: the arguments are read
+straight from the raw value array, the guest's caller is a ``RawCaller`` (its store context, all
+that ``memory()`` needs) and the result is written back in place. wasmtime-py's own trampoline
+builds a ``Caller``, a ``Val`` per argument and compares value types through the C API for the
+result, which cost more CPU than most of our calls themselves (``docs/performance.md``). The
+function types are checked by wasmtime when the linker defines them, as before.
 """
 
 from __future__ import annotations
 
+import ctypes
 from collections.abc import Callable
 from typing import Any
 
 import wasmtime as wt
+from wasmtime import _ffi as ffi
 
 from ..grants import GuestPathError
 from .abi import EFAULT, EIO, ENOTSUP, Fault, wasi_errno
@@ -27,7 +36,7 @@ from .process import (
     poll_oneoff, proc_exit, random_get, sched_yield,
 )
 
-__all__ = ["HOST_CALLS", "define_imports", "guarded"]
+__all__ = ["HOST_CALLS", "RawCaller", "define_imports", "guarded"]
 
 _I32, _I64 = wt.ValType.i32(), wt.ValType.i64()
 
@@ -98,6 +107,69 @@ def guarded(name: str, fn: Callable[..., Any], has_result: bool) -> Callable[...
     return call
 
 
+class RawCaller:
+    """The guest calling a host function, as our calls see it: its store context (wasmtime-py's
+    ``Memory.data_len``/``data_ptr`` take any object with ``_context()``) and its exports by name.
+    Valid only during the call."""
+
+    __slots__ = ("_ptr", "_ctx")
+
+    def __init__(self, ptr: Any) -> None:
+        self._ptr = ptr
+        self._ctx = ffi.wasmtime_caller_context(ptr)
+
+    def _context(self) -> Any:
+        return self._ctx
+
+    def get(self, name: str) -> Any:
+        return wt.Caller(self._ptr).get(name)
+
+
+def _raw_callback(name: str, fn: Callable[..., Any], params: str, has_result: bool) -> Any:
+    """``fn`` as a wasmtime unchecked callback: i32/i64 arguments read from the raw array, the
+    i32 result written to its first slot. Nothing escapes into wasmtime: ``guarded`` answers
+    every ``Exception`` with an errno; anything else (``KeyboardInterrupt``, ``SystemExit``)
+    stops the run and traps."""
+    call = guarded(name, fn, has_result)
+    wide = tuple(c == "I" for c in params)
+
+    def trampoline(_env: Any, caller: Any, vals: Any, _n: int) -> int:
+        try:
+            args = [vals[i].i64 if w else vals[i].i32 for i, w in enumerate(wide)]
+            result = call(RawCaller(caller), *args)
+            if has_result:
+                vals[0].i32 = result
+            return 0
+        except BaseException as e:  # noqa: BLE001 - never into wasmtime: the run ends
+            io = getattr(current, "io", None)
+            if io is not None:
+                io.internal_error = f"{name}: {type(e).__name__}"
+                io.stop("internal")
+            msg = f"wasm-runner host call {name} failed".encode()
+            return ctypes.cast(ffi.wasmtime_trap_new(ctypes.create_string_buffer(msg), len(msg)),
+                               ctypes.c_void_p).value or 0
+
+    return ffi.wasmtime_func_unchecked_callback_t(trampoline)
+
+
+_NO_FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()  # a NULL function pointer: nothing to free
+# one callback per host call for the process (a linker keeps a pointer to it, never a copy)
+_callbacks: dict[tuple[str, Callable[..., Any]], Any] = {}
+
+
+def _define_raw(linker: wt.Linker, module: str, name: str, ty: wt.FuncType, fn: Callable[..., Any],
+                params: str, has_result: bool) -> None:
+    cb = _callbacks.get((name, fn))
+    if cb is None:
+        cb = _callbacks[(name, fn)] = _raw_callback(name, fn, params, has_result)
+    mod, nm = module.encode(), name.encode()
+    error = ffi.wasmtime_linker_define_func_unchecked(
+        linker.ptr(), ctypes.create_string_buffer(mod), len(mod), ctypes.create_string_buffer(nm), len(nm),
+        ty.ptr(), cb, None, _NO_FINALIZER)
+    if error:
+        raise wt.WasmtimeError._from_ptr(error)
+
+
 def define_imports(linker: wt.Linker, module: wt.Module) -> None:
     """Define every import ``module`` has: ours for WASI, a refusal for sockets and the rest."""
     types = {"i": _I32, "I": _I64}
@@ -109,7 +181,7 @@ def define_imports(linker: wt.Linker, module: wt.Module) -> None:
         if imp.module == "wasi_snapshot_preview1" and name in HOST_CALLS:
             fn, params, results = HOST_CALLS[name]
             ft = wt.FuncType([types[c] for c in params], [types[c] for c in results])
-            linker.define_func(imp.module, name, ft, guarded(name, fn, bool(results)), access_caller=True)
+            _define_raw(linker, imp.module, name, ft, fn, params, bool(results))
         else:
             # sockets, host::call and anything else: present, and refusing. -1 for a host door.
             res = ty.results
