@@ -288,14 +288,22 @@ class AdmissionSettings(_Section):
 
 @dataclass(frozen=True)
 class SessionSettings(_Section):
-    """Sessions (``execution.SessionStore``): how many in all, idle and lifetime expiry."""
+    """Sessions (``execution.SessionStore``): how many live ones in all, idle and lifetime expiry,
+    and idle sessions paused to disk (``execution.snapshot_store``; docs/configuration.md)."""
 
-    max_sessions: int = field(default=64, metadata=rule(whole(1)))  # all keys' (a class of 30 fits)
+    max_sessions: int = field(default=64, metadata=rule(whole(1)))  # all keys' live ones (a class of 30 fits)
     session_idle_seconds: float = field(default=300.0, metadata=rule(seconds))
     session_max_lifetime_seconds: float = field(default=3600.0, metadata=rule(seconds))
     max_fork_copies: int = field(default=8, metadata=rule(whole_between(1, 64)))  # one fork's copies
     # a snapshot POST /api/sessions/resume takes, at most (its body's bound; sealing's is 512 MiB)
     max_snapshot_bytes: int = field(default=128 << 20, metadata=rule(whole_between(1 << 20, 512 << 20)))
+    # a session that can be saved is paused (its instance freed) after this many idle seconds; 0: never
+    session_pause_seconds: float = field(default=120.0, metadata=rule(seconds_or_none))
+    # ...and a paused session is kept this long after its last call
+    session_paused_lifetime_seconds: float = field(default=86400.0, metadata=rule(seconds))
+    # where paused sessions are kept (shared by replicas: one folder for all); default <cache>/paused-sessions
+    snapshot_dir: str | None = field(default=None, metadata=rule(env=_text))
+    snapshot_key_bytes: int = field(default=4 << 30, metadata=rule(whole(1), _int))  # disk per key
 
 
 @dataclass(frozen=True)

@@ -28,6 +28,7 @@ CONFIG = f"""
 default_profile = "quick"
 max_running = 2
 max_sessions = 8
+session_pause_seconds = 0  # no snapshots: a lost owner's sessions are lost (test_hop_resume.py: with)
 
 [profiles.quick]
 image = "plain"

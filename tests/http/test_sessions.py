@@ -106,7 +106,9 @@ def test_one_call_at_a_time(api: httpx.Client, server: LiveServer) -> None:
 
 
 def test_idle_expiry_and_max_lifetime(warm_sandbox: None, tmp_path: Path) -> None:
-    config = make_config(tmp_path, session_idle_seconds=1.0, session_max_lifetime_seconds=3.0)
+    # sessions that are never paused (session_pause_seconds = 0; test_paused_sessions.py: paused)
+    config = make_config(tmp_path, session_idle_seconds=1.0, session_max_lifetime_seconds=3.0,
+                         session_pause_seconds=0)
     with live_server(config) as server, server.client() as api:
         idle = open_session(api)
         assert wait_until(lambda: api.get(f"/api/sessions/{idle}").status_code == 404, timeout=30)

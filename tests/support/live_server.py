@@ -106,6 +106,7 @@ def make_config(tmp_path: Path, **overrides: object) -> ServerConfig:
         "audit_log": tmp_path / "audit.jsonl",
         "cors_origins": ("https://course.example",),
         "exercises_dir": Path(__file__).resolve().parents[1] / "exercises",
+        "snapshot_dir": str(tmp_path / "paused-sessions"),  # not the user's cache folder
     }
     settings.update(overrides)
     return ServerConfig(**settings)  # type: ignore[arg-type]

@@ -13,7 +13,7 @@ and hands it to an ``Executor``:
 the awaiting task is), and reports how it ended; ``Executor.run_sync`` is the same call on the
 caller's thread for code without an event loop (the CLI). ``SessionStore`` is the one session
 manager: per-key and global caps, memory held in the gate for a session's whole life, one call at
-a time, idle and lifetime expiry.
+a time, idle and lifetime expiry, and (with ``Pausing``) idle sessions paused to disk.
 
 This is a core package: it imports no web or MCP framework. A refusal is a ``Refused`` (status,
 stable code, one plain sentence) that the HTTP face answers as JSON and the MCP face as a tool
@@ -21,7 +21,8 @@ error.
 
 Reading order: ``refusal`` (``Refused``), ``policy`` (``Caller``, ``Policy``: who asks, under which
 policy), ``job`` (``Job``), ``gate`` (admission as the executor sees it: ``Gate``, ``Ticket``,
-``Claims``), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
+``Claims``), ``snapshot_store`` (``SnapshotStore``, ``Pausing``: where paused sessions are
+kept), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
 session store uses of its executor), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor``
 (``Executor``, a ``Runner`` with its ``SessionStore``). The
 names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
@@ -33,8 +34,10 @@ from .job import Job
 from .policy import Caller, CallerLike, Policy, PolicyLike
 from .refusal import Refused
 from .sessions import LiveSession, SessionListener, SessionStore
+from .snapshot_store import Pausing, SnapshotStore, SnapshotStoreFull
 
 __all__ = [
-    "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Policy",
-    "PolicyLike", "Refused", "SessionListener", "SessionStore", "Ticket",
+    "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Pausing", "Policy",
+    "PolicyLike", "Refused", "SessionListener", "SessionStore", "SnapshotStore", "SnapshotStoreFull",
+    "Ticket",
 ]  # fmt: skip

@@ -19,6 +19,7 @@ from .gate import Claims
 from .job import Job, OutputCallback
 from .running import MemoryFor, OnDone, PoolFor, Prepare, Runner, RunnerOptions, SandboxFor
 from .sessions import SessionListener, SessionStore
+from .snapshot_store import Pausing
 
 __all__ = ["Executor", "MemoryFor", "OnDone", "PoolFor", "Prepare", "SandboxFor"]
 
@@ -30,7 +31,8 @@ class Executor(Runner):
     ``workers`` are its ``Runner``'s (``running.py``: the sandboxes, admission, the record of every
     run, warm pools, the memory a run holds, readiness, worker threads). ``sessions`` is its one
     ``SessionStore`` (``max_sessions``, ``session_*``: its caps and expiry; ``session_listener`` is
-    told of every session, ``session_claims`` counts them across processes).
+    told of every session, ``session_claims`` counts them across processes, ``session_pausing``
+    pauses idle ones to disk).
     """
 
     def __init__(
@@ -42,6 +44,7 @@ class Executor(Runner):
         session_max_lifetime_seconds: float = 3600.0,
         session_listener: SessionListener | None = None,
         session_claims: Claims | None = None,
+        session_pausing: Pausing | None = None,
         **runner: Unpack[RunnerOptions],
     ) -> None:
         super().__init__(sandbox_for, **runner)
@@ -52,6 +55,7 @@ class Executor(Runner):
             max_lifetime_seconds=session_max_lifetime_seconds,
             listener=session_listener,
             claims=session_claims,
+            pausing=session_pausing,
         )
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------

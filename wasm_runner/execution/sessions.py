@@ -9,6 +9,7 @@ session's whole life), one call at a time, idle and lifetime expiry, and tells a
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import os
 import secrets
@@ -29,8 +30,11 @@ from .job import Job, OutputCallback
 from .policy import CallerLike, PolicyLike
 from .refusal import Refused
 from .running import Runner
+from .snapshot_store import Pausing, SnapshotStoreFull
 
 __all__ = ["LiveSession", "SessionListener", "SessionStore"]
+
+ORPHAN_SWEEP_SECONDS = 300.0  # how often snapshots without a session are looked for
 
 log = logging.getLogger("wasm_runner.execution")
 
@@ -68,15 +72,48 @@ class LiveSession:
     closed: bool = False
     seen: dict[str, FileOut] = field(default_factory=dict)  # guest path -> last content seen
     claim: Ticket | None = None  # its place in a count shared with other processes (Claims)
+    caller: CallerLike | None = field(default=None, repr=False)  # who opened it (caps on resume)
+    # -- pausing (``Pausing``) --
+    paused_lifetime_seconds: float = 0.0  # > 0: it can be paused; kept this long after its last use
+    paused: bool = False  # its instance is freed; ``session`` is None until it is resumed
+    saved_calls: int = -1  # the calls its stored snapshot includes (-1: none stored)
+    saved_bytes: int = 0
+    snapshot_writer: str | None = None  # whose folder its snapshot is in (None: this process's)
+    snapshot_error: dict[str, str] | None = None  # why the last snapshot was not stored
+    saving: asyncio.Future[None] | None = None  # the snapshot being written in the background
+    save_started: bool = False  # ...and it has begun (no longer cancelled by a call)
+    lost_cells: list[int] = field(default_factory=list)  # resumed from an older snapshot: the calls lost
 
     @property
     def data_dir(self) -> Path | None:
         return self.root / "data" if self.root is not None else None
 
+    @property
+    def alive(self) -> bool:
+        """Open, and its instance usable (or paused, to be resumed by its next call)."""
+        return not self.closed and (self.paused or bool(self.session.alive))
+
+    @property
+    def saved(self) -> bool:
+        """Whether its stored snapshot holds its state now (it may be paused)."""
+        return self.saved_calls == self.calls and self.snapshot_error is None
+
+    @property
+    def can_pause(self) -> bool:
+        return self.paused_lifetime_seconds > 0 and self.snapshot_error is None
+
+    def idle_limit(self) -> float:
+        """Seconds without a call after which it ends."""
+        return self.paused_lifetime_seconds if self.can_pause else self.idle_seconds
+
+    def lifetime_left(self, now: float) -> float:
+        """Seconds until its whole life ends, however it is used (a session that can pause lives
+        at least as long as a paused one is kept)."""
+        lifetime = max(self.max_lifetime_seconds, self.paused_lifetime_seconds if self.can_pause else 0.0)
+        return self.created + lifetime - now
+
     def expires_in(self, now: float) -> float:
-        return (
-            min(self.last_used + self.idle_seconds, self.created + self.max_lifetime_seconds) - now
-        )
+        return min(self.last_used + self.idle_limit() - now, self.lifetime_left(now))
 
     def new_files(self, result: Result) -> list[FileOut]:
         """Files in ``result`` that are new or changed since the previous call; remembers them."""
@@ -87,18 +124,24 @@ class LiveSession:
 
     def describe(self, now: float | None = None) -> dict[str, Any]:
         now = time.monotonic() if now is None else now
-        return {
+        out: dict[str, Any] = {
             "id": self.id,
             "profile": self.profile.name,
             "runtime": self.runtime,
             "limits": self.limits.to_dict(),
-            "alive": not self.closed and bool(self.session.alive),
+            "alive": self.alive,
             "calls": self.calls,
-            "idle_expires_in": round(max(0.0, self.last_used + self.idle_seconds - now), 3),
-            "lifetime_expires_in": round(
-                max(0.0, self.created + self.max_lifetime_seconds - now), 3
-            ),
+            "idle_expires_in": round(max(0.0, self.last_used + self.idle_limit() - now), 3),
+            "lifetime_expires_in": round(max(0.0, self.lifetime_left(now)), 3),
         }
+        if self.paused_lifetime_seconds > 0:
+            out["paused"] = self.paused
+            out["saved"] = self.saved
+            if self.snapshot_error is not None:
+                out["snapshot_error"] = dict(self.snapshot_error)
+        if self.lost_cells:
+            out["lost_cells"] = list(self.lost_cells)
+        return out
 
 
 class SessionListener(Protocol):
@@ -134,6 +177,7 @@ class SessionStore:
         max_lifetime_seconds: float = 3600.0,
         listener: SessionListener | None = None,
         claims: Claims | None = None,
+        pausing: Pausing | None = None,
     ) -> None:
         self.executor = executor
         self.max_sessions = max_sessions
@@ -148,13 +192,51 @@ class SessionStore:
         self.max_fork_copies = 8  # the most copies one ``fork`` makes (the server's setting)
         # told of each fork, snapshot and resume (the server's audit log), or None
         self.on_event: Callable[[str, LiveSession, dict[str, str]], None] | None = None
+        self.pausing = pausing  # None: sessions are never paused
+        self._orphans_swept = -ORPHAN_SWEEP_SECONDS
 
     def __len__(self) -> int:
-        return len(self._sessions)
+        """Live sessions (paused ones are not counted: they hold no instance)."""
+        return sum(1 for s in self._sessions.values() if not s.paused)
+
+    @property
+    def paused_count(self) -> int:
+        return sum(1 for s in self._sessions.values() if s.paused)
 
     def count_for(self, tenant: str) -> int:
-        mine = sum(1 for s in self._sessions.values() if s.tenant == tenant)
+        """``tenant``'s live sessions here, and those being opened."""
+        mine = sum(1 for s in self._sessions.values() if s.tenant == tenant and not s.paused)
         return mine + self._opening.get(tenant, 0)
+
+    def _check_room(self, tenant: CallerLike, count: int = 1) -> None:
+        """``Refused(429)`` unless ``count`` more live sessions fit the server's and ``tenant``'s caps."""
+        if len(self) + sum(self._opening.values()) + count > self.max_sessions:
+            raise Refused(
+                429, "too_many_sessions",
+                f"the server has its maximum of {self.max_sessions} open sessions"
+                + (f" (this needs {count} more)" if count > 1 else ""),
+                headers={"Retry-After": "30"},
+            )  # fmt: skip
+        held_now = self.count_for(tenant.name)
+        if held_now + count > tenant.max_concurrent:
+            message = (
+                f"this caller already has {tenant.max_concurrent} open sessions; close one first"
+                if count == 1 else
+                f"this caller has {held_now} of its {tenant.max_concurrent} open sessions and "
+                f"this needs {count} more; close some first"
+            )  # fmt: skip
+            raise Refused(429, "too_many_sessions", message, headers={"Retry-After": "30"})
+
+    def _hold_until(self, live: LiveSession) -> None:
+        """Tell its memory reservation when the memory comes back (a true Retry-After)."""
+        if hasattr(live.reservation, "expires_in"):
+            def holds_for(now: float) -> float:
+                left = live.expires_in(now)
+                if self.pausing is not None and live.can_pause:
+                    left = min(left, live.last_used + self.pausing.after_seconds - now)
+                return left
+
+            live.reservation.expires_in = holds_for  # type: ignore[union-attr]
 
     async def create(
         self,
@@ -192,22 +274,7 @@ class SessionStore:
         be, all or none: the caps (``Refused(429)``), each session's memory held in the gate, a
         claim each, their folders; ``make(folders)`` (on a worker thread) opens the sandbox
         sessions, one per ``(data_dir, out_dir)`` of ``folders``. Each is told to the listener."""
-        if len(self._sessions) + sum(self._opening.values()) + count > self.max_sessions:
-            raise Refused(
-                429, "too_many_sessions",
-                f"the server has its maximum of {self.max_sessions} open sessions"
-                + (f" (this needs {count} more)" if count > 1 else ""),
-                headers={"Retry-After": "30"},
-            )  # fmt: skip
-        held_now = self.count_for(tenant.name)
-        if held_now + count > tenant.max_concurrent:
-            message = (
-                f"this caller already has {tenant.max_concurrent} open sessions; close one first"
-                if count == 1 else
-                f"this caller has {held_now} of its {tenant.max_concurrent} open sessions and "
-                f"this needs {count} more; close some first"
-            )  # fmt: skip
-            raise Refused(429, "too_many_sessions", message, headers={"Retry-After": "30"})
+        self._check_room(tenant, count)
         await self.executor.ready(runtime, profile.image)
         gate = self.executor.gate
         held = self.executor.memory_for(profile, runtime, limits)
@@ -261,9 +328,11 @@ class SessionStore:
                 max_lifetime_seconds=self.max_lifetime_seconds,
                 root=roots[i] if roots else None,
                 claim=claims[i] if claims else None,
+                caller=tenant,
             )
-            if hasattr(reservation, "expires_in"):  # when the memory comes back: a true Retry-After
-                reservation.expires_in = live.expires_in  # type: ignore[union-attr]
+            if self.pausing is not None and getattr(sandbox_session, "can_snapshot", False):
+                live.paused_lifetime_seconds = self.pausing.lifetime_seconds
+            self._hold_until(live)
             self._sessions[live.id] = live
             made.append(live)
         if self.listener is not None:
@@ -274,6 +343,8 @@ class SessionStore:
                     for other in made:
                         await self.close(other.id)
                     raise
+        for live in made:
+            self._save_later(live)
         return made
 
     def holds(self, session_id: str) -> bool:
@@ -312,8 +383,7 @@ class SessionStore:
         if live.lock.locked():
             raise Refused(409, "session_busy", "this session is already running a call")
         async with live.lock:
-            if live.closed:
-                raise Refused(404, "unknown_session", "the session ended")
+            await self.wake(live, job.tenant)
             live.last_used = time.monotonic()
             cancel = cancel or threading.Event()
             live.cancel = cancel
@@ -357,8 +427,10 @@ class SessionStore:
                 live.cancel = None
                 if not live.session.alive:
                     await self.close(live.id)
-                elif self.listener is not None:
-                    await self._tell("used", live)
+                else:
+                    if self.listener is not None:
+                        await self._tell("used", live)
+                    self._save_later(live)
             return result
 
     async def upload(self, live: LiveSession, name: str, data: bytes) -> str:
@@ -368,6 +440,8 @@ class SessionStore:
         if live.lock.locked():
             raise Refused(409, "session_busy", "this session is running a call; upload after it")
         async with live.lock:
+            await self.wake(live, live.caller)
+            live.saved_calls = -1  # the stored snapshot lacks this file now
             try:
                 path: str = await self.executor.call(lambda: live.session.upload(name, data))
             except SessionEnded:
@@ -377,7 +451,196 @@ class SessionStore:
             live.last_used = time.monotonic()
             if self.listener is not None:
                 await self._tell("used", live)
+            self._save_later(live)
             return path
+
+    # -- pausing -----------------------------------------------------------------------------
+    async def wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
+        """Under ``live.lock``, before a call: its background snapshot written, and its instance
+        back if it was paused."""
+        if live.closed:
+            raise Refused(404, "unknown_session", "the session ended")
+        if tenant is not None:
+            live.caller = tenant  # who calls now (its caps when it is resumed later)
+        await self._settle(live)
+        if live.paused:
+            await self._wake(live, tenant or live.caller)
+        if live.closed:
+            raise Refused(404, "unknown_session", "the session ended")
+
+    async def _settle(self, live: LiveSession) -> None:
+        """Its background save finished, or cancelled when it has not begun (a call is coming,
+        whose own save replaces it)."""
+        saving, live.saving = live.saving, None
+        if saving is not None:
+            if not live.save_started:
+                saving.cancel()
+            else:
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(saving)
+        live.save_started = False
+
+    def _save_later(self, live: LiveSession) -> None:
+        """Write the session's snapshot in the background (the call's answer does not wait; the
+        next call does, under its lock). Not stored: the session stays live and says why."""
+        pausing = self.pausing
+        if pausing is None or live.paused_lifetime_seconds <= 0 or live.closed or live.session is None:
+            return
+        calls, session = live.calls, live.session
+
+        def save() -> int:
+            blob = session.snapshot(owner=live.tenant, secret=pausing.secret)
+            return pausing.store.put(live.id, live.tenant, blob)
+
+        async def saving() -> None:
+            # a call that comes before the save starts cancels it (back-to-back cells save once)
+            await asyncio.sleep(pausing.save_after_seconds)
+            live.save_started = True
+            try:
+                size = await asyncio.shield(self.executor.call(save))
+            except SnapshotStoreFull as exc:
+                live.snapshot_error = {"code": exc.code, "message": exc.message}
+                log.warning("a session snapshot was not stored: %s", exc.message)
+            except Exception as exc:  # it ended, a link in its folders, the disk...
+                if live.closed:
+                    return
+                live.snapshot_error = {"code": "snapshot_failed",
+                                       "message": f"the session could not be saved: {exc}"}
+                log.warning("a session snapshot failed: %s", exc)
+            else:
+                if live.closed:  # closed meanwhile: no file outlives it
+                    await self.executor.call(lambda: pausing.store.delete(live.id))
+                    return
+                live.saved_calls, live.saved_bytes, live.snapshot_error = calls, size, None
+                live.snapshot_writer = None
+            if self.listener is not None and not live.closed:
+                await self._tell("used", live)  # the directory learns the snapshot (or its expiry)
+
+        live.saving = asyncio.ensure_future(saving())
+
+    def _pause(self, live: LiveSession) -> None:
+        """Free the instance of a saved, idle session; its memory, its place among the live
+        sessions and its key's count go back. The next call resumes it (``_wake``)."""
+        session, live.session = live.session, None
+        live.paused = True
+        for held in (live.reservation, live.claim):
+            if held is not None:
+                held.release()
+        live.reservation = live.claim = None
+        if session is not None:
+            task = asyncio.ensure_future(self.executor.call(session.close))
+            task.add_done_callback(lambda t: t.cancelled() or t.exception())  # logged by no one
+
+    def _make_room(self, tenant: CallerLike) -> None:
+        """Pause the least recently used idle, saved sessions while the live ones are at a cap
+        (all of them, or ``tenant``'s), so that resuming a paused one needs no refusal."""
+        if self.pausing is None:
+            return
+        idle = sorted((s for s in self._sessions.values() if not s.paused and s.can_pause and s.saved
+                       and not s.lock.locked() and (s.saving is None or s.saving.done())),
+                      key=lambda s: s.last_used)  # fmt: skip
+        for s in idle:
+            over_all = len(self) + sum(self._opening.values()) >= self.max_sessions
+            over_mine = self.count_for(tenant.name) >= tenant.max_concurrent
+            if not over_all and not over_mine:
+                return
+            if over_all or s.tenant == tenant.name:
+                self._pause(s)
+
+    async def _wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
+        """Resume a paused session from its snapshot, under its lock: a new instance with its
+        variables, imports and files, taking its place, memory and count again (``Refused(429)``
+        when there is none: it stays paused). A snapshot that cannot be read or resumed ends the
+        session (``410 session_lost``)."""
+        pausing = self.pausing
+        assert pausing is not None and tenant is not None
+        self._make_room(tenant)
+        self._check_room(tenant)
+        gate = self.executor.gate
+        await self.executor.ready(live.runtime, live.profile.image)
+        held = self.executor.memory_for(live.profile, live.runtime, live.limits)
+        reservation = gate.reserve(tenant, held) if gate is not None else None
+        self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
+        claim: Ticket | None = None
+        writer = live.snapshot_writer
+        data_dir = live.data_dir if live.root is not None else live.profile.data_dir
+        out_dir = live.root / "out" if live.root is not None else None
+
+        def resume() -> Any:
+            blob = pausing.store.read(live.id, writer)
+            return self.executor.sandbox_for(live.runtime, live.profile.image).resume(
+                blob, owner=live.tenant, secret=pausing.secret,
+                data_dir=str(data_dir) if data_dir else None,
+                out_dir=str(out_dir) if out_dir else None,
+            )  # fmt: skip
+
+        try:
+            if self.claims is not None:
+                claim = await self.claims.claim("session", tenant, tenant.max_concurrent)
+            try:
+                session = await self.executor.call(resume)
+            except Exception as exc:  # unreadable, refused (SnapshotRefused), not restorable...
+                log.warning("a paused session could not be resumed: %s: %s", type(exc).__name__, exc)
+                lost = Refused(
+                    410, "session_lost",
+                    f"this paused session could not be resumed ({exc}); open a new session",
+                )  # fmt: skip
+                live.paused = False
+                await self.close(live.id)
+                raise lost from None
+        except BaseException:
+            if reservation is not None:
+                reservation.release()
+            if claim is not None:
+                claim.release()
+            raise
+        finally:
+            self._opening[tenant.name] -= 1
+            if not self._opening[tenant.name]:
+                del self._opening[tenant.name]
+        live.session, live.paused = session, False
+        live.reservation, live.claim = reservation, claim
+        if writer is not None:  # another process's snapshot, now this one's
+            await self.executor.call(lambda: pausing.store.adopt(live.id, live.tenant, writer))
+            live.snapshot_writer = None
+        self._hold_until(live)
+
+    def adopt(self, session_id: str, tenant: CallerLike, profile: PolicyLike, limits: Limits, runtime: str,
+              *, age_seconds: float, calls: int, saved_calls: int, writer: str) -> LiveSession:
+        """Hold here, paused, a session whose owner (another process, gone) left its snapshot
+        in ``writer``'s folder; its next call resumes it from there. ``calls`` were made, the
+        snapshot includes ``saved_calls`` of them: the rest are its ``lost_cells``."""
+        assert self.pausing is not None
+        now = time.monotonic()
+        live = LiveSession(
+            id=session_id, tenant=tenant.name, caller=tenant, profile=profile, limits=limits, runtime=runtime,
+            session=None, reservation=None, created=now - max(0.0, age_seconds), last_used=now,
+            idle_seconds=self.idle_seconds, max_lifetime_seconds=self.max_lifetime_seconds,
+            calls=calls, paused_lifetime_seconds=self.pausing.lifetime_seconds, paused=True,
+            saved_calls=calls, snapshot_writer=writer,
+            lost_cells=list(range(saved_calls + 1, calls + 1)),
+        )  # fmt: skip
+        self._sessions[session_id] = live
+        return live
+
+    async def sweep_orphans(self) -> int:
+        """Remove snapshots no session here holds, and those of dead writers that
+        ``Pausing.keep`` does not keep (another replica may resume them); returns how many."""
+        pausing = self.pausing
+        if pausing is None:
+            return 0
+        self._orphans_swept = time.monotonic()
+        keep: set[tuple[str, str]] = set()
+        if pausing.keep is not None:
+            dead = await self.executor.call(pausing.store.dead_writer_files)
+            if dead:
+                try:
+                    keep = await pausing.keep(dead)
+                except Exception:  # the directory cannot say: keep them all for now
+                    log.warning("orphan sweep: could not ask which snapshots others may resume")
+                    keep = set(dead)
+        holds = self._sessions.__contains__  # read as it is now: a session opened meanwhile counts
+        return await self.executor.call(lambda: pausing.store.sweep(holds, lambda w, i: (w, i) in keep))
 
     async def _tell(self, event: str, live: LiveSession) -> None:
         """``listener.used`` / ``listener.closed``; a failure is logged, never raised (the entry
@@ -401,7 +664,19 @@ class SessionStore:
         if self.listener is not None:
             await self._tell("closed", live)
         try:
-            await self.executor.call(live.session.close)
+            if live.session is not None:
+                await self.executor.call(live.session.close)
+            await self._settle(live)
+            pausing = self.pausing
+            if pausing is not None and live.paused_lifetime_seconds > 0:
+                writer = live.snapshot_writer
+
+                def forget() -> None:
+                    pausing.store.delete(live.id)
+                    if writer is not None:
+                        pausing.store.delete(live.id, writer)
+
+                await self.executor.call(forget)
         finally:
             if live.reservation is not None:
                 live.reservation.release()
@@ -412,13 +687,25 @@ class SessionStore:
         return True
 
     async def sweep(self) -> int:
-        """Close expired sessions that are not running a call; returns how many were closed."""
+        """Close expired sessions that are not running a call, pause idle saved ones (with
+        ``Pausing``) and, now and then, remove orphaned snapshots; returns how many were closed."""
         now = time.monotonic()
         expired = [
             s.id for s in self._sessions.values() if s.expires_in(now) <= 0 and not s.lock.locked()
         ]
         for session_id in expired:
             await self.close(session_id)
+        if self.pausing is not None:
+            after = self.pausing.after_seconds
+            for s in list(self._sessions.values()):
+                if (not s.paused and s.can_pause and s.saved and now - s.last_used >= after
+                        and not s.lock.locked() and (s.saving is None or s.saving.done())):
+                    self._pause(s)
+            if now - self._orphans_swept >= ORPHAN_SWEEP_SECONDS:
+                try:
+                    await self.sweep_orphans()
+                except Exception:
+                    log.warning("sweeping orphaned session snapshots failed", exc_info=True)
         return len(expired)
 
     async def close_all(self) -> None:
@@ -454,7 +741,8 @@ class SessionStore:
         from ..sandbox import SessionEnded, SnapshotFailed
 
         async with live.lock:
-            if live.closed or not live.session.alive:
+            await self.wake(live, tenant)  # a paused session is resumed first
+            if not live.session.alive:
                 raise Refused(404, "unknown_session", "the session ended")
 
             def make(folders: list[Folders]) -> list[Any]:
@@ -504,12 +792,23 @@ class SessionStore:
         if live.lock.locked():
             raise Refused(409, "session_busy", "this session is running a call; save it after")
         async with live.lock:
+            await self._settle(live)
             if live.closed:
                 raise Refused(404, "unknown_session", "the session ended")
+            pausing = self.pausing
+            stored = (pausing is not None and live.paused and live.saved and owner == live.tenant
+                      and secret is not None and secret == pausing.secret)  # fmt: skip
+            if not stored:
+                await self.wake(live, live.caller)
             try:
-                blob: bytes = await self.executor.call(
-                    lambda: live.session.snapshot(owner=owner, secret=secret)
-                )
+                if stored:  # paused: its stored snapshot is the same thing
+                    assert pausing is not None
+                    writer = live.snapshot_writer
+                    blob: bytes = await self.executor.call(lambda: pausing.store.read(live.id, writer))
+                else:
+                    blob = await self.executor.call(
+                        lambda: live.session.snapshot(owner=owner, secret=secret)
+                    )
             except SessionEnded:
                 raise Refused(404, "unknown_session", "the session has ended") from None
             except (SnapshotFailed, SnapshotRefused) as exc:

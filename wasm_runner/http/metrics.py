@@ -59,6 +59,9 @@ class Metrics:
             registry=r,
         )  # fmt: skip
         self.sessions = Gauge("wasm_runner_active_sessions", "Live sessions", registry=r)
+        self.paused_sessions = Gauge(
+            "wasm_runner_paused_sessions", "Sessions paused to disk (no instance held)", registry=r
+        )
         self.host_calls = Counter(
             "wasm_runner_host_calls", "Host-function calls, by function and outcome",
             ["function", "outcome"], registry=r,
@@ -80,6 +83,7 @@ class Metrics:
         waiting: Callable[[], float],
         memory_mb: Callable[[], float],
         sessions: Callable[[], float],
+        paused_sessions: Callable[[], float] = lambda: 0,
     ) -> None:
         """Read the live gauges from these functions at every scrape."""
         self.queue_depth.set_function(queue_depth)
@@ -87,6 +91,7 @@ class Metrics:
         self.waiting.set_function(waiting)
         self.memory_mb.set_function(memory_mb)
         self.sessions.set_function(sessions)
+        self.paused_sessions.set_function(paused_sessions)
 
     def observe(self, result: Result, profile: str, kind: str) -> None:
         self.runs.labels(result.status.value, profile, kind).inc()

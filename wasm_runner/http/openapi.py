@@ -59,6 +59,16 @@ def _session_schema() -> dict[str, Any]:
             "calls": {"type": "integer", "minimum": 0},
             "idle_expires_in": {"type": "number", "minimum": 0},
             "lifetime_expires_in": {"type": "number", "minimum": 0},
+            "paused": {"type": "boolean", "description": "its instance is freed; the next call resumes it"},
+            "saved": {"type": "boolean", "description": "its stored snapshot holds its state now"},
+            "snapshot_error": {
+                "type": "object", "description": "why its last snapshot was not stored (it stays live)",
+                "properties": {"code": {"type": "string"}, "message": {"type": "string"}},
+            },
+            "lost_cells": {
+                "type": "array", "items": {"type": "integer"},
+                "description": "resumed on another replica from an older snapshot: the calls it lost",
+            },
         },
     }
 

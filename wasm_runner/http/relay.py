@@ -5,8 +5,10 @@ replica does, it sends the request there (``httpx``, the client's body, content 
 signed internal headers, never the client's API key) and answers with the owner's answer
 (status, body, ``Content-Type``, ``Retry-After``, ``X-Request-Id`` ...) as it arrives: an SSE
 stream is relayed chunk by chunk, never buffered (``Relay``). An owner that refuses the connection
-or does not accept it within ``CONNECT_TIMEOUT_SECONDS`` is gone: ``410 session_lost`` (a link:
-``410 download_lost``) and a tombstone in the directory. See ``scaleout/forwarding.py``.
+or does not accept it within ``CONNECT_TIMEOUT_SECONDS`` is gone: a session whose entry records a
+snapshot is resumed here (``recover``: ``http.recovery.SessionRecovery``; the call is then answered
+here), else ``410 session_lost`` (a link: ``410 download_lost``) and a tombstone in the directory.
+See ``scaleout/forwarding.py``.
 """
 
 from __future__ import annotations
@@ -30,7 +32,7 @@ from .errors import ApiError, error_response
 from .guests import cancel_on_disconnect, until_disconnected
 from .internal import client_of, internal_call
 
-__all__ = ["Hop", "Relay"]
+__all__ = ["Hop", "Recover", "Relay"]
 
 log = logging.getLogger("wasm_runner.http")
 
@@ -46,9 +48,12 @@ class Hop:
     One ``httpx.AsyncClient`` per replica (connect bounded by ``CONNECT_TIMEOUT_SECONDS``; read by
     ``read_timeout``: the longest run a profile allows plus the queue timeout)."""
 
-    def __init__(self, forwarding: Forwarding, read_timeout: float) -> None:
+    def __init__(self, forwarding: Forwarding, read_timeout: float,
+                 recover: Recover | None = None) -> None:
         self.forwarding = forwarding
         self.read_timeout = read_timeout
+        # a lost owner's session resumed here from its stored snapshot (True), or not
+        self.recover = recover
         self._client: httpx.AsyncClient | None = None
 
     def client(self) -> httpx.AsyncClient:
@@ -76,10 +81,14 @@ class Hop:
         session is here, unknown, another tenant's, or the call already came by a hop)."""
         if internal_call(request) is not None:
             return None
-        entry = await self.forwarding.session_owner(session_id, tenant)
-        if entry is None:
-            return None
-        return await self._owner_answer(request, entry, tenant, "session", session_id)
+        for _ in range(2):  # a lost owner's session taken over meanwhile by another replica: once more
+            entry = await self.forwarding.session_owner(session_id, tenant)
+            if entry is None:
+                return None
+            answer = await self._owner_answer(request, entry, tenant, "session", session_id)
+            if answer is not _AGAIN:
+                return answer
+        return error_response(lost("session"))
 
     async def download(self, request: Request, token: str) -> Response | None:
         """The owner's answer for the link ``token``, or None to answer here."""
@@ -92,18 +101,26 @@ class Hop:
 
     async def _owner_answer(
         self, request: Request, entry: Entry, tenant: str, kind: str, key_id: str
-    ) -> Response:
+    ) -> Response | None:
         """410 for a tombstone or an owner at this replica's own address (it restarted: this
-        is the new process), else the owner's answer relayed."""
+        is the new process), else the owner's answer relayed. A session whose owner is gone
+        and whose snapshot its entry records is resumed here instead (None: answer here)."""
 
         async def mark() -> None:
             await self.forwarding.mark_lost(kind, key_id, entry)
 
+        async def gone() -> Response | None:
+            if kind == "session" and entry.saved is not None and self.recover is not None:
+                recovered = await self.recover(key_id, entry, tenant)
+                if recovered is not None:
+                    return None if recovered else _AGAIN
+            return await self._lost(kind, entry, mark)
+
         if entry.lost:
             return error_response(lost(kind))
         if self.forwarding.restarted_here(entry):
-            return await self._lost(kind, entry, mark)
-        return await self._relay(request, entry, tenant, kind, mark)
+            return await gone()
+        return await self._relay(request, entry, tenant, kind, gone)
 
     async def _relay(
         self,
@@ -111,8 +128,8 @@ class Hop:
         entry: Entry,
         tenant: str,
         kind: str,
-        forget: Callable[[], Awaitable[None]],
-    ) -> Response:
+        gone: Callable[[], Awaitable[Response | None]],
+    ) -> Response | None:
         body = await request.body()
         target = target_of(request.url.path, request.scope.get("query_string", b""))
         headers = {
@@ -132,7 +149,7 @@ class Hop:
         try:
             upstream = await cancel_on_disconnect(request.receive, sending)
         except (httpx.ConnectError, httpx.ConnectTimeout):
-            return await self._lost(kind, entry, forget)
+            return await gone()
         except httpx.PoolTimeout:
             raise ApiError(
                 503, "hop_busy", "too many calls to other replicas right now; retry",
@@ -147,15 +164,15 @@ class Hop:
             # answer: how it shows depends on timing): lost, unless it still answers
             log.info("internal hop: the call to %s broke: %s", entry.owner, type(exc).__name__)
             if not await self._answers(entry):
-                return await self._lost(kind, entry, forget)
+                return await gone()
             raise ApiError(
                 503, "hop_interrupted",
                 "the replica holding this session dropped the call; retry",
                 headers={"Retry-After": "1"},
             ) from None  # fmt: skip
         if upstream.status_code == 410:  # the owner's address runs another process now
-            with contextlib.suppress(Refused):
-                await forget()
+            await upstream.aclose()
+            return await gone()
         relayed = {k: v for k, v in upstream.headers.items() if k.lower() in _RELAYED_HEADERS}
         return Relay(upstream, relayed, kind)
 
@@ -176,6 +193,10 @@ class Hop:
         with contextlib.suppress(Refused):  # Redis down too: the entry expires on its own
             await forget()
         return error_response(lost(kind))
+
+
+_AGAIN = Response(status_code=503)  # a marker: another replica took the session over; look again
+Recover = Callable[[str, Entry, str], Awaitable["bool | None"]]  # (id, entry, tenant) -> resumed here?
 
 
 class Relay(Response):

@@ -21,7 +21,9 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import CallerLike, Executor, Job, Policy, PolicyLike, Refused, Ticket
+from ..execution import (
+    CallerLike, Executor, Job, Pausing, Policy, PolicyLike, Refused, Ticket,
+)  # fmt: skip
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
@@ -46,6 +48,7 @@ from .guests import busy_error
 from .internal import internal_call
 from .metrics import Metrics
 from . import runs
+from .recovery import SessionRecovery, snapshot_store
 from .relay import Hop
 from .runs import ProfilePools, RunRecord, prepare_estimate, ready_within, resident_mb, sandbox_made, server_sandbox
 from .schemas import FileIn, LimitsRequest
@@ -285,6 +288,16 @@ class Service:
         # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
         self.warmup = Warmup(server_sandbox, estimate=prepare_estimate, made=sandbox_made)
         record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
+        # idle sessions paused to disk (None: never), in the folder replicas share
+        self.snapshots = snapshot_store(config, self.shared.replica_id if self.shared else None)
+        pausing = None
+        if self.snapshots is not None:
+            pausing = Pausing(
+                self.snapshots, after_seconds=sessions.session_pause_seconds,
+                lifetime_seconds=sessions.session_paused_lifetime_seconds,
+                secret=self.snapshot_secret,
+                keep=self.directory.snapshots_kept if self.directory.shared else None,
+            )  # fmt: skip
         # the executor is handed parts, never the service: no part calls back into it
         self.executor = Executor(
             server_sandbox,
@@ -301,6 +314,7 @@ class Service:
             # the directory learns of every session; the leases count them per key across replicas
             session_listener=self.directory if self.directory.shared else None,
             session_claims=self.leases,
+            session_pausing=pausing,
         )
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
         self.sessions.max_fork_copies = sessions.max_fork_copies
@@ -311,7 +325,9 @@ class Service:
             Signer(config.cluster_secret) if config.cluster_secret else None,
         )  # fmt: skip
         longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
-        self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0)
+        self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0,
+                       recover=None if self.snapshots is None else SessionRecovery(
+                           config, self.snapshots, self.directory, self.sessions, self.gatekeeper.vouched))
         # the drain on SIGTERM (http.serving.DrainingServer)
         self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
         held, store = self.admission, self.sessions
@@ -321,6 +337,7 @@ class Service:
             waiting=lambda: held.parked,
             memory_mb=lambda: held.memory_mb,
             sessions=lambda: len(store),
+            paused_sessions=lambda: store.paused_count,
         )
 
     @functools.cached_property
@@ -482,6 +499,8 @@ class Service:
         await self.hop.aclose()
         await self.directory.aclose()
         self.executor.shutdown()
+        if self.snapshots is not None:
+            self.snapshots.close()
         from ..sandbox import default_sandboxes
 
         for sandbox in default_sandboxes():

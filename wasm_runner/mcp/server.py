@@ -261,7 +261,7 @@ def build_server(
             log.exception("run_cell failed")
             return _error(f"The session could not run the cell: {exc}")
         note = ""
-        if live.closed or not live.session.alive:
+        if not live.alive:
             note = (
                 "This session has ended (its variables and files are gone); call open_session "
                 "to start a new one and upload the data again."

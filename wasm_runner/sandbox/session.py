@@ -114,6 +114,12 @@ class Session:
     def alive(self) -> bool:
         return not self._closed and not self._guest.done.is_set()
 
+    @property
+    def can_snapshot(self) -> bool:
+        """Whether ``snapshot`` can save it: its runtime's instance rests between cells (the
+        default runtime's; a command runtime's, ``small``, cannot be saved)."""
+        return bool(self._guest.rest)
+
     def upload(self, name: str, data: bytes) -> str:
         """Place a file in the session's ``/scratch``; returns its guest path."""
         upload_path(name)

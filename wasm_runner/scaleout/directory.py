@@ -8,11 +8,18 @@ Several replicas (``redis_url``): ``RedisDirectory`` keeps one Redis key per ope
 download link, naming its owner (the replica's ``advertise_url`` and the ``replica_id`` of the
 process that holds it) and its tenant::
 
-    wasm-runner:session:<id>      {"owner": "http://10.0.0.5:8000", "replica": "…", "tenant": "…"}
-    wasm-runner:download:<token>  the same, for a file link
+    wasm-runner:session:<id>      {"owner": "http://10.0.0.5:8000", "replica": "…", "tenant": "…",
+                                   "saved": {"writer": "…", "saved_calls": 3, "calls": 3, …}}
+    wasm-runner:download:<token>  the same, for a file link (no "saved")
+
+A session's ``saved`` (``Saved``) records its stored snapshot (``execution.snapshot_store``): whose
+folder it is in, the calls it includes and the calls made, and what another replica needs to
+resume it (profile, runtime, limits, when it opened). When the owner is lost, the replica that
+gets the next call takes the entry over (``take_over``: a compare-and-set, one replica wins) and
+resumes the session from that snapshot (``http.relay``, ``http.recovery.SessionRecovery``).
 
 A session's key lives as long as the session may (``LiveSession.expires_in``: the sooner of its
-idle and lifetime expiry, plus ``GRACE_SECONDS``) and is refreshed on every call; it is written
+idle and lifetime expiry, plus ``GRACE_SECONDS``) and is written again after every call and every snapshot (one SET); it is written
 when the session opens and deleted when it closes (a ``DELETE``, a limit that ended it, expiry,
 drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
@@ -31,13 +38,15 @@ import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from ..execution import LiveSession
 from .state import SharedState, SharedStateUnavailable
 
-__all__ = ["Directory", "Entry", "LocalDirectory", "RedisDirectory", "directory_for", "GRACE_SECONDS"]
+__all__ = [
+    "Directory", "Entry", "LocalDirectory", "RedisDirectory", "Saved", "directory_for", "GRACE_SECONDS",
+]  # fmt: skip
 
 log = logging.getLogger("wasm_runner.scaleout")
 
@@ -45,20 +54,70 @@ GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expi
 SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long
 REPUBLISH_SECONDS = 5.0  # how soon a Redis that restarted empty has this replica's entries again
 
+# a session's entry replaced only if it is still the one read (the lost owner's)
+_TAKE_OVER = """
+if redis.call('GET', KEYS[1]) == ARGV[1] then
+  redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+  return 1
+end
+return 0
+"""
+
+
+@dataclass(frozen=True)
+class Saved:
+    """A session's stored snapshot, as its directory entry records it: whose folder it is in
+    (``writer``), the calls it includes (``saved_calls``) of the calls made (``calls``), and what
+    another replica needs to resume it there (profile, runtime, limits as JSON, when it opened)."""
+
+    writer: str
+    saved_calls: int
+    calls: int
+    profile: str
+    runtime: str
+    limits: str
+    created_at: float
+
+    def to_dict(self) -> dict[str, object]:
+        return {"writer": self.writer, "saved_calls": self.saved_calls, "calls": self.calls,
+                "profile": self.profile, "runtime": self.runtime, "limits": json.loads(self.limits),
+                "created_at": self.created_at}  # fmt: skip
+
+    @classmethod
+    def from_dict(cls, data: Any) -> Saved:
+        return cls(str(data["writer"]), int(data["saved_calls"]), int(data["calls"]),
+                   str(data["profile"]), str(data["runtime"]),
+                   json.dumps(dict(data["limits"]), sort_keys=True), float(data["created_at"]))  # fmt: skip
+
+    @classmethod
+    def of(cls, live: LiveSession, writer: str) -> Saved | None:
+        """What ``live``'s entry records of its snapshot; None when it has none another replica
+        could resume (none stored yet, or private folders that stay on this host)."""
+        if live.saved_calls < 0 or live.root is not None:
+            return None
+        return cls(live.snapshot_writer or writer, live.saved_calls, live.calls, live.profile.name,
+                   live.runtime, json.dumps(live.limits.to_dict(), sort_keys=True),
+                   time.time() - (time.monotonic() - live.created))  # fmt: skip
+
 
 @dataclass(frozen=True)
 class Entry:
-    """Who holds a session or a link: the owner's internal base URL, its process, the tenant."""
+    """Who holds a session or a link: the owner's internal base URL, its process, the tenant;
+    for a session, its stored snapshot (``saved``) when it has one."""
 
     owner: str
     replica: str
     tenant: str
     lost: bool = False  # the owner is gone: a tombstone, so later calls get 410 at once too
+    saved: Saved | None = None
+    raw: bytes = field(default=b"", compare=False, repr=False)  # as read (a compare-and-set)
 
     def dumps(self) -> bytes:
         data: dict[str, object] = {"owner": self.owner, "replica": self.replica, "tenant": self.tenant}
         if self.lost:
             data["lost"] = True
+        if self.saved is not None:
+            data["saved"] = self.saved.to_dict()
         return json.dumps(data).encode()
 
     @classmethod
@@ -68,8 +127,11 @@ class Entry:
             return None
         try:
             data = json.loads(raw)
+            saved = data.get("saved")
             entry = cls(str(data["owner"]), str(data["replica"]), str(data["tenant"]),
-                        lost=data.get("lost") is True)  # fmt: skip
+                        lost=data.get("lost") is True,
+                        saved=Saved.from_dict(saved) if isinstance(saved, dict) else None,
+                        raw=raw.encode() if isinstance(raw, str) else bytes(raw))  # fmt: skip
         except (ValueError, KeyError, TypeError):
             return None
         return entry
@@ -99,6 +161,16 @@ class Directory:
 
     async def forget_session(self, session_id: str) -> None:
         """Drop a stale entry (this process no longer holds the session)."""
+
+    async def snapshots_kept(self, dead: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        """Of (writer, session id) of snapshots whose writer is gone, those another replica may
+        still resume: their session's entry still names them (``execution.Pausing.keep``)."""
+        return set()
+
+    async def take_over(self, session_id: str, old: Entry, saved: Saved, ttl_seconds: float) -> bool:
+        """Make this replica the owner of ``session_id`` if its entry is still ``old`` (a
+        compare-and-set: of replicas resuming a lost owner's session, one wins); False otherwise."""
+        return False
 
     async def mark_lost(self, kind: str, key_id: str, entry: Entry) -> None:
         """Replace the entry of a session (``kind`` ``session``) or link (``download``) whose
@@ -144,6 +216,9 @@ class RedisDirectory(Directory):
     def _entry(self, tenant: str) -> Entry:
         return Entry(self.owner, self.replica_id, tenant)
 
+    def _entry_of(self, live: LiveSession) -> Entry:
+        return Entry(self.owner, self.replica_id, live.tenant, saved=Saved.of(live, self.replica_id))
+
     def _session_key(self, session_id: str) -> str:
         return self.state.key("session", session_id)
 
@@ -158,18 +233,42 @@ class RedisDirectory(Directory):
     async def opened(self, live: LiveSession) -> None:
         await self.state.call(
             self.state.redis.set(
-                self._session_key(live.id), self._entry(live.tenant).dumps(), px=self._ttl_ms(live)
+                self._session_key(live.id), self._entry_of(live).dumps(), px=self._ttl_ms(live)
             ),
             "the session directory",
         )
 
     async def used(self, live: LiveSession) -> None:
+        """Its new expiry, and what its entry says of its snapshot (written again: one SET)."""
         if not self.state.up:  # Redis known down: the entry keeps its old expiry, no wait here
             return
         await self.state.call(
-            self.state.redis.pexpire(self._session_key(live.id), self._ttl_ms(live)),
+            self.state.redis.set(
+                self._session_key(live.id), self._entry_of(live).dumps(), px=self._ttl_ms(live), xx=True
+            ),
             "the session directory",
         )
+
+    async def snapshots_kept(self, dead: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        kept: set[tuple[str, str]] = set()
+        for start in range(0, len(dead), 500):
+            part = dead[start:start + 500]
+            raws = await self.state.call(
+                self.state.redis.mget([self._session_key(i) for _, i in part]), "the session directory"
+            )
+            for (writer, session_id), raw in zip(part, raws or [], strict=False):
+                entry = Entry.loads(raw)
+                if entry is not None and entry.saved is not None and entry.saved.writer == writer:
+                    kept.add((writer, session_id))
+        return kept
+
+    async def take_over(self, session_id: str, old: Entry, saved: Saved, ttl_seconds: float) -> bool:
+        mine = Entry(self.owner, self.replica_id, old.tenant, saved=saved)
+        script = self.state.redis.eval(
+            _TAKE_OVER, 1, self._session_key(session_id), old.raw, mine.dumps(),
+            max(1, int((ttl_seconds + GRACE_SECONDS) * 1000)),
+        )  # fmt: skip
+        return bool(await self.state.call(script, "the session directory"))  # type: ignore[arg-type]
 
     async def closed(self, live: LiveSession) -> None:
         if not self.state.up:  # a drain must not wait on a dead Redis; the entry expires
@@ -251,7 +350,7 @@ class RedisDirectory(Directory):
                     continue
                 pipe = self.state.redis.pipeline(transaction=False)
                 for live in sessions():
-                    pipe.set(self._session_key(live.id), self._entry(live.tenant).dumps(),
+                    pipe.set(self._session_key(live.id), self._entry_of(live).dumps(),
                              px=self._ttl_ms(live))  # fmt: skip
                 for token, tenant, left in links():
                     if left > 0:

@@ -22,7 +22,8 @@ async def healthz(request: Request) -> Response:
             "running": service.admission.running,
             "queued": service.admission.waiting,
             "waiting": service.admission.parked,
-            "sessions": len(service.sessions),
+            "sessions": len(service.sessions),  # live ones
+            "paused_sessions": service.sessions.paused_count,
         }
     )
 

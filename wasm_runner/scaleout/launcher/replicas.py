@@ -7,7 +7,9 @@ environment (API keys from ``WASM_RUNNER_API_KEYS`` reach every replica), plus:
 - ``--redis-url``: the cluster's Redis (shared rate limits, leases, session directory, downloads);
 - ``--advertise-url http://127.0.0.1:<its port>``: where the other replicas reach it (session hops);
 - ``WASM_RUNNER_CLUSTER_SECRET`` in its environment (never on a command line, where ``ps`` shows
-  it): the key of the internal hop between replicas, the same for all.
+  it): the key of the internal hop between replicas (and of session snapshots), the same for all;
+- ``WASM_RUNNER_SNAPSHOT_DIR`` (unless the config names ``snapshot_dir``): one folder for every
+  replica's paused sessions, so a session resumes on another replica when its own dies.
 
 A replica is ready when its ``/readyz`` answers 200 (warmed up, not draining).
 """
@@ -20,10 +22,14 @@ from dataclasses import dataclass
 
 import httpx
 
-__all__ = ["ReplicaSpec", "replica_argv", "replica_ready", "CLUSTER_SECRET_ENV", "MEMORY_BUDGET_ENV"]
+__all__ = [
+    "ReplicaSpec", "replica_argv", "replica_ready", "CLUSTER_SECRET_ENV", "MEMORY_BUDGET_ENV",
+    "SNAPSHOT_DIR_ENV",
+]  # fmt: skip
 
 CLUSTER_SECRET_ENV = "WASM_RUNNER_CLUSTER_SECRET"
 MEMORY_BUDGET_ENV = "WASM_RUNNER_MEMORY_BUDGET_MB"  # a replica's part of the host's memory
+SNAPSHOT_DIR_ENV = "WASM_RUNNER_SNAPSHOT_DIR"  # the paused sessions' folder, one for all replicas
 LOOPBACK_NAMES = ("127.0.0.1", "localhost")
 
 

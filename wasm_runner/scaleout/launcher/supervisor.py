@@ -6,8 +6,9 @@ advertise URL and the shared secret), then HAProxy; ready when every replica's `
 
 A child that dies while the cluster runs is reported (name, pid, how it ended, its last lines) and
 started again after ``RESTART_DELAY`` seconds, on the same port: a replica comes back as a fresh
-process (its sessions are gone: other replicas answer ``410 session_lost`` for them, and its leases
-expire within their TTL), Redis comes back empty (the replicas reconnect; rate windows start over,
+process (its sessions resume on the replica their next call reaches, from their last snapshot in
+the folder every replica shares, ``<workdir>/paused-sessions``; a session without one is lost:
+``410 session_lost``; its leases expire within their TTL), Redis comes back empty (the replicas reconnect; rate windows start over,
 the replicas write their leases and directory entries back). A child already restarted
 ``MAX_RESTARTS`` times within ``RESTART_WINDOW`` seconds is not started again when it dies once
 more; when HAProxy or Redis gives up, or no replica is
@@ -36,7 +37,9 @@ from ...settings import ServerConfig
 from .children import Child, environ_with, free_port, require_binary
 from .haproxy import check_config, haproxy_argv, render_config, server_states
 from .redis import redis_argv, redis_ready, redis_url, wait_for_redis
-from .replicas import CLUSTER_SECRET_ENV, MEMORY_BUDGET_ENV, ReplicaSpec, replica_argv, replica_ready
+from .replicas import (
+    CLUSTER_SECRET_ENV, MEMORY_BUDGET_ENV, SNAPSHOT_DIR_ENV, ReplicaSpec, replica_argv, replica_ready,
+)  # fmt: skip
 
 __all__ = ["Cluster", "ClusterError", "ClusterOptions", "RESTART_DELAY", "MAX_RESTARTS", "RESTART_WINDOW"]
 
@@ -114,6 +117,8 @@ class Cluster:
         self.redis_quiet = False
         self.say(f"redis-server {self.redis_url} (pid {redis_child.pid})")
         extra = {CLUSTER_SECRET_ENV: self.secret}
+        if not self.config.snapshot_dir:  # one folder for every replica's paused sessions
+            extra[SNAPSHOT_DIR_ENV] = str(self.workdir / "paused-sessions")
         if self.options.memory_budget_mb is not None:
             extra[MEMORY_BUDGET_ENV] = str(self.options.memory_budget_mb)
         env = environ_with(extra)

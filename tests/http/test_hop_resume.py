@@ -1,0 +1,132 @@
+"""A session whose replica died resumes on another (issue 25 item 3): two real ``wasm-runner serve``
+processes on 127.0.0.1 sharing a real redis-server and one snapshot folder; the owner is killed
+with SIGKILL, and the other replica, reached by the next call, resumes the session from its last
+snapshot (``http/relay.py``'s lost path, ``http.recovery.SessionRecovery``) instead of ``410``."""
+
+from __future__ import annotations
+
+import json
+import secrets
+import signal
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from redis import Redis
+from tests.support.live_server import wait_until
+from tests.support.redis_process import RedisProcess
+from tests.support.replicas import Replica
+
+ALICE = "alice-resume-key"
+SECRET = secrets.token_hex(32)
+BUDGET = 48 << 20  # a cell holding 64 MiB of data makes a snapshot over it: its save fails
+CONFIG = """
+[server]
+default_profile = "quick"
+max_running = 2
+max_sessions = 8
+session_pause_seconds = 300  # saved after each cell; not paused during the test
+snapshot_dir = "{store}"
+snapshot_key_bytes = {budget}
+
+[profiles.quick]
+image = "plain"
+cpu_seconds = 5
+wall_seconds = 20
+memory_mb = 160
+
+[profiles.analyst]
+pool_size = 0
+
+[[api_keys]]
+name = "resume-alice"
+key = "{key}"
+rate = "10000/minute"
+max_concurrent = 8
+"""
+
+
+@pytest.fixture
+def replicas(tmp_path: Path, redis: RedisProcess) -> Iterator[tuple[Replica, Replica, Path]]:
+    store = tmp_path / "shared-snapshots"
+    config = tmp_path / "cluster.toml"
+    config.write_text(CONFIG.format(store=store, budget=BUDGET, key=ALICE))
+    owner = Replica(config, redis, tmp_path, secret=SECRET, name="owner", advertise=True)
+    other = Replica(config, redis, tmp_path, secret=SECRET, name="other", advertise=True)
+    try:
+        owner.wait_ready(), other.wait_ready()
+        yield owner, other, store
+    finally:
+        owner.stop()
+        other.stop()
+
+
+def opened(replica: Replica) -> str:
+    with replica.client(ALICE) as api:
+        r = api.post("/api/sessions", json={})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def cell(replica: Replica, sid: str, code: str) -> httpx.Response:
+    with replica.client(ALICE) as api:
+        return api.post(f"/api/sessions/{sid}/run", json={"code": code})
+
+
+def shown(replica: Replica, sid: str) -> dict:  # type: ignore[type-arg]
+    with replica.client(ALICE) as api:
+        r = api.get(f"/api/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def test_a_killed_owners_sessions_resume_on_the_replica_the_next_call_reaches(
+    replicas: tuple[Replica, Replica, Path], redis: RedisProcess
+) -> None:
+    owner, other, store = replicas
+    whole, behind = opened(owner), opened(owner)
+    first = cell(owner, whole, "import json\nx = 41\nopen('notes.txt', 'w').write('kept')\n"
+                               "log = open('log.txt', 'w')\nlog.write('a')")  # fmt: skip
+    assert first.status_code == 200 and first.json()["status"] == "ok", first.text
+    assert cell(owner, behind, "y = 'saved'").json()["status"] == "ok"
+    assert wait_until(lambda: shown(owner, whole)["saved"] and shown(owner, behind)["saved"], timeout=90)
+    # the second cell of `behind` is answered, but its snapshot does not fit the key's budget:
+    # the stored one is still the first cell's
+    big = cell(owner, behind, "blob = b'x' * (64 << 20)")
+    assert big.status_code == 200 and big.json()["status"] == "ok", big.text
+    assert wait_until(lambda: "snapshot_error" in shown(owner, behind), timeout=90)
+
+    owner.proc.send_signal(signal.SIGKILL)
+    owner.proc.wait(30)
+
+    # the next call reaches the other replica: resumed there, same id, same state
+    resumed = cell(other, whole, "log.write('b'); log.close()\n"
+                                 "print(x + 1, open('notes.txt').read(), open('log.txt').read(), json.dumps([1]))")  # fmt: skip
+    assert resumed.status_code == 200, (resumed.text, other.log_path.read_text(errors="replace")[-3000:])
+    body = resumed.json()
+    assert body["stdout"] == "42 kept ab [1]\n", body
+    assert body["session"]["id"] == whole and body["session"]["calls"] == 2
+    assert body["session"]["alive"] is True and "lost_cells" not in body["session"]
+    # a session whose last cell was not saved says which cells were lost
+    older = cell(other, behind, "print(y, 'blob' in dir())")
+    assert older.status_code == 200, older.text
+    assert older.json()["stdout"] == "saved False\n"
+    assert older.json()["session"]["lost_cells"] == [2]
+    # ownership moved: the directory names the other replica, which answers from now on
+    client = Redis.from_url(redis.url)
+    try:
+        entry = json.loads(client.get(f"wasm-runner:session:{whole}"))
+    finally:
+        client.close()
+    assert entry["owner"] == other.url
+    assert cell(other, whole, "print(x)").json()["stdout"] == "41\n"
+    # and its snapshots now live in the new owner's folder only; deleting removes them
+    assert wait_until(lambda: shown(other, whole)["saved"], timeout=90)
+    folders = {p.parent for p in store.glob("*/*.snap")}
+    assert len(folders) == 1, folders
+    with other.client(ALICE) as api:
+        for sid in (whole, behind):
+            assert api.delete(f"/api/sessions/{sid}").status_code == 204
+            assert api.get(f"/api/sessions/{sid}").status_code == 404
+    assert not [p for p in store.glob("*/*.snap") if p.stem in (whole, behind)]

@@ -1,0 +1,178 @@
+"""Idle sessions paused to disk (issue 25 item 2): a real uvicorn on 127.0.0.1, real wasmtime
+instances, short settings. What a user sees: the same session id keeps its variables, imports,
+open files and files after its instance was freed; a paused session expires; a snapshot over the
+key's disk budget leaves the session live and says why; deleting a session deletes its snapshot;
+snapshots left by a dead process are swept."""
+
+from __future__ import annotations
+
+import random
+import time
+from collections.abc import Iterator
+from pathlib import Path
+
+import httpx
+import pytest
+from tests.support.live_server import OTHER_KEY, LiveServer, live_server, make_config, wait_until
+
+PAUSE_SECONDS = 1.0
+PAUSED_LIFETIME = 25.0  # long enough for the pause-and-resume test on a busy machine
+BOB_BUDGET = 48 << 20  # bob's disk budget: a session holding 64 MiB of data does not fit
+
+
+@pytest.fixture(scope="module")
+def store_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    return tmp_path_factory.mktemp("server") / "paused-sessions"
+
+
+@pytest.fixture(scope="module")
+def server(tmp_path_factory: pytest.TempPathFactory, store_dir: Path) -> Iterator[LiveServer]:
+    # left by a process that died: a writer folder whose lock nobody holds
+    dead = store_dir / "deadwriter0001"
+    dead.mkdir(parents=True)
+    (dead / "orphanSessionId.snap").write_bytes(b"left behind")
+    (store_dir / "deadwriter0001.alive").write_bytes(b"")
+    config = make_config(
+        store_dir.parent,
+        session_pause_seconds=PAUSE_SECONDS,
+        session_paused_lifetime_seconds=PAUSED_LIFETIME,
+        snapshot_dir=str(store_dir),
+        snapshot_key_bytes=BOB_BUDGET,
+    )
+    with live_server(config) as live:
+        yield live
+
+
+@pytest.fixture
+def api(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+def open_session(api: httpx.Client) -> str:
+    r = api.post("/api/sessions", json={"profile": "quick"})
+    assert r.status_code == 201, r.text
+    return str(r.json()["id"])
+
+
+def cell(api: httpx.Client, sid: str, code: str) -> dict:  # type: ignore[type-arg]
+    r = api.post(f"/api/sessions/{sid}/run", json={"code": code})
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def state(api: httpx.Client, sid: str) -> dict:  # type: ignore[type-arg]
+    r = api.get(f"/api/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def snapshot_files(store_dir: Path) -> list[Path]:
+    return sorted(store_dir.glob("*/*.snap"))
+
+
+def test_snapshots_of_a_dead_process_are_swept_at_start(server: LiveServer, store_dir: Path) -> None:
+    assert wait_until(lambda: not (store_dir / "deadwriter0001").exists(), timeout=60)
+    assert not (store_dir / "deadwriter0001.alive").exists()
+
+
+def test_an_idle_session_is_paused_and_the_next_call_resumes_it(
+    api: httpx.Client, server: LiveServer
+) -> None:
+    sid = open_session(api)
+    first = cell(api, sid, (
+        "import json, random, statistics\n"
+        "x = 41\nrandom.seed(5)\nfirst = random.random()\n"
+        "open('notes.txt', 'w').write('kept')\n"
+        "log = open('log.txt', 'w')\nlog.write('a')\n"
+    ))  # fmt: skip
+    assert first["status"] == "ok", first
+    # paused: the instance is freed, the session is still there (not live, not gone)
+    assert wait_until(lambda: state(api, sid).get("paused") is True, timeout=90), state(api, sid)
+    shown = state(api, sid)
+    assert shown["alive"] is True and shown["saved"] is True and shown["calls"] == 1
+    health = server.health()
+    assert health["paused_sessions"] >= 1
+    metrics = api.get("/metrics").text
+    assert "wasm_runner_paused_sessions" in metrics
+    second = cell(api, sid, (
+        "log.write('b'); log.close()\n"
+        "print(x + 1, open('notes.txt').read(), open('log.txt').read(), json.dumps([statistics.mean([1, 3])]))\n"
+        "print(repr(random.random()))\n"
+    ))  # fmt: skip
+    assert second["status"] == "ok", second
+    expected = random.Random(5)
+    expected.random()
+    assert second["stdout"] == f"42 kept ab [2]\n{expected.random()!r}\n"
+    assert second["session"]["id"] == sid and second["session"]["calls"] == 2
+    assert second["session"]["paused"] is False and second["session"]["alive"] is True
+    # and again: paused a second time, resumed a second time
+    assert wait_until(lambda: state(api, sid).get("paused") is True, timeout=90)
+    assert cell(api, sid, "print(x)")["stdout"] == "41\n"
+    assert api.delete(f"/api/sessions/{sid}").status_code == 204
+
+
+def test_deleting_a_session_deletes_its_snapshot(api: httpx.Client, store_dir: Path) -> None:
+    sid = open_session(api)
+    cell(api, sid, "y = 'to be deleted'")
+    assert wait_until(lambda: state(api, sid).get("saved") is True, timeout=60)
+    assert any(p.stem == sid for p in snapshot_files(store_dir))
+    assert api.delete(f"/api/sessions/{sid}").status_code == 204
+    assert not any(p.stem == sid for p in snapshot_files(store_dir))
+    assert api.post(f"/api/sessions/{sid}/run", json={"code": "y"}).status_code == 404
+
+
+def test_a_paused_session_expires_and_its_snapshot_goes(
+    api: httpx.Client, store_dir: Path
+) -> None:
+    sid = open_session(api)
+    cell(api, sid, "z = 3")
+    assert wait_until(lambda: state(api, sid).get("paused") is True, timeout=60)
+    assert any(p.stem == sid for p in snapshot_files(store_dir))
+    assert wait_until(
+        lambda: api.get(f"/api/sessions/{sid}").status_code == 404, timeout=PAUSED_LIFETIME + 60
+    )
+    # the sweep (every second) closes it and deletes its snapshot
+    assert wait_until(lambda: not any(p.stem == sid for p in snapshot_files(store_dir)), timeout=60)
+    gone = api.post(f"/api/sessions/{sid}/run", json={"code": "z"})
+    assert gone.status_code == 404 and gone.json()["error"]["code"] == "unknown_session"
+
+
+def test_a_snapshot_over_the_key_budget_leaves_the_session_live(server: LiveServer) -> None:
+    with server.client(OTHER_KEY) as bob:
+        sid = open_session(bob)
+        big = cell(bob, sid, "blob = b'x' * (64 << 20)\nkept = 'yes'")
+        assert big["status"] == "ok", big
+        assert wait_until(lambda: "snapshot_error" in state(bob, sid), timeout=60)
+        shown = state(bob, sid)
+        assert shown["snapshot_error"]["code"] == "snapshot_budget"
+        assert "budget" in shown["snapshot_error"]["message"]
+        assert shown["paused"] is False and shown["saved"] is False
+        # well past the pause time it is still live (it could not be saved), its state intact
+        time.sleep(PAUSE_SECONDS * 4)
+        assert state(bob, sid)["paused"] is False
+        after = cell(bob, sid, "print(kept, len(blob))")
+        assert after["stdout"] == f"yes {64 << 20}\n"
+        assert bob.delete(f"/api/sessions/{sid}").status_code == 204
+    assert server.health()["status"] == "ok"
+
+
+def test_paused_sessions_do_not_count_against_max_sessions(tmp_path: Path) -> None:
+    config = make_config(tmp_path, max_sessions=1, session_pause_seconds=PAUSE_SECONDS)
+    with live_server(config) as live, live.client() as api:
+        first = open_session(api)
+        cell(api, first, "a = 1")
+        refused = api.post("/api/sessions", json={"profile": "quick"})  # the one live place is taken
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_sessions"
+        assert wait_until(lambda: state(api, first).get("paused") is True, timeout=60)
+        second = open_session(api)  # the paused one holds no place
+        cell(api, second, "b = 2")
+        assert live.health()["sessions"] == 1 and live.health()["paused_sessions"] == 1
+        # resuming the first takes the live place back: the idle, saved second is paused for it
+        assert wait_until(lambda: state(api, second).get("saved") is True, timeout=60)
+        assert cell(api, first, "print(a)")["stdout"] == "1\n"
+        assert state(api, second)["paused"] is True
+        assert wait_until(lambda: state(api, first).get("saved") is True, timeout=60)
+        assert cell(api, second, "print(b)")["stdout"] == "2\n"
+        for sid in (first, second):
+            assert api.delete(f"/api/sessions/{sid}").status_code == 204
