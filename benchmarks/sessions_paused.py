@@ -6,10 +6,11 @@
 Starts ``wasm-runner serve`` on 127.0.0.1 with ``max_sessions = --live`` (10), a 1 s
 ``session_pause_seconds`` and its own ``snapshot_dir``, then opens ``--sessions`` sessions (plain
 image, 64 MB each), each running one cell (``x = i``, a 1,000-element list). A session that finds
-the live places taken waits (429 ``too_many_sessions``) until an idle one is paused. Then it reads
-``/healthz`` (live / paused), ``/metrics`` (the memory the budget holds), the server's resident
-memory (``/proc``) and the snapshot folder's size; times cells in ``--sample`` paused sessions
-(each resumed by its call) and in live ones; and checks every sampled session's ``x``. Prints the
+the live places taken waits (429 ``too_many_sessions``) until an idle one is paused. Then it
+brings ``--live`` of them back at once (a cell each) and reads ``/healthz`` (live / paused),
+``/metrics`` (the memory the budget holds), the server's resident memory (``/proc``) and the
+snapshot folder's size; times cells in ``--sample`` paused sessions (each resumed by its call)
+and then in the same, live, sessions; and checks every sampled session's ``x``. Prints the
 figures and writes them to ``benchmarks/results/sessions_paused.json``.
 """
 
@@ -160,6 +161,10 @@ def main() -> None:
             end = time.monotonic() + 60
             while time.monotonic() < end and api.get("/healthz").json()["sessions"] > args.live:
                 time.sleep(0.5)
+            # --live of them in use again at once (resumed by a call), the rest paused: then measure
+            in_use = list(ids.values())[-args.live:]
+            with ThreadPoolExecutor(args.live) as pool:
+                list(pool.map(lambda sid: api.post(f"/api/sessions/{sid}/run", json={"code": "x"}), in_use))
             health = api.get("/healthz").json()
             metrics = api.get("/metrics").text
             rss_all = rss_mb(proc.pid)
