@@ -39,9 +39,10 @@ def gone_message(store: SessionStore, session_id: str, caller: CallerLike) -> st
             "its variables and files are gone; call open_session for a new one and upload the "
             "data again"
         )
+    idle = store.pausing.lifetime_seconds if store.pausing is not None else store.idle_seconds
     return (
         f"no open session {session_id!r}: it was closed, timed out after "
-        f"{store.idle_seconds:g} s idle, or never existed; call open_session for a new one"
+        f"{idle:g} s idle, or never existed; call open_session for a new one"
     )
 
 
