@@ -130,3 +130,20 @@ def test_a_killed_owners_sessions_resume_on_the_replica_the_next_call_reaches(
             assert api.delete(f"/api/sessions/{sid}").status_code == 204
             assert api.get(f"/api/sessions/{sid}").status_code == 404
     assert not [p for p in store.glob("*/*.snap") if p.stem in (whole, behind)]
+
+
+def test_a_drained_owners_saved_sessions_move_to_another_replica(
+    replicas: tuple[Replica, Replica, Path],
+) -> None:
+    owner, other, store = replicas
+    sid = opened(owner)
+    assert cell(owner, sid, "kept = [1, 2, 3]").json()["status"] == "ok"
+    assert wait_until(lambda: shown(owner, sid)["saved"], timeout=90)
+    owner.proc.send_signal(signal.SIGTERM)  # a rolling restart: drain, then exit
+    assert owner.proc.wait(120) == 0
+    assert any(p.stem == sid for p in store.glob("*/*.snap"))  # left for another replica
+    moved = cell(other, sid, "kept.append(4); print(kept)")
+    assert moved.status_code == 200, (moved.text, other.log_path.read_text(errors="replace")[-3000:])
+    assert moved.json()["stdout"] == "[1, 2, 3, 4]\n" and "lost_cells" not in moved.json()["session"]
+    with other.client(ALICE) as api:
+        assert api.delete(f"/api/sessions/{sid}").status_code == 204

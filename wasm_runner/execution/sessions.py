@@ -712,6 +712,34 @@ class SessionStore:
         for session_id in list(self._sessions):
             await self.close(session_id)
 
+    async def hand_over_all(self) -> int:
+        """On a drain: leave every session another replica may resume (saved, no private
+        folders, ``Pausing.keep`` set: a shared directory) to the replica its next call reaches
+        (its snapshot and directory entry stay; its instance here is closed); close the others.
+        Returns how many were left."""
+        pausing = self.pausing
+        left = 0
+        for session_id in list(self._sessions):
+            live = self._sessions.get(session_id)
+            if live is None:
+                continue
+            if live.saving is not None and not live.saving.done():  # its last call's save, to the end
+                with contextlib.suppress(Exception):
+                    await asyncio.shield(live.saving)
+            if (pausing is None or pausing.keep is None or live.root is not None or not live.saved
+                    or live.lock.locked()):
+                await self.close(session_id)
+                continue
+            del self._sessions[session_id]
+            live.closed = True
+            for held in (live.reservation, live.claim):
+                if held is not None:
+                    held.release()
+            if live.session is not None:
+                await self.executor.call(live.session.close)
+            left += 1
+        return left
+
     # -- copies and snapshots ----------------------------------------------------------------
     def _event(self, event: str, live: LiveSession, fields: dict[str, str]) -> None:
         """``on_event`` (the server's audit log); a failure is logged, never raised."""

@@ -8,8 +8,9 @@ liveness probe (200 while the process serves at all).
 On SIGTERM (or the first Ctrl-C) the server (``http.serving.DrainingServer``) does not stop at
 once: it runs ``Drain``, which marks the replica draining (``/readyz`` fails at once; new runs and
 sessions get ``503 draining`` with ``Retry-After``), waits up to ``drain_seconds`` for the runs in
-flight (they finish and are answered), cancels any still running, closes this replica's sessions
-(their files are removed) and releases its leases; then the server shuts down as usual and the
+flight (they finish and are answered), cancels any still running, hands its saved sessions over
+to the other replicas (with a shared snapshot folder: the next call resumes each elsewhere),
+closes the rest (their files are removed) and releases its leases; then the server shuts down as usual and the
 process exits 0. A second signal stops at once.
 """
 
@@ -103,8 +104,10 @@ class Drain:
         self.lifecycle.draining = True
 
     async def run(self, seconds: float) -> None:
-        """Stop taking work, let runs in flight finish (at most ``seconds``), then close the
-        sessions and release the leases. Never raises; bounded in time."""
+        """Stop taking work, let runs in flight finish (at most ``seconds``), then hand the
+        saved sessions over (``SessionStore.hand_over_all``: another replica resumes them from
+        the shared snapshot folder), close the rest and release the leases. Never raises;
+        bounded in time."""
         self.begin()
         started = self.lifecycle.drain_started = time.monotonic()
         log.warning("draining: no new runs; waiting up to %g s for %d running, %d queued",
@@ -118,7 +121,8 @@ class Drain:
                 break
             await asyncio.sleep(0.05)
         try:
-            await asyncio.wait_for(self.sessions.close_all(), timeout=max(5.0, seconds))
+            # saved sessions stay for another replica (shared snapshot folder), the rest close
+            await asyncio.wait_for(self.sessions.hand_over_all(), timeout=max(5.0, seconds))
         except Exception:
             log.exception("drain: closing the sessions failed")
         if self.leases is not None:
