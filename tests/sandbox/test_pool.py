@@ -9,6 +9,7 @@ import pytest
 
 from wasm_runner import Limits, Sandbox, Status
 from wasm_runner.sandbox import default_prestart
+from wasm_runner.sandbox import pool as pool_module
 
 MARKER = "wr-isolation-marker-7f3a"
 
@@ -205,3 +206,22 @@ def wait_for(check, timeout: float) -> bool:  # type: ignore[no-untyped-def]
             return True
         time.sleep(0.01)
     return bool(check())
+
+
+def test_a_refill_lets_the_callers_work_go_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    """After a run ends its caller still has work (the result's JSON, an HTTP response): the
+    refill waits ``SETTLE_S`` after the last run before it starts an instance."""
+    monkeypatch.setattr(pool_module, "SETTLE_S", 3.0)
+    sb = Sandbox("default", prestart=1)
+    try:
+        pool = sb.pools["plain"]
+        assert pool.wait_ready()
+        assert sb.run("print('one')").stdout == "one\n"
+        assert pool.taken == 1
+        for _ in range(5):  # the run ended a moment ago: nothing is being started yet
+            assert pool.ready == 0 and not pool.warming
+            time.sleep(0.05)
+        assert pool.wait_ready()  # and it refills once the sandbox was quiet that long
+        assert sb.run("print('two')").stdout == "two\n" and pool.taken == 2
+    finally:
+        sb.close()

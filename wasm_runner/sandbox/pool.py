@@ -5,6 +5,7 @@ is blocked on the control channel waiting for a program. ``take`` hands one over
 deadline, memory cap) are armed at the hand-over, on the guest's own thread, so warm-up never
 counts against a run. A taken slot is never returned: after its run it is destroyed and a
 background thread warms a replacement, one at a time, only in the gaps between the sandbox's runs
+(from ``SETTLE_S`` after the last one ended, so the caller's own work with the result goes first)
 and while fewer guests are active than there are cores, so refilling never slows a running job. ``take`` never starts a second
 instance where one is already on its way: with no slot ready it takes the one being warmed (and
 waits for it, which is never longer than starting a fresh instance would take, since that one
@@ -36,9 +37,13 @@ from ..limits import Limits
 from .guest import Guest, busy, restore_priority
 from .workspace import extra_grant, place_files
 
-__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "WARM_TIMEOUT_S", "WarmPool", "bind_slot", "default_prestart"]
+__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "SETTLE_S", "WARM_TIMEOUT_S", "WarmPool", "bind_slot", "default_prestart"]
 
 WARM_TIMEOUT_S = 120.0
+# a refill starts this long after the sandbox's last run ended (no run in flight since): what
+# the caller does with the result (its JSON, the HTTP response) must not wait for the interpreter
+# lock behind the refill's host Python (docs/performance.md, the fast path)
+SETTLE_S = 0.01
 DEFAULT_PRESTART = 2  # plain instances every sandbox keeps started ahead of time
 MAX_PRESTART = 8
 
@@ -80,6 +85,7 @@ class WarmPool:
         self._thread: threading.Thread | None = None
         self._warming: _Warming | None = None
         self._to_warm: int | None = None if refill else size
+        self._last_end = 0.0  # when a run of the sandbox last ended (``nudge``)
         self.taken = 0
         self.misses = 0
         self.warmed = 0
@@ -95,7 +101,8 @@ class WarmPool:
             return len(self._ready)
 
     def nudge(self) -> None:
-        """Wake the refill thread (a run of the sandbox ended)."""
+        """A run of the sandbox ended: the refill thread goes on ``SETTLE_S`` from now."""
+        self._last_end = time.monotonic()
         self._wake.set()
 
     @property
@@ -160,6 +167,11 @@ class WarmPool:
             # continuous load runs start their own instance, as without a pool.
             if self.ready >= self.size or busy() or self._runs_in_flight():
                 self._wake.wait(0.2)
+                self._wake.clear()
+                continue
+            settle = self._last_end + SETTLE_S - time.monotonic()
+            if settle > 0:  # the run that just ended: its caller's work goes first
+                self._wake.wait(settle)
                 self._wake.clear()
                 continue
             if self._to_warm is not None:
