@@ -356,7 +356,10 @@ class Sandbox:
             if not guest.done.is_set():
                 guest.cancel()
                 guest.done.wait(5.0)
-            ws.close()
+            if guest.done.is_set():  # the run folder goes with the instance, after the result
+                guest.after_release(ws.close)
+            else:
+                ws.close()
 
     def add_pool(self, name: str, *, size: int = 2, preload: tuple[str, ...] = (),
                  memory_mb: int = 1024, refill: bool = True) -> WarmPool:

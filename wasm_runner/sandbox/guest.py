@@ -34,6 +34,7 @@ __all__ = [
     "OutputCallback",
     "WARMUP_FUEL",
     "WARMUP_SECONDS",
+    "RELEASE_DELAY_S",
     "busy",
     "lower_priority",
     "restore_priority",
@@ -45,6 +46,10 @@ __all__ = [
 GUEST_STACK = 32 << 20
 WARMUP_FUEL = 400_000_000_000  # start-up and pre-imports, before any budget is armed
 WARMUP_SECONDS = 120.0
+# after a guest ended (``done``), its instance is released this much later: the caller's work
+# with the result (classify, the HTTP response) does not wait for the interpreter lock behind
+# the release's host Python and system calls (docs/performance.md, the fast path)
+RELEASE_DELAY_S = 0.01
 
 _stack_lock = threading.Lock()
 PENDING_MAGIC = b"WRPB"  # after the stream byte of the wrapper's pending-output buffer
@@ -209,6 +214,9 @@ class Guest:
         self.io.on_report = self.record_fuel
         self.outcome = Outcome()
         self.done = threading.Event()
+        self._released = False  # the store and fds are closed (after ``done``)
+        self._after_release: list[Callable[[], None]] = []
+        self._release_lock = threading.Lock()
         self.handed_over = threading.Event()
         self.store: wt.Store | None = None
         self.native_id: int | None = None
@@ -326,14 +334,33 @@ class Guest:
                     hook(self.outcome)
                 except Exception:  # noqa: BLE001 - an observer never breaks a run
                     pass
-            # The result is complete: tell the caller first, then release the instance. Dropping
-            # a large linear memory (say numpy and pandas loaded) takes milliseconds that no run
-            # needs to wait for; it still happens here, at once, before this thread takes work.
+            # The result is complete: tell the caller first, then release the instance, a moment
+            # later (RELEASE_DELAY_S: the caller goes first). Dropping a large linear memory (say
+            # numpy and pandas loaded) takes milliseconds that no run needs to wait for; it still
+            # happens on this thread before it takes other work.
             self.done.set()
-            store.close()
-            io.close()
             if not self.nice:
                 run_ended()
+            time.sleep(RELEASE_DELAY_S)
+            store.close()
+            io.close()
+            with self._release_lock:
+                self._released = True
+                after, self._after_release = self._after_release, []
+            for fn in after:
+                try:
+                    fn()
+                except Exception:  # noqa: BLE001 - cleanup of a finished run never raises here
+                    pass
+
+    def after_release(self, fn: Callable[[], None]) -> None:
+        """Call ``fn`` once this guest's instance is released (now, when it already is): a run
+        folder removed after its instance, off the caller's way."""
+        with self._release_lock:
+            if not self._released:
+                self._after_release.append(fn)
+                return
+        fn()
 
     def _turn(self, store: wt.Store, exports: Any, code: bytes) -> int:
         p = exports["host_alloc"](store, len(code)) & 0xFFFFFFFF
