@@ -151,11 +151,11 @@ def test_one_key_cannot_hold_the_memory_budget(target: AttackServer) -> None:
     # budget 1270 MB (1202 after the prestarted instances), share 635 MB, a "big" session holds 534 MB: the first hog's second session
     # is over its share; after the second hog's first, the budget has no room for another (for
     # hog2 or a third key), but the other tenant's 98 MB run still fits. Retry-After is when a
-    # session can end (idle 300 s), not "1".
+    # session can give its memory back (it pauses after 120 s idle), not "1".
     assert got == [
         "201 created", "429 tenant_memory", "201 created", "429 memory_budget", "429 memory_budget",
     ], figures  # fmt: skip
-    assert int(retry[1]) >= 250 and int(retry[4]) >= 250, figures
+    assert int(retry[1]) >= 100 and int(retry[4]) >= 100, figures
 
 
 def test_download_links_survive_another_tenant_filling_the_store(target: AttackServer) -> None:

@@ -158,3 +158,16 @@ def test_a_cell_can_stream_its_output(api: httpx.Client, server: LiveServer) -> 
     api.delete(f"/api/sessions/{sid}")
     ended = api.post(f"/api/sessions/{sid}/run/stream", json={"code": "1"})
     assert ended.status_code == 404 and ended.json()["error"]["code"] == "unknown_session"
+
+
+def test_an_answer_before_the_body_is_read_closes_the_connection_cleanly(api: httpx.Client) -> None:
+    # 404 from the session id alone: the body is never read, so the server closes the connection
+    # and says so; the client's next request opens a new one instead of getting a reset
+    for _ in range(20):
+        refused = api.post("/api/sessions/no-such-id/run", json={"code": "x = 1" * 2000})
+        assert refused.status_code == 404 and refused.json()["error"]["code"] == "unknown_session"
+        assert refused.headers.get("connection", "").lower() == "close"
+        assert api.get("/healthz").status_code == 200
+    sid = open_session(api)  # a request whose body is read keeps the connection
+    kept = api.post(f"/api/sessions/{sid}/run", json={"code": "print(2)"})
+    assert kept.status_code == 200 and kept.headers.get("connection", "").lower() != "close"

@@ -27,7 +27,7 @@ from ..warmup import RETRY_SECONDS
 from ..settings import ServerConfig
 from .errors import install_error_handlers
 from .internal import InternalGuard, audit_refusal
-from .middleware import BodyGuard, HostGuard, SecurityHeaders
+from .middleware import BodyGuard, CloseWhenBodyUnread, HostGuard, SecurityHeaders
 from .routes import api_routes
 from .serving import install_log_redaction
 from .service import Service
@@ -94,6 +94,7 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
 
     install_log_redaction()
     middleware = [
+        Middleware(CloseWhenBodyUnread),
         Middleware(SecurityHeaders, embed_origins=config.cors_origins),
         Middleware(HostGuard, allowed_hosts=config.allowed_hosts),
         Middleware(

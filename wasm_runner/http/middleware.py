@@ -19,9 +19,41 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from .errors import ApiError, error_response
 
-__all__ = ["SecurityHeaders", "HostGuard", "BodyGuard", "host_allowed"]
+__all__ = ["SecurityHeaders", "HostGuard", "BodyGuard", "CloseWhenBodyUnread", "host_allowed"]
 
 log = logging.getLogger("wasm_runner.http")
+
+
+class CloseWhenBodyUnread:
+    """Says ``Connection: close`` on an answer given before the request's body was read (a 401,
+    404, 413 or 429 answered from the headers alone). The server closes such a connection after
+    the answer (nobody reads the rest of the body, serving.py); without the header a keep-alive
+    client would send its next request on that socket and get a reset instead of an answer."""
+
+    def __init__(self, app: ASGIApp) -> None:
+        self.app = app
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        headers = dict(scope.get("headers") or [])
+        has_body = b"transfer-encoding" in headers or headers.get(b"content-length", b"0").strip() not in (b"0", b"")
+        read_all = not has_body
+
+        async def tracked_receive() -> Message:
+            nonlocal read_all
+            message = await receive()
+            if message["type"] == "http.request" and not message.get("more_body", False):
+                read_all = True
+            return message
+
+        async def send_closing(message: Message) -> None:
+            if message["type"] == "http.response.start" and not read_all:
+                MutableHeaders(scope=message)["Connection"] = "close"
+            await send(message)
+
+        await self.app(scope, tracked_receive, send_closing)
 
 
 class SecurityHeaders:
