@@ -12,6 +12,7 @@ with their concern and are dispatched by name (``SUBCOMMANDS``).
 from __future__ import annotations
 
 import argparse
+import faulthandler
 import importlib
 import os
 import select
@@ -89,6 +90,8 @@ def _parser() -> argparse.ArgumentParser:
 
 
 def main(argv: Sequence[str] | None = None) -> int:
+    if not faulthandler.is_enabled():  # a crash of the process (not of a guest) says where, in its log
+        faulthandler.enable()
     args_list = list(sys.argv[1:] if argv is None else argv)
     if args_list and args_list[0] in SUBCOMMANDS:
         module = importlib.import_module(SUBCOMMANDS[args_list[0]][0])

@@ -4,6 +4,8 @@ not an ``Exception`` (it must not escape into wasmtime)."""
 
 from __future__ import annotations
 
+import subprocess
+import sys
 from typing import Any
 
 import pytest
@@ -45,3 +47,51 @@ def test_a_failing_host_call_ends_the_run_not_the_host(monkeypatch: pytest.Monke
         assert r.ok and r.stdout == "8\n", r.stderr
     finally:
         fresh.close()
+
+
+RACE = '''
+import gc, threading, time
+import wasmtime as wt
+from wasm_runner.wasi import linker
+
+WAT = """(module (import "wasi_snapshot_preview1" "sched_yield" (func $y (result i32)))
+ (func (export "go") (result i32) call $y))"""
+engine = wt.Engine()
+module = wt.Module(engine, WAT)
+make_callback = linker._raw_callback
+
+def slow(*args):  # widens the window between looking a callback up and keeping it
+    cb = make_callback(*args)
+    time.sleep(0.05)
+    return cb
+
+linker._raw_callback = slow
+barrier = threading.Barrier(2)
+pres = []
+
+def load():
+    lk = wt.Linker(engine)
+    barrier.wait()
+    linker.define_imports(lk, module)
+    pres.append(lk.instantiate_pre(module))
+
+threads = [threading.Thread(target=load) for _ in range(2)]
+for t in threads:
+    t.start()
+for t in threads:
+    t.join()
+junk = [bytearray(64) for _ in range(100_000)]  # reuse what a dropped callback would have freed
+gc.collect()
+for pre in pres:
+    store = wt.Store(engine)
+    go = pre.instantiate(store).exports(store)["go"]
+    print(*(go(store) for _ in range(3)))
+'''
+
+
+def test_two_sandboxes_loading_at_once_share_live_host_calls() -> None:
+    """The start's warm-up threads load sandboxes at once: each linker's host calls stay alive (a
+    callback made twice and kept once crashed a whole replica with SIGSEGV)."""
+    proc = subprocess.run([sys.executable, "-c", RACE], capture_output=True, text=True, timeout=120)
+    assert proc.returncode == 0, (proc.returncode, proc.stderr[-2000:])
+    assert proc.stdout == "0 0 0\n0 0 0\n"

@@ -13,6 +13,7 @@ function types are checked by wasmtime when the linker defines them, as before.
 from __future__ import annotations
 
 import ctypes
+import threading
 from collections.abc import Callable
 from typing import Any
 
@@ -153,15 +154,20 @@ def _raw_callback(name: str, fn: Callable[..., Any], params: str, has_result: bo
 
 
 _NO_FINALIZER = ctypes.CFUNCTYPE(None, ctypes.c_void_p)()  # a NULL function pointer: nothing to free
-# one callback per host call for the process (a linker keeps a pointer to it, never a copy)
+# One callback per host call for the process: a linker keeps a pointer to it, never a reference,
+# so the callback handed to a linker must live as long as the process. Made under a lock: two
+# sandboxes loading at once (the start's warm-up threads) must not each make one and keep only the
+# other's (the one dropped is freed while its linker still calls it: a crash of the whole server).
 _callbacks: dict[tuple[str, Callable[..., Any]], Any] = {}
+_callbacks_lock = threading.Lock()
 
 
 def _define_raw(linker: wt.Linker, module: str, name: str, ty: wt.FuncType, fn: Callable[..., Any],
                 params: str, has_result: bool) -> None:
-    cb = _callbacks.get((name, fn))
-    if cb is None:
-        cb = _callbacks[(name, fn)] = _raw_callback(name, fn, params, has_result)
+    with _callbacks_lock:
+        cb = _callbacks.get((name, fn))
+        if cb is None:
+            cb = _callbacks[(name, fn)] = _raw_callback(name, fn, params, has_result)
     mod, nm = module.encode(), name.encode()
     error = ffi.wasmtime_linker_define_func_unchecked(
         linker.ptr(), ctypes.create_string_buffer(mod), len(mod), ctypes.create_string_buffer(nm), len(nm),
