@@ -13,6 +13,9 @@ from tests.support.browser import (
     poll,
     run_and_stop,
     run_in_browser,
+    run_via_ui,
+    shared_browser,
+    shared_server,
     start_uvicorn,
     stop_process,
 )
@@ -218,6 +221,68 @@ def test_server_tier_streams_asks_for_input_and_shares_the_result_shape():
         "tier",
         "stop_ms",
     }
+
+
+def test_header_keeps_the_first_server_run_s_end_when_python_becomes_ready():
+    # The page starts Pyodide at load; a student who picks "server" and runs at once gets the
+    # answer before Pyodide is ready. Python's readiness arriving afterwards must not turn the
+    # header back to "Ready" while the output says the program stopped with an error. The
+    # sandbox frame is held until the run has ended, so Python is ready only afterwards.
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page = shared_browser().new_context(viewport={"width": 1280, "height": 800}).new_page()
+    held: list = []
+    page.route(lambda url: url.split("?")[0].endswith("/sandbox"), lambda route: held.append(route))
+    page.goto(shared_server() + "/", wait_until="domcontentloaded")  # "load" waits for the frame
+    poll(page, "Boolean(window.playground)")
+    seen = run_via_ui(page, "import maths", "server")
+    assert seen["status"] == "error" and "ModuleNotFoundError" in seen["text"]
+    assert seen["end"].startswith("Your program stopped with an error")
+    assert page.evaluate("window.playground.runner.browserInfo") is None  # not ready yet
+    assert held, "the page asked for the sandbox frame at load"
+    for route in held:
+        route.continue_()
+    poll(page, "window.playground.runner.browserInfo", timeout=90)
+    page.screenshot(path=str(SCREENSHOTS / "playground-first-server-run.png"))
+    assert page.text_content("#state") == "Your program stopped with an error"
+    # later runs still set the header, on either tier
+    assert run_via_ui(page, "print('fine')", "server")["status"] == "ok"
+    assert page.text_content("#state") == "Done"
+    assert run_via_ui(page, "1/0", "browser")["status"] == "error"
+    assert page.text_content("#state") == "Your program stopped with an error"
+    page.context.close()
+
+
+def test_header_keeps_a_stopped_run_s_end_when_a_fresh_python_is_ready():
+    # Without cross-origin isolation Stop ends the worker and a fresh one loads: its "ready"
+    # arrives after the run's end and must not turn the header back to "Ready".
+    page = open_playground("/?isolation=off")
+    page.evaluate(
+        """() => { const runner = window.playground.runner, said = runner.onReady;
+      window.readyAgain = 0;
+      runner.onReady = (info) => { window.readyAgain += 1; said(info); }; }"""
+    )
+    page.select_option("#tier", "browser")
+    page.evaluate("window.playground.editor.setCode(\"print('go', flush=True)\\nwhile True:\\n    pass\")")
+    page.click("#run")
+    poll(page, "document.getElementById('output').textContent.includes('go')")
+    page.click("#stop")
+    poll(page, "document.body.dataset.lastStatus === 'cancelled'", timeout=30)
+    poll(page, "window.readyAgain > 0", timeout=90)  # the fresh runtime is ready
+    assert page.text_content("#state") == "Stopped: the run was cancelled"
+    assert run_via_ui(page, "print('again')", "browser")["text"] == "again\n"
+    assert page.text_content("#state") == "Done"
+    page.context.close()
+
+
+def test_a_server_tier_page_is_ready_without_loading_python():
+    page = shared_browser().new_context().new_page()
+    page.goto(shared_server() + "/?tier=server")
+    poll(page, "Boolean(window.playground)")
+    assert page.text_content("#state") == "Ready"
+    assert page.evaluate("window.playground.runner.frame") is None  # no Pyodide started
+    seen = run_via_ui(page, "print(6 * 7)", "server")
+    assert seen["text"] == "42\n" and page.text_content("#state") == "Done"
+    page.context.close()
 
 
 def test_screenshots_desktop_and_phone():

@@ -43,12 +43,22 @@ const runner = new Runner({
   base: new URL(config.base, location.href).href, tier: tierSelect.value, relay: config.relay, sandbox: config.sandbox,
   user: browserId(),
 });
+// The header's state says how loading goes only until the first run starts; from then on it says
+// how the last run ended. Python's later news (it became ready after a first run on the server, a
+// fresh runtime after a Stop) goes to the footer and must not overwrite that.
+let ran = false;
+function showLoadState() {
+  if (ran || current) return;
+  const ready = tierSelect.value === "server" || runner.browserInfo;
+  stateText.textContent = ready ? "Ready" : runner.notice ? "Loading Python (without the snapshot)…" : "Loading Python…";
+}
+
 runner.onNotice = (text) => {
-  if (!current) stateText.textContent = "Loading Python (without the snapshot)…";
+  showLoadState();
   $("where").textContent = text;
 };
 runner.onReady = (info) => {
-  if (!current) stateText.textContent = "Ready";
+  showLoadState();
   const notes = [`Browser runtime: Python ${info.python || "?"} (${info.runtime})`, info.shared ? "cross-origin isolated" : "not isolated (Stop restarts Python)"];
   if (info.snapshot === "rejected") notes.push(`started without the snapshot: ${info.snapshot_note}`);
   if (!info.interactive) notes.push("input() reads stdin given up front only");
@@ -57,6 +67,7 @@ runner.onReady = (info) => {
 
 // Start the sandbox frame and Pyodide before the editor bundle is even fetched.
 if (tierSelect.value !== "server") runner.prefetch();
+showLoadState();
 const { createEditor } = await import("./editor.js");
 
 const editor = createEditor($("editor"), {
@@ -75,6 +86,7 @@ async function start({ fromEditor = false, tier = tierSelect.value } = {}) {
   const abort = new AbortController();
   const ended = new AbortController(); // closes the input form when the run ends, however it ends
   current = { abort, ended };
+  ran = true;
   runButton.disabled = true;
   stopButton.disabled = false;
   stateText.textContent = "Running…";
@@ -136,6 +148,7 @@ tierSelect.addEventListener("change", () => {
   runner.tier = tierSelect.value;
   if (tierSelect.value !== "server") runner.prefetch();
   showTier();
+  showLoadState();
 });
 $("share").addEventListener("click", async () => {
   const url = new URL(location.href);
@@ -203,6 +216,7 @@ if (exerciseRef) {
       runButton.disabled = on;
       stopButton.disabled = !on;
       current = on ? { abort, ended: new AbortController() } : null;
+      ran = true;
       stateText.textContent = on ? "Checking…" : "Done";
       if (!on) showTier(); // a Check in "auto" may have decided where this page runs
     },
