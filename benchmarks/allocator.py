@@ -20,11 +20,12 @@ from __future__ import annotations
 import argparse
 import json
 import os
-import statistics
 import subprocess
 import sys
 import time
 from typing import Any
+
+from _support import percentiles
 
 HELLO = "print('hi')"
 SESSIONS, SESSION_MB = 8, 40
@@ -36,11 +37,6 @@ def rss_mib() -> float:
             if line.startswith("VmRSS:"):
                 return int(line.split()[1]) / 1024
     return 0.0
-
-
-def pcts(xs: list[float]) -> dict[str, float]:
-    xs = sorted(xs)
-    return {"p50": statistics.median(xs), "p90": xs[min(len(xs) - 1, int(len(xs) * 0.9))]}
 
 
 def child(setting: str, image: str, n: int, seconds: float) -> dict[str, Any]:
@@ -62,7 +58,7 @@ def child(setting: str, image: str, n: int, seconds: float) -> dict[str, Any]:
         r = sb.run(HELLO)
         times.append((time.perf_counter() - t) * 1000)
         assert r.ok, r.stderr
-    out["fresh_hello_ms"] = pcts(times)
+    out["fresh_hello_ms"] = percentiles(times)
     out["runs_per_s"] = _throughput(sb, seconds, os.cpu_count() or 1)
     time.sleep(1.0)
     out["rss_idle_after_runs_mib"] = rss_mib()

@@ -45,8 +45,8 @@ from typing import Any
 
 import httpx
 import websockets
+from _support import RESULTS, pct
 
-RESULTS = Path(__file__).resolve().parent / "results"
 CLK_TCK = os.sysconf("SC_CLK_TCK") if hasattr(os, "sysconf") else 100
 PAGE = os.sysconf("SC_PAGE_SIZE") if hasattr(os, "sysconf") else 4096
 
@@ -92,11 +92,9 @@ ACTIONS = {
 }  # fmt: skip
 
 
-def pct(values: list[float], q: float) -> float | None:
-    if not values:
-        return None
-    ordered = sorted(values)
-    return round(ordered[min(len(ordered) - 1, int(q * len(ordered)))], 3)
+def seconds(values: list[float], q: float) -> float | None:
+    """The ``q`` quantile of ``values`` for the report: None when nothing was timed."""
+    return round(pct(values, q), 3) if values else None
 
 
 @dataclass
@@ -124,7 +122,7 @@ class Report:
             "actions": dict(self.actions),
             "completed": dict(self.completed),
             "latency_s": {
-                k: {"n": len(v), "p50": pct(v, 0.5), "p95": pct(v, 0.95), "max": pct(v, 1.0)}
+                k: {"n": len(v), "p50": seconds(v, 0.5), "p95": seconds(v, 0.95), "max": seconds(v, 1.0)}
                 for k, v in sorted(self.latency.items())
             },
             "refusals": dict(self.refusals),
@@ -479,8 +477,8 @@ async def six_thinkers(args: argparse.Namespace) -> dict[str, Any]:
         "health_while_thinking": health,
         "seventh_print1": answers,
         "seventh_ok": len(ok),
-        "seventh_p50_s": pct(ok, 0.5),
-        "seventh_max_s": pct(ok, 1.0),
+        "seventh_p50_s": seconds(ok, 0.5),
+        "seventh_max_s": seconds(ok, 1.0),
         "thinkers_completed": sum(completed),
         "refusals": dict(report.refusals),
     }

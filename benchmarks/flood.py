@@ -28,11 +28,9 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from _support import RESULTS
+from load import local_server
 
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-from load import start_local_server  # noqa: E402
-
-RESULTS = Path(__file__).resolve().parent / "results"
 FLOOD = "i = 0\nwhile True:\n    print(i)\n    i += 1\n"
 
 
@@ -66,17 +64,15 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS / "flood.json")
     args = p.parse_args(argv)
 
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
     from wasm_runner.sandbox import default_sandbox
 
     sandbox = default_sandbox("default")
     sandbox.run("print('warm')")
-    url, key, server = start_local_server(max_running=2, max_queue=8)
-    load_before = os.getloadavg()
-    api = [api_run(sandbox) for _ in range(args.repeat)]
-    sse = [sse_run(url, key) for _ in range(args.repeat)]
-    load_after = os.getloadavg()
-    server.should_exit = True
+    with local_server(max_running=2, max_queue=8) as (url, key):
+        load_before = os.getloadavg()
+        api = [api_run(sandbox) for _ in range(args.repeat)]
+        sse = [sse_run(url, key) for _ in range(args.repeat)]
+        load_after = os.getloadavg()
 
     def med(rows: list[dict[str, Any]], key: str) -> float:
         return round(statistics.median(r[key] for r in rows), 3)

@@ -18,19 +18,18 @@ import json
 import platform
 import random
 import secrets
-import socket
 import statistics
 import sys
-import threading
 import time
 from collections import Counter
+from collections.abc import Iterator
+from contextlib import contextmanager
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
 import httpx
-
-RESULTS = Path(__file__).resolve().parent / "results"
+from _support import RESULTS, serve_here
 
 # (name, code, expected stdout) -- the benign mix a course would send
 BENIGN: list[tuple[str, str, str]] = [
@@ -167,12 +166,10 @@ async def drive(url: str, key: str | None, requests: int, concurrency: int, host
     return report
 
 
-def start_local_server(max_running: int, max_queue: int) -> tuple[str, str, Any]:
-    """This repository's app under uvicorn on a free loopback port, with a fresh API key."""
-    import uvicorn
-
-    sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
-    from server import create_app
+@contextmanager
+def local_server(max_running: int, max_queue: int) -> Iterator[tuple[str, str]]:
+    """This repository's app in this process on a free loopback port, with a fresh API key:
+    (base URL, key)."""
     from wasm_runner.http.config import ApiKey, ServerConfig, hash_key
 
     key = secrets.token_urlsafe(16)
@@ -182,13 +179,8 @@ def start_local_server(max_running: int, max_queue: int) -> tuple[str, str, Any]
         max_queue=max_queue,
         queue_timeout_seconds=300,
     )
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    server = uvicorn.Server(uvicorn.Config(create_app(config), log_level="warning"))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
-    return f"http://127.0.0.1:{sock.getsockname()[1]}", key, server
+    with serve_here(config) as url:
+        yield url, key
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -206,13 +198,11 @@ def main(argv: list[str] | None = None) -> int:
     p.add_argument("--out", type=Path, default=RESULTS / "load.json")
     args = p.parse_args(argv)
 
-    server = None
-    url, key = args.url, args.key
-    if url is None:
-        url, key, server = start_local_server(args.max_running, args.max_queue)
-    report = asyncio.run(drive(url, key, args.requests, args.concurrency, args.hostile, args.seed))
-    if server is not None:
-        server.should_exit = True
+    if args.url is None:
+        with local_server(args.max_running, args.max_queue) as (url, key):
+            report = asyncio.run(drive(url, key, args.requests, args.concurrency, args.hostile, args.seed))
+    else:
+        report = asyncio.run(drive(args.url, args.key, args.requests, args.concurrency, args.hostile, args.seed))
     summary: dict[str, Any] = {
         "command": "python benchmarks/load.py "
         + " ".join(argv if argv is not None else sys.argv[1:]),

@@ -17,7 +17,6 @@ import asyncio
 import json
 import platform
 import re
-import socket
 import sys
 import tempfile
 import threading
@@ -27,12 +26,11 @@ from pathlib import Path
 from typing import Any
 
 import httpx
-import uvicorn
+from _support import serve_here
 from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from wasm_runner.http.app import build_app
 from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 
 KEY = "bench-key-" + "0" * 16
@@ -80,31 +78,24 @@ def main(argv: list[str] | None = None) -> int:
         max_queue=4 * args.runs,
         audit_log=tmp / "audit.jsonl",
     )
-    sock = socket.socket()
-    sock.bind(("127.0.0.1", 0))
-    base = f"http://127.0.0.1:{sock.getsockname()[1]}"
-    server = uvicorn.Server(uvicorn.Config(build_app(config), log_level="warning"))
-    threading.Thread(target=server.run, kwargs={"sockets": [sock]}, daemon=True).start()
-    while not server.started:
-        time.sleep(0.05)
     peak = {"value": 0.0}
     stop = threading.Event()
-
-    def scrape() -> None:
-        while not stop.is_set():
-            peak["value"] = max(peak["value"], _running(httpx.get(f"{base}/metrics").text))
-            time.sleep(0.02)
-
-    scraper = threading.Thread(target=scrape, daemon=True)
-    scraper.start()
     code = _loop(args.seconds)
-    try:
-        mcp_s = asyncio.run(_mcp_batch(base, args.runs, code))
-        http_s = asyncio.run(_http_batch(base, args.runs, code))
-    finally:
-        stop.set()
-        scraper.join()
-        server.should_exit = True
+    with serve_here(config) as base:
+
+        def scrape() -> None:
+            while not stop.is_set():
+                peak["value"] = max(peak["value"], _running(httpx.get(f"{base}/metrics").text))
+                time.sleep(0.02)
+
+        scraper = threading.Thread(target=scrape, daemon=True)
+        scraper.start()
+        try:
+            mcp_s = asyncio.run(_mcp_batch(base, args.runs, code))
+            http_s = asyncio.run(_http_batch(base, args.runs, code))
+        finally:
+            stop.set()
+            scraper.join()
     kinds = Counter(json.loads(line)["kind"] for line in (tmp / "audit.jsonl").read_text().splitlines())
     report: dict[str, Any] = {
         "when": time.strftime("%Y-%m-%dT%H:%M:%SZ", time.gmtime()),

@@ -34,52 +34,21 @@ from contextlib import ExitStack, contextmanager
 from pathlib import Path
 from typing import Any
 
-import httpx
 import redis
+from _support import RESULTS, free_port, serve, server_toml
+from load import drive
 
-ROOT = Path(__file__).resolve().parents[1]
-sys.path.insert(0, str(ROOT))
-sys.path.insert(0, str(Path(__file__).resolve().parent))
-
-from load import RESULTS, drive  # noqa: E402
-
-from wasm_runner.scaleout.launcher.children import Child, free_port, require_binary  # noqa: E402
-from wasm_runner.scaleout.launcher.redis import redis_argv, redis_url, wait_for_redis  # noqa: E402
-
-CONFIG = """\
-[server]
-default_profile = "bench"
-max_running = {max_running}
-max_queue = 256
-queue_timeout_seconds = 120
-memory_budget_mb = 1024
-tenant_memory_share = 1.0
-
-[profiles.bench]
-image = "plain"
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
-memory_mb = 256
-
-[[api_keys]]
-name = "bench"
-key = "{key}"
-rate = "1000000/minute"
-max_concurrent = 1000
-"""
+from wasm_runner.scaleout.launcher.children import Child, require_binary
+from wasm_runner.scaleout.launcher.redis import redis_argv, redis_url, wait_for_redis
 
 
-def _ready(url: str, path: str, deadline: float) -> None:
-    while time.monotonic() < deadline:
-        try:
-            if httpx.get(url + path, timeout=2).status_code == 200:
-                return
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.1)
-    raise RuntimeError(f"{url}{path} not ready")
+def config(key: str, max_running: int) -> str:
+    return server_toml(
+        key,
+        server={"max_running": max_running, "max_queue": 256, "queue_timeout_seconds": 120,
+                "memory_budget_mb": 1024, "tenant_memory_share": 1.0},
+        profile={"memory_mb": 64}, analyst={"memory_mb": 256}, api_key={"max_concurrent": 1000},
+    )  # fmt: skip
 
 
 @contextmanager
@@ -98,21 +67,10 @@ def _redis(workdir: Path) -> Iterator[str]:
 
 @contextmanager
 def _serve(cfg: Path, redis_at: str | None) -> Iterator[str]:
-    port = free_port()
-    argv = [sys.executable, "-m", "wasm_runner.cli", "serve", "--port", str(port), "--config", str(cfg),
-            "--log-level", "warning"]  # fmt: skip
-    env = dict(os.environ)
-    if redis_at:
-        argv += ["--redis-url", redis_at]
-        env["WASM_RUNNER_CLUSTER_SECRET"] = secrets.token_hex(32)
-    child = Child("serve", argv, env=env, echo=lambda line: None)
-    child.start()
-    try:
-        url = f"http://127.0.0.1:{port}"
-        _ready(url, "/readyz", time.monotonic() + 300)
-        yield url
-    finally:
-        child.stop(signal.SIGTERM, 60)
+    args = ["--redis-url", redis_at] if redis_at else []
+    env = {"WASM_RUNNER_CLUSTER_SECRET": secrets.token_hex(32)} if redis_at else None
+    with serve(cfg, args=args, env=env) as served:
+        yield served.url
 
 
 @contextmanager
@@ -238,7 +196,7 @@ def main(argv: list[str] | None = None) -> int:
     key = secrets.token_urlsafe(16)
     with tempfile.TemporaryDirectory(prefix="wasm-runner-scale-") as tmp, ExitStack() as stack:
         cfg = Path(tmp) / "bench.toml"
-        cfg.write_text(CONFIG.format(key=key, max_running=args.max_running))
+        cfg.write_text(config(key, args.max_running))
         # every setup up at once, then driven in turn, round after round: drift in the machine's
         # load (other jobs) falls on all three alike
         setups = [Setup("1 replica, no Redis", stack.enter_context(_serve(cfg, None)), None)]

@@ -19,60 +19,16 @@ size.
 from __future__ import annotations
 
 import argparse
-import os
 import secrets
-import signal
-import socket
 import statistics
-import subprocess
-import sys
 import tempfile
 import time
 from pathlib import Path
 
 import httpx
+from _support import SESSION_SETUPS as SETUPS, load_average, pct, serve, server_toml
 
-ROOT = Path(__file__).resolve().parents[1]
 KEY = secrets.token_hex(16)
-SETUPS = {
-    "plain": "import json, random\nstate = {'n': list(range(1000)), 'seen': random.random()}\n",
-    "pandas": ("import numpy as np, pandas as pd\n"
-               "df = pd.DataFrame({'k': list('abcab'), 'v': np.arange(5.0)})\nprint(df.groupby('k').v.sum())\n"),
-}
-
-
-def config(image: str) -> str:
-    return f"""
-[server]
-default_profile = "bench"
-max_sessions = 64
-
-[profiles.bench]
-image = "{image}"
-cpu_seconds = 30
-wall_seconds = 60
-memory_mb = 512
-
-[profiles.analyst]
-pool_size = 0
-
-[[api_keys]]
-name = "bench"
-key = "{KEY}"
-rate = "1000000/minute"
-max_concurrent = 64
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
 
 
 def main() -> int:
@@ -83,70 +39,47 @@ def main() -> int:
     ap.add_argument("--copies", type=int, default=1, help="copies per fork (default 1)")
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="wasm-runner-fork-bench-"))
-    (folder / "bench.toml").write_text(config(args.image))
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_") or k == "WASM_RUNNER_CACHE"}
-    env["PYTHONPATH"] = str(ROOT)
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wasm_runner.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--config", str(folder / "bench.toml"), "--log-level", "warning"],
-        env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-    )  # fmt: skip
-    try:
-        with httpx.Client(base_url=url, headers={"Authorization": f"Bearer {KEY}"}, timeout=300,
-                          trust_env=False) as api:  # fmt: skip
-            end = time.monotonic() + 600
-            while time.monotonic() < end:
-                try:
-                    if api.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise SystemExit("the server did not become ready")
-            sid = api.post("/api/sessions", json={}).json()["id"]
-            r = api.post(f"/api/sessions/{sid}/run", json={"code": SETUPS[args.setup]}).json()
-            if r["status"] != "ok":
-                raise SystemExit(f"set-up failed: {r['status']} {r['stderr'][-500:]}")
-            api.get(f"/api/sessions/{sid}/snapshot")  # the sandbox's reference instance, made once
-            fork, snap, resume, first = [], [], [], []
-            size = 0
-            for _ in range(args.rounds):
-                t0 = time.perf_counter()
-                forked = api.post(f"/api/sessions/{sid}/fork", json={"copies": args.copies})
-                fork.append((time.perf_counter() - t0) * 1000)
-                if forked.status_code != 201:
-                    raise SystemExit(f"fork: {forked.status_code} {forked.text}")
-                for c in forked.json()["sessions"]:
-                    api.delete(f"/api/sessions/{c['id']}")
-                t1 = time.perf_counter()
-                blob = api.get(f"/api/sessions/{sid}/snapshot").content
-                t2 = time.perf_counter()
-                resumed = api.post("/api/sessions/resume", content=blob,
-                                   headers={"Content-Type": "application/octet-stream"})  # fmt: skip
-                t3 = time.perf_counter()
-                if resumed.status_code != 201:
-                    raise SystemExit(f"resume: {resumed.status_code} {resumed.text}")
-                new = resumed.json()["id"]
-                cell = api.post(f"/api/sessions/{new}/run", json={"code": "print(len(dir()))"}).json()
-                t4 = time.perf_counter()
-                if cell["status"] != "ok":
-                    raise SystemExit(f"resumed cell failed: {cell['status']}")
-                api.delete(f"/api/sessions/{new}")
-                snap.append((t2 - t1) * 1000)
-                resume.append((t3 - t2) * 1000)
-                first.append((t4 - t3) * 1000)
-                size = len(blob)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
+    (folder / "bench.toml").write_text(server_toml(
+        KEY, server={"max_sessions": 64}, profile={"image": args.image, "cpu_seconds": 30, "wall_seconds": 60,
+                                                   "memory_mb": 512}, api_key={"max_concurrent": 64}))  # fmt: skip
+    with serve(folder / "bench.toml", ready_seconds=600) as served, httpx.Client(
+        base_url=served.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=300, trust_env=False
+    ) as api:
+        sid = api.post("/api/sessions", json={}).json()["id"]
+        r = api.post(f"/api/sessions/{sid}/run", json={"code": SETUPS[args.setup]}).json()
+        if r["status"] != "ok":
+            raise SystemExit(f"set-up failed: {r['status']} {r['stderr'][-500:]}")
+        api.get(f"/api/sessions/{sid}/snapshot")  # the sandbox's reference instance, made once
+        fork, snap, resume, first = [], [], [], []
+        size = 0
+        for _ in range(args.rounds):
+            t0 = time.perf_counter()
+            forked = api.post(f"/api/sessions/{sid}/fork", json={"copies": args.copies})
+            fork.append((time.perf_counter() - t0) * 1000)
+            if forked.status_code != 201:
+                raise SystemExit(f"fork: {forked.status_code} {forked.text}")
+            for c in forked.json()["sessions"]:
+                api.delete(f"/api/sessions/{c['id']}")
+            t1 = time.perf_counter()
+            blob = api.get(f"/api/sessions/{sid}/snapshot").content
+            t2 = time.perf_counter()
+            resumed = api.post("/api/sessions/resume", content=blob,
+                               headers={"Content-Type": "application/octet-stream"})  # fmt: skip
+            t3 = time.perf_counter()
+            if resumed.status_code != 201:
+                raise SystemExit(f"resume: {resumed.status_code} {resumed.text}")
+            new = resumed.json()["id"]
+            cell = api.post(f"/api/sessions/{new}/run", json={"code": "print(len(dir()))"}).json()
+            t4 = time.perf_counter()
+            if cell["status"] != "ok":
+                raise SystemExit(f"resumed cell failed: {cell['status']}")
+            api.delete(f"/api/sessions/{new}")
+            snap.append((t2 - t1) * 1000)
+            resume.append((t3 - t2) * 1000)
+            first.append((t4 - t3) * 1000)
+            size = len(blob)
     print(f"image {args.image}, set-up {args.setup}, {args.rounds} rounds, {args.copies} copies per fork; "
-          f"load average {' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"load average {' '.join(f'{x:.2f}' for x in load_average())}")
     print(f"snapshot size: {size / 1024:.0f} KiB (sealed, encrypted)")
     for name, xs in ((f"POST fork ({args.copies})", fork), ("GET snapshot", snap), ("POST resume", resume),
                      ("first cell after resume", first)):

@@ -16,24 +16,11 @@ from __future__ import annotations
 import argparse
 import os
 import statistics
-import sys
 import time
-from pathlib import Path
 
-sys.path.insert(0, str(Path(__file__).resolve().parents[1]))
+from _support import SESSION_SETUPS as SETUPS, load_average, pct
 
-from wasm_runner import Sandbox  # noqa: E402
-
-SETUPS = {
-    "plain": "import json, random\nstate = {'n': list(range(1000)), 'seen': random.random()}\n",
-    "pandas": ("import numpy as np, pandas as pd\n"
-               "df = pd.DataFrame({'k': list('abcab'), 'v': np.arange(5.0)})\nprint(df.groupby('k').v.sum())\n"),
-}
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
+from wasm_runner import Sandbox
 
 
 def main() -> None:
@@ -76,7 +63,7 @@ def main() -> None:
     finally:
         sb.close()
     print(f"image {args.image}, set-up {args.setup}, {'zlib' if args.compress else 'raw'}, {args.rounds} rounds; load average "
-          f"{' '.join(f'{x:.2f}' for x in os.getloadavg())}")
+          f"{' '.join(f'{x:.2f}' for x in load_average())}")
     print(f"snapshot size: {size / 1024:.0f} KiB")
     for name, xs in (("pause (snapshot)", pause), ("resume", resume), ("first cell after resume", first),
                      ("fork (one copy)", fork)):

@@ -18,14 +18,9 @@ from __future__ import annotations
 
 import argparse
 import json
-import os
-import platform
 import random
 import secrets
-import signal
-import socket
 import statistics
-import subprocess
 import sys
 import tempfile
 import time
@@ -33,41 +28,9 @@ from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
+from _support import RESULTS, load_average, machine, pct, serve, server_toml
 
-ROOT = Path(__file__).resolve().parents[1]
-RESULTS = Path(__file__).resolve().parent / "results"
 KEY = secrets.token_hex(16)
-CONFIG = """
-[server]
-default_profile = "quick"
-max_running = 2
-max_sessions = {live}
-memory_budget_mb = {budget}
-session_pause_seconds = 1
-snapshot_dir = "{store}"
-snapshot_key_bytes = {key_bytes}
-
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 30
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
-
-[[api_keys]]
-name = "bench"
-key = "{key}"
-rate = "1000000/minute"
-max_concurrent = 64
-"""
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
 
 
 def rss_mb(pid: int) -> float:
@@ -79,11 +42,6 @@ def rss_mb(pid: int) -> float:
 
 def folder_bytes(folder: Path) -> int:
     return sum(p.stat().st_size for p in folder.glob("*/*.snap"))
-
-
-def pct(xs: list[float], p: float) -> float:
-    xs = sorted(xs)
-    return xs[min(len(xs) - 1, int(round(p * (len(xs) - 1))))]
 
 
 def metric(text: str, name: str) -> float:
@@ -103,100 +61,76 @@ def main() -> None:
     args = ap.parse_args()
     folder = Path(tempfile.mkdtemp(prefix="bench-paused-"))
     store = folder / "paused-sessions"
-    (folder / "server.toml").write_text(CONFIG.format(
-        live=args.live, budget=args.budget, store=store, key_bytes=64 << 30, key=KEY))  # fmt: skip
-    port = free_port()
-    url = f"http://127.0.0.1:{port}"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_") or k == "WASM_RUNNER_CACHE"}
-    env["PYTHONPATH"] = str(ROOT)
-    log = (folder / "serve.log").open("wb")
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "wasm_runner.cli", "serve", "--host", "127.0.0.1", "--port", str(port),
-         "--config", str(folder / "server.toml"), "--log-level", "warning"],
-        env=env, stdout=log, stderr=subprocess.STDOUT, cwd=folder,
-    )  # fmt: skip
-    headers = {"Authorization": f"Bearer {KEY}"}
-    try:
-        with httpx.Client(base_url=url, headers=headers, timeout=120, trust_env=False) as api:
-            end = time.monotonic() + 300
-            while time.monotonic() < end:
-                try:
-                    if api.get("/readyz").status_code == 200:
-                        break
-                except httpx.HTTPError:
-                    pass
-                time.sleep(0.2)
-            else:
-                raise SystemExit("the server did not get ready: " + (folder / "serve.log").read_text()[-2000:])
-            rss_start = rss_mb(proc.pid)
-            ids: dict[int, str] = {}
-            waits = 0
+    (folder / "server.toml").write_text(server_toml(
+        KEY, server={"max_running": 2, "max_sessions": args.live, "memory_budget_mb": args.budget,
+                     "session_pause_seconds": 1, "snapshot_dir": str(store), "snapshot_key_bytes": 64 << 30},
+        profile={"cpu_seconds": 5, "wall_seconds": 30, "memory_mb": 64}, api_key={"max_concurrent": 64}))
+    with serve(folder / "server.toml", log=folder / "serve.log", cwd=folder, ready_seconds=300) as served, \
+            httpx.Client(base_url=served.url, headers={"Authorization": f"Bearer {KEY}"}, timeout=120,
+                         trust_env=False) as api:  # fmt: skip
+        proc = served.process
+        rss_start = rss_mb(proc.pid)
+        ids: dict[int, str] = {}
+        waits = 0
 
-            def open_one(i: int) -> None:
-                nonlocal waits
-                while True:
-                    r = api.post("/api/sessions", json={})
-                    if r.status_code == 429 and r.json()["error"]["code"] == "too_many_sessions":
-                        waits += 1
-                        time.sleep(0.25)  # the live places are taken: an idle one pauses soon
-                        continue
-                    assert r.status_code == 201, r.text
-                    sid = r.json()["id"]
-                    c = api.post(f"/api/sessions/{sid}/run", json={"code": f"x = {i}\nitems = list(range(1000))"})
-                    assert c.status_code == 200 and c.json()["status"] == "ok", c.text
-                    ids[i] = sid
-                    return
+        def open_one(i: int) -> None:
+            nonlocal waits
+            while True:
+                r = api.post("/api/sessions", json={})
+                if r.status_code == 429 and r.json()["error"]["code"] == "too_many_sessions":
+                    waits += 1
+                    time.sleep(0.25)  # the live places are taken: an idle one pauses soon
+                    continue
+                assert r.status_code == 201, r.text
+                sid = r.json()["id"]
+                c = api.post(f"/api/sessions/{sid}/run", json={"code": f"x = {i}\nitems = list(range(1000))"})
+                assert c.status_code == 200 and c.json()["status"] == "ok", c.text
+                ids[i] = sid
+                return
 
-            t0 = time.monotonic()
-            rss_peak = rss_start
-            with ThreadPoolExecutor(args.workers) as pool:
-                futures = [pool.submit(open_one, i) for i in range(args.sessions)]
-                for n, f in enumerate(futures):
-                    f.result()
-                    if n % 50 == 0:
-                        rss_peak = max(rss_peak, rss_mb(proc.pid))
-                        print(f"  {n + 1} sessions open, {time.monotonic() - t0:.0f} s", file=sys.stderr)
-            opened_seconds = time.monotonic() - t0
-            # the last ones pause too once idle (and saved)
-            end = time.monotonic() + 60
-            while time.monotonic() < end and api.get("/healthz").json()["sessions"] > args.live:
-                time.sleep(0.5)
-            # --live of them in use again at once (resumed by a call), the rest paused: then measure
-            in_use = list(ids.values())[-args.live:]
-            with ThreadPoolExecutor(args.live) as pool:
-                list(pool.map(lambda sid: api.post(f"/api/sessions/{sid}/run", json={"code": "x"}), in_use))
-            health = api.get("/healthz").json()
-            metrics = api.get("/metrics").text
-            rss_all = rss_mb(proc.pid)
-            disk = folder_bytes(store)
-            # resume: cells in paused sessions (each resumed by its call) against live ones
-            live_ids = [sid for sid in ids.values() if not api.get(f"/api/sessions/{sid}").json()["paused"]]
-            paused = random.sample([i for i, s in ids.items() if s not in live_ids], min(args.sample, len(ids)))
-            resumed_ms, live_ms, wrong = [], [], 0
-            for i in paused:
-                t = time.perf_counter()
-                r = api.post(f"/api/sessions/{ids[i]}/run", json={"code": "print(x, len(items))"})
-                resumed_ms.append((time.perf_counter() - t) * 1000)
-                wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
-                sid = ids[i]
-                t = time.perf_counter()
-                r = api.post(f"/api/sessions/{sid}/run", json={"code": "print(x, len(items))"})
-                live_ms.append((time.perf_counter() - t) * 1000)
-                wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
-            for sid in ids.values():
-                api.delete(f"/api/sessions/{sid}")
-            left = folder_bytes(store)
-    finally:
-        proc.send_signal(signal.SIGTERM)
-        try:
-            proc.wait(60)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-        log.close()
+        t0 = time.monotonic()
+        rss_peak = rss_start
+        with ThreadPoolExecutor(args.workers) as pool:
+            futures = [pool.submit(open_one, i) for i in range(args.sessions)]
+            for n, f in enumerate(futures):
+                f.result()
+                if n % 50 == 0:
+                    rss_peak = max(rss_peak, rss_mb(proc.pid))
+                    print(f"  {n + 1} sessions open, {time.monotonic() - t0:.0f} s", file=sys.stderr)
+        opened_seconds = time.monotonic() - t0
+        # the last ones pause too once idle (and saved)
+        end = time.monotonic() + 60
+        while time.monotonic() < end and api.get("/healthz").json()["sessions"] > args.live:
+            time.sleep(0.5)
+        # --live of them in use again at once (resumed by a call), the rest paused: then measure
+        in_use = list(ids.values())[-args.live:]
+        with ThreadPoolExecutor(args.live) as pool:
+            list(pool.map(lambda sid: api.post(f"/api/sessions/{sid}/run", json={"code": "x"}), in_use))
+        health = api.get("/healthz").json()
+        metrics = api.get("/metrics").text
+        rss_all = rss_mb(proc.pid)
+        disk = folder_bytes(store)
+        # resume: cells in paused sessions (each resumed by its call) against live ones
+        live_ids = [sid for sid in ids.values() if not api.get(f"/api/sessions/{sid}").json()["paused"]]
+        paused = random.sample([i for i, s in ids.items() if s not in live_ids], min(args.sample, len(ids)))
+        resumed_ms, live_ms, wrong = [], [], 0
+        for i in paused:
+            t = time.perf_counter()
+            r = api.post(f"/api/sessions/{ids[i]}/run", json={"code": "print(x, len(items))"})
+            resumed_ms.append((time.perf_counter() - t) * 1000)
+            wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
+            sid = ids[i]
+            t = time.perf_counter()
+            r = api.post(f"/api/sessions/{sid}/run", json={"code": "print(x, len(items))"})
+            live_ms.append((time.perf_counter() - t) * 1000)
+            wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
+        for sid in ids.values():
+            api.delete(f"/api/sessions/{sid}")
+        left = folder_bytes(store)
     out = {
         "when": time.strftime("%Y-%m-%d %H:%M UTC", time.gmtime()),
-        "machine": f"{platform.machine()}, {os.cpu_count()} CPUs, Python {platform.python_version()}",
-        "load_average": [round(x, 2) for x in os.getloadavg()],
+        "machine": machine(),
+        "load_average": load_average(),
         "command": " ".join(["python", "benchmarks/sessions_paused.py", *sys.argv[1:]]),
         "sessions": args.sessions, "max_sessions": args.live, "memory_budget_mb": args.budget,
         "open_seconds": round(opened_seconds, 1), "waits_for_a_live_place": waits,
