@@ -63,6 +63,9 @@ EXAMPLES: dict[str, dict[str, Any]] = {
     "open_session": {},
     "run_cell": {"session_id": "abc_123", "code": "import pandas as pd", "files": []},
     "fork_session": {"session_id": "abc_123", "copies": 2},
+    "save_session": {"session_id": "abc_123"},
+    "resume_session": {"saved_id": "saved_abc"},
+    "delete_saved_session": {"saved_id": "saved_abc"},
     "close_session": {"session_id": "abc_123"},
 }
 
@@ -138,7 +141,7 @@ def test_examples_fit_the_schema_and_make_requests(name: str) -> None:
     if method == "DELETE":
         assert body is None
     else:
-        assert "session_id" not in body
+        assert "session_id" not in body and "saved_id" not in body
 
 
 def test_request_bodies_are_accepted_by_the_http_api_models() -> None:
@@ -161,6 +164,8 @@ def test_request_bodies_are_accepted_by_the_http_api_models() -> None:
 def test_session_id_is_quoted_into_the_path() -> None:
     _, path, _ = http_request("close_session", {"session_id": "../../etc"})
     assert path == "/api/sessions/..%2F..%2Fetc"
+    assert http_request("resume_session", {"saved_id": "a/b"}) == ("POST", "/api/saved-sessions/a%2Fb/resume", {})
+    assert http_request("delete_saved_session", {"saved_id": "s"}) == ("DELETE", "/api/saved-sessions/s", None)
 
 
 @pytest.mark.parametrize(
@@ -171,6 +176,7 @@ def test_session_id_is_quoted_into_the_path() -> None:
         ("run_python", {"code": "1", "shell": True}, "unknown argument"),
         ("run_python", {"code": 1}, "code must be a string"),
         ("run_cell", {"session_id": "", "code": "1"}, "non-empty"),
+        ("resume_session", {"saved_id": 7}, "saved_id must be a non-empty string"),
         ("run_python", {"code": "1", "files": [{"name": "a"}]}, "'content'"),
         ("run_python", {"code": "1", "files": [{"name": "a", "content": "x", "encoding": "rot13"}]}, "encoding"),
         ("run_python", [], "JSON object"),

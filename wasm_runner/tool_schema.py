@@ -9,7 +9,9 @@ each tool call the model makes to the wasm-runner server with ``http_request(nam
 
 The functions mirror the MCP tools: ``run_python`` (``POST /api/run``), ``open_session``
 (``POST /api/sessions``), ``run_cell`` (``POST /api/sessions/{session_id}/run``),
-``fork_session`` (``POST /api/sessions/{session_id}/fork``) and ``close_session`` (``DELETE
+``fork_session`` (``POST /api/sessions/{session_id}/fork``), ``save_session`` (``POST
+/api/sessions/{session_id}/save``), ``resume_session`` (``POST /api/saved-sessions/{saved_id}/resume``),
+``delete_saved_session`` (``DELETE /api/saved-sessions/{saved_id}``) and ``close_session`` (``DELETE
 /api/sessions/{session_id}``). Files travel with a run (``files``),
 placed in the working directory ``/scratch`` before the code starts.
 """
@@ -58,7 +60,9 @@ _FILES_SCHEMA: dict[str, Any] = {
     },
 }
 _SESSION_ID: dict[str, Any] = {"type": "string", "description": "The session_id open_session returned."}
+_SAVED_ID: dict[str, Any] = {"type": "string", "description": "The saved_id save_session returned."}
 _CODE: dict[str, Any] = {"type": "string", "description": "Python source to run."}
+_PATH_PARAMETERS = ("session_id", "saved_id")
 
 
 @dataclass(frozen=True)
@@ -67,7 +71,7 @@ class Operation:
 
     name: str
     method: str
-    path: str  # may contain {session_id}
+    path: str  # may contain {session_id} or {saved_id}
     summary: str
     parameters: dict[str, Any]
 
@@ -140,6 +144,48 @@ OPERATIONS: tuple[Operation, ...] = (
         },  # fmt: skip
     ),
     Operation(
+        "save_session",
+        "POST",
+        "/api/sessions/{session_id}/save",
+        "Save an open session's state (variables, imported modules, files) on the server and get "
+        "a saved_id for it; the session stays open. resume_session with the saved_id later opens "
+        "a new session continuing from exactly this state, even after this one is closed. Only "
+        "this API key can use it; it expires after a while (expires_in, seconds) and counts in "
+        "the key's disk budget: delete_saved_session those no longer needed.",
+        {
+            "type": "object",
+            "properties": {"session_id": _SESSION_ID},
+            "required": ["session_id"],
+            "additionalProperties": False,
+        },
+    ),
+    Operation(
+        "resume_session",
+        "POST",
+        "/api/saved-sessions/{saved_id}/resume",
+        "Open a new session continuing from a state save_session kept (variables, imports and "
+        "files as they were when saved). Returns the new session's id; the saved state stays "
+        "until it expires or is deleted, so it can be resumed again.",
+        {
+            "type": "object",
+            "properties": {"saved_id": _SAVED_ID},
+            "required": ["saved_id"],
+            "additionalProperties": False,
+        },
+    ),
+    Operation(
+        "delete_saved_session",
+        "DELETE",
+        "/api/saved-sessions/{saved_id}",
+        "Delete a state save_session kept; sessions resumed from it go on.",
+        {
+            "type": "object",
+            "properties": {"saved_id": _SAVED_ID},
+            "required": ["saved_id"],
+            "additionalProperties": False,
+        },
+    ),
+    Operation(
         "close_session",
         "DELETE",
         "/api/sessions/{session_id}",
@@ -199,11 +245,12 @@ def http_request(name: str, arguments: Mapping[str, Any]) -> tuple[str, str, dic
         raise ToolCallError(f"{name}: missing argument(s) {missing}")
     args = dict(arguments)
     path = op.path
-    if "{session_id}" in path:
-        session_id = args.pop("session_id")
-        if not isinstance(session_id, str) or not session_id:
-            raise ToolCallError(f"{name}: session_id must be a non-empty string")
-        path = path.replace("{session_id}", quote(session_id, safe=""))
+    for param in _PATH_PARAMETERS:
+        if "{" + param + "}" in path:
+            value = args.pop(param)
+            if not isinstance(value, str) or not value:
+                raise ToolCallError(f"{name}: {param} must be a non-empty string")
+            path = path.replace("{" + param + "}", quote(value, safe=""))
     if op.method == "DELETE":
         return op.method, path, None
     if "files" in args:

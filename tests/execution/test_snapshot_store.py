@@ -1,16 +1,18 @@
 """The paused sessions' folder (``execution.snapshot_store``), on a real file system: atomic
 replacement, the per-key budget, another writer's files, and the orphan sweep (a writer is dead
-when its lock is free)."""
+when its lock is free); saved states: bound to their key, counted, expired, deleted."""
 
 from __future__ import annotations
 
 import os
 import stat
+import time
 from pathlib import Path
 
 import pytest
 
 from wasm_runner.execution import SnapshotStore, SnapshotStoreFull
+from wasm_runner.execution.snapshot_store import SavedStateMissing
 
 
 def test_put_read_replace_and_delete(tmp_path: Path) -> None:
@@ -75,3 +77,62 @@ def test_orphans_are_swept_and_a_live_writers_files_are_not(tmp_path: Path) -> N
     finally:
         mine.close()
         alive.close()
+
+
+def test_saved_states_are_the_keys_own_counted_and_deletable(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=1000)
+    try:
+        saved = store.save_state("alice", b"s" * 300, b"f" * 100, profile="chat", runtime="default",
+                                 lifetime_seconds=3600)  # fmt: skip
+        assert saved.handle.startswith("saved_") and saved.size > 400
+        got = store.load_state(saved.handle, "alice")
+        assert (got.snapshot, got.files, got.profile, got.runtime) == (b"s" * 300, b"f" * 100, "chat", "default")
+        assert 3590 < got.describe()["expires_in"] <= 3600  # type: ignore[operator]
+        # another key: the same refusal as a handle never made, and nothing of it is touched
+        with pytest.raises(SavedStateMissing) as foreign:
+            store.load_state(saved.handle, "bob")
+        assert foreign.value.reason == "unknown" and "another key" in str(foreign.value)
+        assert not store.delete_state(saved.handle, "bob")
+        for hostile in ("../w1", "", "x" * 200, "a/b"):
+            with pytest.raises(SavedStateMissing):
+                store.load_state(hostile, "alice")
+        # saved states count in the key's budget with its paused sessions
+        assert store.used("alice") == saved.size and store.used("bob") == 0
+        with pytest.raises(SnapshotStoreFull) as full:
+            store.put("sess", "alice", b"p" * (1000 - saved.size + 1))
+        assert full.value.code == "snapshot_budget"
+        store.put("sess", "alice", b"p" * 100)
+        with pytest.raises(SnapshotStoreFull):
+            store.save_state("alice", b"s" * 500, None, profile="chat", runtime="default", lifetime_seconds=60)
+        assert store.delete_state(saved.handle, "alice")
+        with pytest.raises(SavedStateMissing):
+            store.load_state(saved.handle, "alice")
+        assert store.used("alice") == 100
+        no_files = store.save_state("alice", b"s", None, profile="p", runtime="small", lifetime_seconds=60)
+        assert store.load_state(no_files.handle, "alice").files is None
+    finally:
+        store.close()
+
+
+def test_expired_saved_states_are_refused_and_swept(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path, writer="w1")
+    try:
+        short = store.save_state("alice", b"a", None, profile="p", runtime="r", lifetime_seconds=0.2)
+        swept = store.save_state("bob", b"b", None, profile="p", runtime="r", lifetime_seconds=0.2)
+        kept = store.save_state("bob", b"c", None, profile="p", runtime="r", lifetime_seconds=3600)
+        time.sleep(0.5)
+        with pytest.raises(SavedStateMissing) as expired:
+            store.load_state(short.handle, "alice")
+        assert expired.value.reason == "expired" and "expired" in str(expired.value)
+        with pytest.raises(SavedStateMissing) as gone:  # an expired state is deleted when refused
+            store.load_state(short.handle, "alice")
+        assert gone.value.reason == "unknown"
+        assert store.sweep_saved() == 1  # bob's expired one; his live one stays
+        assert store.load_state(kept.handle, "bob").snapshot == b"c"
+        with pytest.raises(SavedStateMissing):
+            store.load_state(swept.handle, "bob")
+        # the writers' orphan sweep never takes the saved folder for a writer's
+        assert store.sweep(lambda _: False) == 0 and store.dead_writer_files() == []
+        assert store.load_state(kept.handle, "bob").snapshot == b"c"
+    finally:
+        store.close()

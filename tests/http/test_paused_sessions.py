@@ -122,6 +122,27 @@ def test_deleting_a_session_deletes_its_snapshot(api: httpx.Client, store_dir: P
     assert api.post(f"/api/sessions/{sid}/run", json={"code": "y"}).status_code == 404
 
 
+def test_a_paused_session_is_saved_without_waking_it(api: httpx.Client, store_dir: Path) -> None:
+    """``POST /api/sessions/{id}/save`` of a paused session keeps its stored snapshot under a
+    handle (its instance stays freed); the saved state outlives the session and resumes it."""
+    sid = open_session(api)
+    cell(api, sid, "w = ['paused', 'then saved']")
+    assert wait_until(lambda: state(api, sid).get("paused") is True, timeout=60)
+    r = api.post(f"/api/sessions/{sid}/save")
+    assert r.status_code == 201, r.text
+    saved = r.json()
+    assert state(api, sid)["paused"] is True
+    assert [p.parent.name for p in store_dir.glob(".saved/*/*.saved")]  # in the shared folder
+    assert api.delete(f"/api/sessions/{sid}").status_code == 204
+    r = api.post(f"/api/saved-sessions/{saved['saved_id']}/resume")
+    assert r.status_code == 201, r.text
+    new = r.json()["id"]
+    assert cell(api, new, "print(w)")["stdout"] == "['paused', 'then saved']\n"
+    assert api.delete(f"/api/sessions/{new}").status_code == 204
+    assert api.delete(f"/api/saved-sessions/{saved['saved_id']}").status_code == 204
+    assert not list(store_dir.glob(".saved/*/*.saved"))
+
+
 def test_a_paused_session_expires_and_its_snapshot_goes(
     api: httpx.Client, store_dir: Path
 ) -> None:

@@ -56,6 +56,9 @@ def test_round_trip_over_stdio(tmp_path: Path) -> None:
             await client.call_tool(
                 "upload_file", {"session_id": session_id, "name": "sales.csv", "content": checks.SALES_CSV}
             )
+            # no server, no store for saved states: a clear refusal, and the session goes on
+            refused = await client.call_tool("save_session", {"session_id": session_id})
+            assert refused.is_error and "keeps no saved sessions" in checks.text_of(refused)
             await checks.check_close(client, session_id)
             assert _files_holding(tmp_path, marker) == [], "closing deletes the session's files"
 

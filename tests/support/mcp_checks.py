@@ -11,7 +11,10 @@ from typing import Any
 from mcp import Client
 from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
 
-TOOL_NAMES = {"run_python", "open_session", "run_cell", "upload_file", "fork_session", "close_session"}
+TOOL_NAMES = {
+    "run_python", "open_session", "run_cell", "upload_file", "fork_session", "save_session", "resume_session",
+    "delete_saved_session", "close_session",
+}
 
 # A small sales export with the usual problems: a missing amount, a duplicate row, padded names.
 SALES_CSV = (

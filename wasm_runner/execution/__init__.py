@@ -22,7 +22,8 @@ error.
 Reading order: ``refusal`` (``Refused``), ``policy`` (``Caller``, ``Policy``: who asks, under which
 policy), ``job`` (``Job``), ``gate`` (admission as the executor sees it: ``Gate``, ``Ticket``,
 ``Claims``), ``snapshot_store`` (``SnapshotStore``, ``Pausing``: where paused sessions are
-kept), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
+kept, and sessions saved under a handle: ``SavedState``), ``saved_folders`` (a saved session's
+private folders, sealed), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
 session store uses of its executor), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor``
 (``Executor``, a ``Runner`` with its ``SessionStore``). The
 names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
@@ -34,10 +35,10 @@ from .job import Job
 from .policy import Caller, CallerLike, Policy, PolicyLike
 from .refusal import Refused
 from .sessions import LiveSession, SessionListener, SessionStore
-from .snapshot_store import Pausing, SnapshotStore, SnapshotStoreFull
+from .snapshot_store import Pausing, SavedState, SnapshotStore, SnapshotStoreFull
 
 __all__ = [
     "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Pausing", "Policy",
-    "PolicyLike", "Refused", "SessionListener", "SessionStore", "SnapshotStore", "SnapshotStoreFull",
+    "PolicyLike", "Refused", "SavedState", "SessionListener", "SessionStore", "SnapshotStore", "SnapshotStoreFull",
     "Ticket",
 ]  # fmt: skip

@@ -20,7 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol
+from typing import Any, Protocol, TypeVar
 
 from ..host_functions import InvalidFunctions
 from ..limits import Limits
@@ -30,9 +30,13 @@ from .job import Job, OutputCallback
 from .policy import CallerLike, PolicyLike
 from .refusal import Refused
 from .running import Runner
-from .snapshot_store import Pausing, SnapshotStoreFull
+from .saved_folders import seal_folders, unseal_folders
+from .snapshot_store import Pausing, SavedState, SavedStateMissing, SnapshotStoreFull
+from .snapshot_store import missing_saved as _missing_saved
 
 __all__ = ["LiveSession", "SessionListener", "SessionStore"]
+
+_T = TypeVar("_T")
 
 ORPHAN_SWEEP_SECONDS = 300.0  # how often snapshots without a session are looked for
 
@@ -190,8 +194,9 @@ class SessionStore:
         # shared per-caller session counts (several server replicas), or None: counted here only
         self.claims = claims
         self.max_fork_copies = 8  # the most copies one ``fork`` makes (the server's setting)
-        # told of each fork, snapshot and resume (the server's audit log), or None
-        self.on_event: Callable[[str, LiveSession, dict[str, str]], None] | None = None
+        # told of each fork, snapshot, save and resume (the server's audit log), or None; a
+        # refusal of a saved state has no session: None, and ``fields`` name the tenant
+        self.on_event: Callable[[str, LiveSession | None, dict[str, str]], None] | None = None
         self.pausing = pausing  # None: sessions are never paused
         self._orphans_swept = -ORPHAN_SWEEP_SECONDS
 
@@ -624,8 +629,8 @@ class SessionStore:
         return live
 
     async def sweep_orphans(self) -> int:
-        """Remove snapshots no session here holds, and those of dead writers that
-        ``Pausing.keep`` does not keep (another replica may resume them); returns how many."""
+        """Remove snapshots no session here holds, those of dead writers that ``Pausing.keep``
+        does not keep (another replica may resume them) and expired saved states; returns how many."""
         pausing = self.pausing
         if pausing is None:
             return 0
@@ -640,7 +645,8 @@ class SessionStore:
                     log.warning("orphan sweep: could not ask which snapshots others may resume")
                     keep = set(dead)
         holds = self._sessions.__contains__  # read as it is now: a session opened meanwhile counts
-        return await self.executor.call(lambda: pausing.store.sweep(holds, lambda w, i: (w, i) in keep))
+        removed: int = await self.executor.call(lambda: pausing.store.sweep(holds, lambda w, i: (w, i) in keep))
+        return removed + await self.executor.call(pausing.store.sweep_saved)
 
     async def _tell(self, event: str, live: LiveSession) -> None:
         """``listener.used`` / ``listener.closed``; a failure is logged, never raised (the entry
@@ -741,7 +747,7 @@ class SessionStore:
         return left
 
     # -- copies and snapshots ----------------------------------------------------------------
-    def _event(self, event: str, live: LiveSession, fields: dict[str, str]) -> None:
+    def _event(self, event: str, live: LiveSession | None, fields: dict[str, str]) -> None:
         """``on_event`` (the server's audit log); a failure is logged, never raised."""
         if self.on_event is None:
             return
@@ -809,12 +815,13 @@ class SessionStore:
             await self._tell("used", live)
         return made
 
-    async def snapshot(
-        self, live: LiveSession, *, owner: str, secret: bytes | None = None
-    ) -> bytes:
-        """``live``'s state as a sealed snapshot (``sandbox.Session.snapshot``: encrypted and
-        authenticated for ``owner`` under ``secret``, default the server's); the session goes
-        on. ``Refused(409)`` while it runs a call, ``Refused(422)`` when it cannot be saved."""
+    async def _sealed(self, live: LiveSession, tenant: CallerLike | None, *, owner: str,
+                      secret: bytes | None, then: Callable[[bytes], _T]) -> _T:
+        """Under ``live.lock``: its state as a sealed snapshot for ``owner`` (its stored one when
+        it is paused and that is the same thing, else from its instance, woken for ``tenant``),
+        handed to ``then`` on the same worker thread (so what ``then`` adds is of the same
+        moment). ``Refused``: 409 while it runs a call, 404 when it ended, 422 when it cannot be
+        saved; ``then``'s exceptions pass through."""
         from ..sandbox import SessionEnded, SnapshotFailed, SnapshotRefused
 
         if live.lock.locked():
@@ -825,23 +832,33 @@ class SessionStore:
                 raise Refused(404, "unknown_session", "the session ended")
             pausing = self.pausing
             stored = (pausing is not None and live.paused and live.saved and owner == live.tenant
-                      and secret is not None and secret == pausing.secret)  # fmt: skip
+                      and (secret or None) == (pausing.secret or None))  # fmt: skip
             if not stored:
-                await self.wake(live, live.caller)
-            try:
+                await self.wake(live, tenant or live.caller)
+            writer = live.snapshot_writer
+
+            def seal() -> _T:
                 if stored:  # paused: its stored snapshot is the same thing
                     assert pausing is not None
-                    writer = live.snapshot_writer
-                    blob: bytes = await self.executor.call(lambda: pausing.store.read(live.id, writer))
-                else:
-                    blob = await self.executor.call(
-                        lambda: live.session.snapshot(owner=owner, secret=secret)
-                    )
+                    return then(pausing.store.read(live.id, writer))
+                return then(live.session.snapshot(owner=owner, secret=secret))
+
+            try:
+                done: _T = await self.executor.call(seal)
             except SessionEnded:
                 raise Refused(404, "unknown_session", "the session has ended") from None
             except (SnapshotFailed, SnapshotRefused) as exc:
                 raise Refused(422, "snapshot_failed", f"the session cannot be saved: {exc}") from None
             live.last_used = time.monotonic()
+        return done
+
+    async def snapshot(
+        self, live: LiveSession, *, owner: str, secret: bytes | None = None
+    ) -> bytes:
+        """``live``'s state as a sealed snapshot (``sandbox.Session.snapshot``: encrypted and
+        authenticated for ``owner`` under ``secret``, default the server's); the session goes
+        on. ``Refused(409)`` while it runs a call, ``Refused(422)`` when it cannot be saved."""
+        blob = await self._sealed(live, None, owner=owner, secret=secret, then=lambda b: b)
         self._event("snapshot", live, {"bytes": str(len(blob))})
         if self.listener is not None:
             await self._tell("used", live)
@@ -857,17 +874,26 @@ class SessionStore:
         *,
         owner: str,
         secret: bytes | None = None,
+        folders: bytes | None = None,
+        saved_id: str | None = None,
     ) -> LiveSession:
         """A new session of ``tenant`` continuing the one ``snapshot`` saved, admitted as
         ``create`` would be (``limits``: the profile's, the most the saved session may have).
         The snapshot is hostile input: ``Refused`` ``snapshot_refused`` (403 ``foreign``, else
         422; ``details`` name the reason) unless it authenticates for
-        ``owner`` and fits this profile's image and limits. Nothing of it is read before."""
+        ``owner`` and fits this profile's image and limits. Nothing of it is read before.
+        ``folders``: the sealed private folders of a saved state (``saved_folders``): the new
+        session gets private folders holding their files; ``saved_id`` names it in the audit."""
         from ..limits import InvalidLimits
         from ..sandbox import SnapshotFailed, SnapshotRefused
 
-        def open_snapshot(folders: list[Folders]) -> list[Any]:
-            ((data_dir, out_dir),) = folders
+        uploaded = [0]
+
+        def open_snapshot(given: list[Folders]) -> list[Any]:
+            ((data_dir, out_dir),) = given
+            if folders is not None:
+                assert data_dir is not None and out_dir is not None
+                uploaded[0] = unseal_folders(folders, owner=owner, secret=secret, data_dir=data_dir, out_dir=out_dir)
             sandbox = self.executor.sandbox_for(runtime, profile.image)
             session = sandbox.resume(
                 snapshot, owner=owner, secret=secret, data_dir=_str(data_dir), out_dir=_str(out_dir)
@@ -881,7 +907,7 @@ class SessionStore:
 
         try:
             (live,) = await self._admit(
-                tenant, profile, limits, runtime, private_folders=False, make=open_snapshot
+                tenant, profile, limits, runtime, private_folders=folders is not None, make=open_snapshot
             )
         except SnapshotRefused as exc:
             raise Refused(
@@ -895,13 +921,77 @@ class SessionStore:
                 f"{profile.name!r}'s ({exc}); resume it under the profile it was opened with",
                 details=[{"reason": "limits"}],
             ) from None  # fmt: skip
-        except SnapshotFailed as exc:
+        except (SnapshotFailed, ValueError) as exc:
             raise Refused(
                 422, "snapshot_refused", f"the snapshot was refused (state): {exc}",
                 details=[{"reason": "state"}],
             ) from None  # fmt: skip
-        self._event("resumed", live, {"bytes": str(len(snapshot))})
+        live.uploaded_bytes = uploaded[0]
+        fields = {"bytes": str(len(snapshot) + len(folders or b""))}
+        if saved_id is not None:
+            fields["saved_id"] = saved_id
+        self._event("resumed", live, fields)
         return live
+
+    # -- saved states (a handle kept server-side, ``SnapshotStore.save_state``) -----------------
+    def _saved_store(self) -> Pausing:
+        if self.pausing is None:
+            raise Refused(
+                501, "saving_unavailable",
+                "this server keeps no saved sessions (it never pauses sessions: session_pause_seconds = 0)",
+            )  # fmt: skip
+        return self.pausing
+
+    async def save(self, live: LiveSession, tenant: CallerLike) -> SavedState:
+        """Keep ``live``'s state (its snapshot, and its private folders' files) on the server under
+        a new handle of ``tenant``'s, for ``Pausing.lifetime_seconds``; the session goes on.
+        ``Refused``: 501 without a snapshot store, 409 while it runs a call, 422 when it cannot be
+        saved, 507 (``snapshot_budget``, ``snapshot_disk_full``) when it does not fit: nothing is
+        kept and the session stays live."""
+        pausing = self._saved_store()
+
+        def keep(blob: bytes) -> SavedState:
+            files = (seal_folders(live.root, owner=live.tenant, secret=pausing.secret)
+                     if live.root is not None else None)  # fmt: skip
+            return pausing.store.save_state(
+                live.tenant, blob, files, profile=live.profile.name, runtime=live.runtime,
+                lifetime_seconds=pausing.lifetime_seconds,
+            )  # fmt: skip
+
+        try:
+            state = await self._sealed(live, tenant, owner=live.tenant, secret=pausing.secret, then=keep)
+        except SnapshotStoreFull as exc:
+            self._event("save_refused", live, {"reason": exc.code})
+            raise Refused(507, exc.code, exc.message) from None
+        except ValueError as exc:  # its folders hold too much
+            raise Refused(422, "snapshot_failed", f"the session cannot be saved: {exc}") from None
+        self._event("saved", live, {"saved_id": state.handle, "bytes": str(state.size)})
+        if self.listener is not None:
+            await self._tell("used", live)
+        return state
+
+    async def load_saved(self, tenant: CallerLike, saved_id: str) -> SavedState:
+        """``tenant``'s saved state ``saved_id``, read (to resume it: ``resume`` with its
+        ``snapshot`` and ``files``). ``Refused`` 404 ``unknown_saved_session`` (never saved,
+        another key's, deleted) or 410 ``saved_session_expired``; refusals are audited."""
+        pausing = self._saved_store()
+        try:
+            return await self.executor.call(lambda: pausing.store.load_state(saved_id, tenant.name))
+        except SavedStateMissing as exc:
+            self._event("saved_refused", None, {"tenant": tenant.name, "saved_id": str(saved_id)[:64],
+                                                "reason": exc.reason})  # fmt: skip
+            if exc.reason == "expired":
+                raise Refused(410, "saved_session_expired", str(exc)) from None
+            raise Refused(404, "unknown_saved_session", str(exc)) from None
+
+    async def delete_saved(self, tenant: CallerLike, saved_id: str) -> None:
+        """Delete ``tenant``'s saved state ``saved_id``; ``Refused(404)`` when it has none so named."""
+        pausing = self._saved_store()
+        if not await self.executor.call(lambda: pausing.store.delete_state(saved_id, tenant.name)):
+            self._event("saved_refused", None, {"tenant": tenant.name, "saved_id": str(saved_id)[:64],
+                                                "reason": "unknown"})  # fmt: skip
+            raise Refused(404, "unknown_saved_session", str(_missing_saved(saved_id)))
+        self._event("saved_deleted", None, {"tenant": tenant.name, "saved_id": saved_id})
 
 
 def _copy_files(source: Path, target: Path) -> None:

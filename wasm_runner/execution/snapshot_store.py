@@ -1,9 +1,18 @@
-"""Where paused sessions' snapshots are kept: one folder, one sealed file per session.
+"""Where paused sessions' snapshots are kept, and sessions saved under a handle: one folder,
+one sealed file per session.
 
 Layout::
 
     <root>/<writer>.alive            held (flock) by the process that writes <root>/<writer>/
     <root>/<writer>/<session id>.snap the session's last snapshot (sealed: ``sandbox.sealing``)
+    <root>/.saved/<key>/<handle>.saved a session saved on purpose (``save_state``): a short
+                                     header (its profile, runtime, expiry), its sealed snapshot
+                                     and, for a session with private folders, their files (sealed)
+
+``<key>`` is a hash of the tenant that saved it: a handle is found only in its own key's folder,
+so another key cannot read, resume or delete it. Saved states are in a folder every replica
+reads, last ``lifetime`` seconds (``saved_lifetime``) and count in their key's budget with its
+paused sessions.
 
 ``writer`` is the process that wrote the files (the replica id with several replicas, else a
 random id per process). Every write is atomic (a temporary file in the same folder, then renamed over
@@ -25,21 +34,33 @@ from __future__ import annotations
 import contextlib
 import errno
 import fcntl
+import hashlib
+import json
 import os
 import re
 import secrets
 import stat
+import struct
+import time
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 
 from ..errors import WasmRunnerError
 
-__all__ = ["MAX_STORED_BYTES", "Pausing", "SnapshotStore", "SnapshotStoreFull"]
+__all__ = [
+    "MAX_STORED_BYTES", "Pausing", "SavedState", "SavedStateMissing", "SnapshotStore", "SnapshotStoreFull",
+    "missing_saved",
+]  # fmt: skip
 
 MAX_STORED_BYTES = 512 << 20  # a stored snapshot, at most (sealing.MAX_SNAPSHOT_BYTES)
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # session ids and writer ids
 _SUFFIX = ".snap"
+_SAVED = ".saved"  # the folder of saved states (a dot: never taken for a writer's folder)
+_SAVED_SUFFIX = ".saved"
+_SAVED_HEAD = struct.Struct("<8sIQ")  # magic, header length, snapshot length
+_SAVED_MAGIC = b"WRSAVED1"
+MAX_SAVED_HEADER = 4096
 
 
 class SnapshotStoreFull(WasmRunnerError):
@@ -50,6 +71,40 @@ class SnapshotStoreFull(WasmRunnerError):
         super().__init__(message)
         self.code = code
         self.message = message
+
+
+class SavedStateMissing(WasmRunnerError, LookupError):
+    """No saved state under this handle for this key: ``reason`` is ``expired`` (its lifetime
+    passed; it is now deleted) or ``unknown`` (never saved, another key's, or deleted)."""
+
+    def __init__(self, reason: str, message: str) -> None:
+        super().__init__(message)
+        self.reason = reason
+
+
+@dataclass(frozen=True)
+class SavedState:
+    """A saved session's handle and what its header records (``profile``, ``runtime``: what it
+    was opened under; ``created_at`` and ``expires_at``: wall-clock seconds), its ``size`` on disk;
+    ``snapshot`` and ``files`` (the sealed private folders, or None) when it was read."""
+
+    handle: str
+    profile: str
+    runtime: str
+    created_at: float
+    expires_at: float
+    size: int
+    snapshot: bytes = field(default=b"", repr=False)
+    files: bytes | None = field(default=None, repr=False)
+
+    def describe(self, now: float | None = None) -> dict[str, object]:
+        now = time.time() if now is None else now
+        return {"saved_id": self.handle, "profile": self.profile, "runtime": self.runtime,
+                "bytes": self.size, "expires_in": round(max(0.0, self.expires_at - now), 3)}  # fmt: skip
+
+
+def _tenant_folder(tenant: str) -> str:
+    return hashlib.sha256(b"wasm-runner saved sessions\x00" + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
 def _check(name: str, what: str) -> str:
@@ -100,8 +155,9 @@ class SnapshotStore:
         return self.root / _check(writer or self.writer, "writer id") / (_check(session_id, "session id") + _SUFFIX)
 
     def used(self, tenant: str) -> int:
-        """Bytes this writer holds for ``tenant``."""
-        return sum(n for t, n in self._sizes.values() if t == tenant)
+        """Bytes counted in ``tenant``'s budget: its paused sessions' snapshots this writer holds
+        and its saved states (``save_state``)."""
+        return sum(n for t, n in self._sizes.values() if t == tenant) + self._saved_bytes(tenant)
 
     @property
     def total_bytes(self) -> int:
@@ -126,25 +182,7 @@ class SnapshotStore:
                 f"over its snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session "
                 "stays live (close sessions you no longer need)",
             )
-        tmp = target.with_name(f".{session_id}.{secrets.token_hex(4)}.tmp")
-        try:
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
-            try:  # no fsync: a process that dies keeps what it wrote; a torn file fails its MAC
-                view = memoryview(blob)
-                while view:
-                    view = view[os.write(fd, view):]
-            finally:
-                os.close(fd)
-            os.replace(tmp, target)
-        except OSError as exc:
-            with contextlib.suppress(OSError):
-                os.unlink(tmp)
-            if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-                raise SnapshotStoreFull(
-                    "snapshot_disk_full",
-                    "the disk that keeps paused sessions is full; the session stays live",
-                ) from None
-            raise
+        _write_atomic(target, session_id, (blob,))
         self._sizes[session_id] = (tenant, size)
         return size
 
@@ -177,6 +215,112 @@ class SnapshotStore:
             os.unlink(self.path(session_id, writer))
         if writer in (None, self.writer):
             self._sizes.pop(session_id, None)
+
+    # -- saved states (a handle a face gives its caller) --------------------------------------
+    def _saved_folder(self, tenant: str) -> Path:
+        return self.root / _SAVED / _tenant_folder(tenant)
+
+    def _saved_path(self, handle: str, tenant: str) -> Path:
+        return self._saved_folder(tenant) / (_check(handle, "saved session id") + _SAVED_SUFFIX)
+
+    def _saved_bytes(self, tenant: str) -> int:
+        folder = self._saved_folder(tenant)
+        total = 0
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                with contextlib.suppress(OSError):
+                    if entry.is_file(follow_symlinks=False):
+                        total += entry.stat(follow_symlinks=False).st_size
+        return total
+
+    def save_state(self, tenant: str, snapshot: bytes, files: bytes | None, *, profile: str,
+                   runtime: str, lifetime_seconds: float) -> SavedState:
+        """Keep ``snapshot`` (and the sealed private folders ``files``) for ``tenant`` under a new
+        handle for ``lifetime_seconds``. Raises ``SnapshotStoreFull`` (nothing kept) when it is
+        over the key's budget or the disk is full."""
+        now = time.time()
+        head = json.dumps({"profile": profile, "runtime": runtime, "created_at": now,
+                           "expires_at": now + lifetime_seconds}).encode()  # fmt: skip
+        if len(head) > MAX_SAVED_HEADER:
+            raise ValueError("a saved state's profile and runtime names are too long")
+        parts = (_SAVED_HEAD.pack(_SAVED_MAGIC, len(head), len(snapshot)), head, snapshot, files or b"")
+        size = sum(len(p) for p in parts)
+        if size > MAX_STORED_BYTES:
+            raise SnapshotStoreFull("snapshot_budget", f"the saved session is {size >> 20} MiB, over "
+                                                       f"the {MAX_STORED_BYTES >> 20} MiB one may have")
+        self._sweep_saved_folder(self._saved_folder(tenant), now)  # expired ones no longer count
+        if self.used(tenant) + size > self.key_budget_bytes:
+            raise SnapshotStoreFull(
+                "snapshot_budget",
+                f"this key's saved and paused sessions would take {(self.used(tenant) + size) >> 20} MiB, "
+                f"over its snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session "
+                "stays live (delete saved sessions you no longer need)",
+            )
+        handle = "saved_" + secrets.token_urlsafe(18)
+        folder = self._saved_folder(tenant)
+        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+        _write_atomic(self._saved_path(handle, tenant), handle, parts)
+        return SavedState(handle, profile, runtime, now, now + lifetime_seconds, size)
+
+    def load_state(self, handle: str, tenant: str) -> SavedState:
+        """``tenant``'s saved state ``handle`` with its snapshot and files; ``SavedStateMissing``
+        when there is none for this key (or it expired: then it is deleted)."""
+        try:
+            path = self._saved_path(handle, tenant)
+            fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        except (ValueError, OSError):
+            raise missing_saved(handle) from None
+        with os.fdopen(fd, "rb") as f:
+            data = f.read(MAX_STORED_BYTES + 1)
+        state = _parse_saved(handle, data)
+        if state is None:
+            raise missing_saved(handle)
+        if state.expires_at <= time.time():
+            with contextlib.suppress(OSError):
+                os.unlink(path)
+            raise SavedStateMissing("expired", f"the saved session {handle} has expired (saved states "
+                                               "are kept for a limited time) and is deleted")
+        return state
+
+    def delete_state(self, handle: str, tenant: str) -> bool:
+        """Delete ``tenant``'s saved state ``handle``; False when this key has none by that handle."""
+        try:
+            os.unlink(self._saved_path(handle, tenant))
+        except (ValueError, OSError):
+            return False
+        return True
+
+    def _sweep_saved_folder(self, folder: Path, now: float) -> int:
+        removed = 0
+        with contextlib.suppress(OSError), os.scandir(folder) as entries:
+            for entry in entries:
+                name = entry.name
+                try:
+                    if name.endswith(".tmp"):  # a write that died; a live one renames within seconds
+                        stale = entry.stat(follow_symlinks=False).st_mtime < now - 3600
+                    elif name.endswith(_SAVED_SUFFIX):
+                        fd = os.open(entry.path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+                        with os.fdopen(fd, "rb") as f:
+                            head = f.read(_SAVED_HEAD.size + MAX_SAVED_HEADER)
+                        state = _parse_saved(name, head, header_only=True)
+                        stale = state is None or state.expires_at <= now
+                    else:
+                        continue
+                    if stale:
+                        os.unlink(entry.path)
+                        removed += 1
+                except OSError:
+                    continue
+        return removed
+
+    def sweep_saved(self) -> int:
+        """Remove every key's expired saved states (any replica may: the folder is shared)."""
+        now, removed = time.time(), 0
+        with contextlib.suppress(OSError), os.scandir(self.root / _SAVED) as folders:
+            for folder in folders:
+                if folder.is_dir(follow_symlinks=False):
+                    removed += self._sweep_saved_folder(Path(folder.path), now)
+        return removed
 
     # -- orphans ----------------------------------------------------------------------------
     def _writer_alive(self, writer: str) -> bool:
@@ -257,3 +401,59 @@ class SnapshotStore:
         fd, self._alive = self._alive, -1
         if fd >= 0:
             os.close(fd)
+
+
+def missing_saved(handle: object) -> SavedStateMissing:
+    shown = handle if isinstance(handle, str) and _NAME.fullmatch(handle) else "with that id"
+    return SavedStateMissing(
+        "unknown", f"no saved session {shown} for this key: it was never saved, belongs to another "
+                   "key, or was deleted",
+    )  # fmt: skip
+
+
+def _parse_saved(handle: str, data: bytes, *, header_only: bool = False) -> SavedState | None:
+    """A saved state's file (or its start, ``header_only``), or None when it is not one."""
+    if len(data) < _SAVED_HEAD.size:
+        return None
+    magic, head_len, snap_len = _SAVED_HEAD.unpack_from(data, 0)
+    start = _SAVED_HEAD.size + head_len
+    if magic != _SAVED_MAGIC or head_len > MAX_SAVED_HEADER or len(data) < start:
+        return None
+    try:
+        head = json.loads(data[_SAVED_HEAD.size:start])
+        profile, runtime = str(head["profile"]), str(head["runtime"])
+        created_at, expires_at = float(head["created_at"]), float(head["expires_at"])
+    except (ValueError, KeyError, TypeError):
+        return None
+    if header_only:
+        return SavedState(handle, profile, runtime, created_at, expires_at, len(data))
+    if len(data) < start + snap_len:
+        return None
+    files = bytes(data[start + snap_len:]) or None
+    return SavedState(handle, profile, runtime, created_at, expires_at, len(data),
+                      snapshot=bytes(data[start:start + snap_len]), files=files)
+
+
+def _write_atomic(target: Path, name: str, parts: tuple[bytes, ...]) -> None:
+    """``parts`` written to ``target`` through a temporary file in its folder, renamed over it.
+    ``SnapshotStoreFull`` when the disk is full (nothing changed)."""
+    tmp = target.with_name(f".{name}.{secrets.token_hex(4)}.tmp")
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+        try:  # no fsync: a process that dies keeps what it wrote; a torn file fails its MAC
+            for part in parts:
+                view = memoryview(part)
+                while view:
+                    view = view[os.write(fd, view):]
+        finally:
+            os.close(fd)
+        os.replace(tmp, target)
+    except OSError as exc:
+        with contextlib.suppress(OSError):
+            os.unlink(tmp)
+        if exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise SnapshotStoreFull(
+                "snapshot_disk_full",
+                "the disk that keeps paused and saved sessions is full; the session stays live",
+            ) from None
+        raise

@@ -139,5 +139,8 @@ class RunRecord:
         )
 
     def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+        if live is None:  # about a saved state, not a session: ``fields`` name the tenant
+            self.audit.event(f"session_{event}", **fields)
+            return
         self.audit.event(f"session_{event}", tenant=live.tenant, session=live.id,
                          profile=live.profile.name, **fields)  # fmt: skip

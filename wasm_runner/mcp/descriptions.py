@@ -11,7 +11,7 @@ from dataclasses import dataclass
 
 from ..limits import Limits
 
-__all__ = ["RuntimeFacts", "RUNTIME_FACTS", "runtime_facts", "environment_text", "limits_text"]
+__all__ = ["RuntimeFacts", "RUNTIME_FACTS", "runtime_facts", "environment_text", "limits_text", "duration"]
 
 
 @dataclass(frozen=True)
@@ -50,6 +50,15 @@ def _seconds(x: float) -> str:
 
 def _size(n: int) -> str:
     return f"{n >> 20} MiB" if n >= 1 << 20 and n % (1 << 20) == 0 else f"{n} bytes"
+
+
+def duration(seconds: float) -> str:
+    """``seconds`` as a model reads it: "90 s", "20 min", "24 h"."""
+    if seconds >= 7200:
+        return f"{seconds / 3600:.3g} h"
+    if seconds >= 120:
+        return f"{seconds / 60:.3g} min"
+    return _seconds(round(seconds, 1))
 
 
 def limits_text(limits: Limits) -> str:
@@ -146,3 +155,29 @@ def fork_session_description(max_copies: int) -> str:
         f"an open session; at most {max_copies} copies per call. Random generators are reseeded "
         "in each copy unless keep_seeds is true."
     )
+
+
+def save_session_description(lifetime_seconds: float | None) -> str:
+    kept = (f"A saved state is kept {duration(lifetime_seconds)} on the server, then deleted"
+            if lifetime_seconds else "Saving needs the HTTP server (it keeps the saved states)")  # fmt: skip
+    return (
+        "Save an open session's state (variables, imported modules, random state and its files "
+        "in /data, /scratch and /out) on the server and get a saved_id for it; the session stays "
+        "open. Later, even after the session is closed or has expired, resume_session with the "
+        "saved_id opens a new session that continues from exactly this state. Only your key "
+        f"can resume or delete it. {kept}; saved states count in your key's disk budget, so "
+        "delete_saved_session those you no longer need."
+    )
+
+
+def resume_session_description() -> str:
+    return (
+        "Open a new session continuing from a state save_session kept: variables, imports and "
+        "files are as they were when it was saved. Returns the new session_id (use it with "
+        "run_cell; close it with close_session). The saved state stays, so it can be resumed "
+        "again, until it expires or delete_saved_session."
+    )
+
+
+def delete_saved_session_description() -> str:
+    return "Delete a state save_session kept (its saved_id); sessions resumed from it go on."

@@ -1,8 +1,8 @@
 """The MCP server: tools to run Python once, or in a session with uploads, for a chat model.
 
-``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with six tools:
+``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with nine tools:
 ``run_python``, ``open_session``, ``run_cell``, ``upload_file``, ``fork_session``,
-``close_session``, and a resource
+``save_session``, ``resume_session``, ``delete_saved_session``, ``close_session``, and a resource
 template for the files a session's code wrote. The same server runs over stdio
 (``wasm-runner mcp``) and streamable HTTP (``wasm_runner.mcp.http``).
 
@@ -87,6 +87,11 @@ def headers_of(ctx: Context | None) -> Mapping[str, str] | None:
 
 def _error(text: str) -> CallToolResult:
     return CallToolResult(content=[TextContent(text=text)], is_error=True)
+
+
+def _capitalized(text: str) -> str:
+    """A refusal's message as the start of a sentence."""
+    return text[:1].upper() + text[1:]
 
 
 def _refusal(exc: Refused, what: str) -> CallToolResult:
@@ -213,7 +218,7 @@ def build_server(
         except Refused as exc:
             if exc.code == "too_many_sessions":
                 return _error(
-                    f"{exc.message[0].upper()}{exc.message[1:]}: close one with close_session, "
+                    f"{_capitalized(exc.message)}: close one with close_session, "
                     "or use run_python for a one-off run"
                 )
             return _refusal(exc, "Opening a session")
@@ -336,7 +341,7 @@ def build_server(
         except Refused as exc:
             if exc.code == "too_many_sessions":
                 return _error(
-                    f"{exc.message[0].upper()}{exc.message[1:]}: close sessions with "
+                    f"{_capitalized(exc.message)}: close sessions with "
                     "close_session, or ask for fewer copies"
                 )
             return _refusal(exc, "The fork")
@@ -352,6 +357,91 @@ def build_server(
             )],
             structured_content={"session_id": session_id, "copies": ids},
         )  # fmt: skip
+
+    async def save_session(
+        session_id: Annotated[str, Field(description="The id open_session returned.")],
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        caller, _ = who(ctx)
+        await store.sweep()
+        try:
+            live = find(store, session_id, caller)
+            saved = await store.save(live, caller)
+        except SessionError as exc:
+            return _error(str(exc))
+        except Refused as exc:
+            return _refusal(exc, "Saving the session")
+        except Exception as exc:
+            log.exception("save_session failed")
+            return _error(f"The session could not be saved: {exc}")
+        shown = saved.describe()
+        return CallToolResult(
+            content=[TextContent(
+                text=f"Session {session_id} is saved as {saved.handle} (its variables, imports and "
+                f"files as of now); it stays open. Call resume_session with saved_id "
+                f"{saved.handle} to continue from this state in a new session, within "
+                f"{descriptions.duration(saved.expires_at - saved.created_at)}; delete it with "
+                "delete_saved_session when it is no longer needed."
+            )],
+            structured_content={"session_id": session_id, **shown},
+        )  # fmt: skip
+
+    async def resume_session(
+        saved_id: Annotated[str, Field(description="The saved_id save_session returned.")],
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        caller, _ = who(ctx)
+        await store.sweep()
+        try:
+            saved = await store.load_saved(caller, saved_id)
+            if saved.profile != policy.name or saved.runtime != runtime:
+                return _error(
+                    f"{saved_id} was saved from a session of profile {saved.profile!r} "
+                    f"(runtime {saved.runtime!r}); these tools open sessions of profile "
+                    f"{policy.name!r} (runtime {runtime!r}), so it cannot be resumed here"
+                )
+            pausing = store.pausing
+            live = await store.resume(
+                caller, policy, limits, runtime, saved.snapshot, owner=caller.name,
+                secret=pausing.secret if pausing is not None else None, folders=saved.files,
+                saved_id=saved.handle,
+            )  # fmt: skip
+        except Refused as exc:
+            if exc.code == "too_many_sessions":
+                return _error(
+                    f"{_capitalized(exc.message)}: close one with close_session, "
+                    "then resume again"
+                )
+            if exc.code in ("unknown_saved_session", "saved_session_expired"):
+                return _error(f"{_capitalized(exc.message)}.")
+            return _refusal(exc, "Resuming the saved session")
+        except Exception as exc:
+            log.exception("resume_session failed")
+            return _error(f"The saved session could not be resumed: {exc}")
+        return CallToolResult(
+            content=[TextContent(
+                text=f"Session {live.id} is open, continuing from {saved_id}: its variables, "
+                "imports and files are as they were when it was saved. Use run_cell with this "
+                "session_id; the saved state stays until it expires or delete_saved_session."
+            )],
+            structured_content={"session_id": live.id, "saved_id": saved_id},
+        )  # fmt: skip
+
+    async def delete_saved_session(
+        saved_id: Annotated[str, Field(description="The saved_id save_session returned.")],
+        ctx: Context | None = None,
+    ) -> CallToolResult:
+        caller, _ = who(ctx)
+        try:
+            await store.delete_saved(caller, saved_id)
+        except Refused as exc:
+            if exc.code == "unknown_saved_session":
+                return _error(f"{_capitalized(exc.message)}.")
+            return _refusal(exc, "Deleting the saved session")
+        return CallToolResult(
+            content=[TextContent(text=f"The saved session {saved_id} is deleted.")],
+            structured_content={"saved_id": saved_id, "deleted": True},
+        )
 
     async def close_session(
         session_id: Annotated[str, Field(description="The id open_session returned.")],
@@ -415,6 +505,25 @@ def build_server(
         fork_session,
         description=descriptions.fork_session_description(store.max_fork_copies),
         annotations=running,
+        structured_output=False,
+    )
+    saved_lifetime = store.pausing.lifetime_seconds if store.pausing is not None else None
+    server.add_tool(
+        save_session,
+        description=descriptions.save_session_description(saved_lifetime),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False, open_world_hint=False),
+        structured_output=False,
+    )
+    server.add_tool(
+        resume_session,
+        description=descriptions.resume_session_description(),
+        annotations=running,
+        structured_output=False,
+    )
+    server.add_tool(
+        delete_saved_session,
+        description=descriptions.delete_saved_session_description(),
+        annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
         structured_output=False,
     )
     server.add_tool(

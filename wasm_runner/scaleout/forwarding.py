@@ -43,6 +43,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("POST", re.compile(r"/api/sessions/[^/]+/run/stream"), "session"),
     ("POST", re.compile(r"/api/sessions/[^/]+/fork"), "session"),
     ("GET", re.compile(r"/api/sessions/[^/]+/snapshot"), "session"),
+    ("POST", re.compile(r"/api/sessions/[^/]+/save"), "session"),
     ("GET", re.compile(r"/api/files/[^/]+"), "download"),
 )
 _LOST = {

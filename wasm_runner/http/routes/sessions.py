@@ -4,7 +4,10 @@ output as Server-Sent Events while it runs: the events of ``POST /api/run/stream
 ``result`` with ``"session"`` added); ``POST /api/sessions/{id}/fork`` (independent copies of its
 state, each a new session of the same key), ``GET /api/sessions/{id}/snapshot`` (its state as
 sealed bytes: encrypted, bound to the key) and ``POST /api/sessions/resume`` (those bytes back
-as a new session; refused unless they authenticate for the calling key).
+as a new session; refused unless they authenticate for the calling key);
+``POST /api/sessions/{id}/save`` (its state kept on the server under a ``saved_id`` of the key's,
+the MCP tools' ``save_session``), ``POST /api/saved-sessions/{saved_id}/resume`` (a new session
+continuing it) and ``DELETE /api/saved-sessions/{saved_id}``.
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
 whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
@@ -35,7 +38,8 @@ from .stream import RunEventStream
 
 __all__ = [
     "create_session", "show_session", "delete_session", "run_in_session", "stream_in_session",
-    "fork_session", "snapshot_session", "resume_session", "routes",
+    "fork_session", "snapshot_session", "resume_session", "save_session", "resume_saved_session",
+    "delete_saved_session", "routes",
 ]
 
 
@@ -199,6 +203,38 @@ async def resume_session(request: Request) -> Response:
     return SafeJSONResponse(live.describe(), status_code=201)
 
 
+async def save_session(request: Request) -> Response:
+    """The session's state kept on the server -> ``201 {"saved_id", "profile", "runtime",
+    "bytes", "expires_in"}``; the session goes on."""
+    service, tenant, live, relayed = await _session_or_hop(request)
+    if relayed is not None:
+        return relayed
+    assert live is not None
+    saved = await service.sessions.save(live, tenant)
+    return SafeJSONResponse(saved.describe(), status_code=201)
+
+
+async def resume_saved_session(request: Request) -> Response:
+    """A saved state of the key's -> ``201`` and a new session continuing it, under the profile
+    it was saved from (the key must still be allowed it)."""
+    service = service_of(request)
+    tenant = await service.caller(request)
+    saved = await service.sessions.load_saved(tenant, request.path_params["saved_id"])
+    profile, limits, runtime = service.policy(tenant, saved.profile, None, saved.runtime)
+    live = await service.sessions.resume(
+        tenant, profile, limits, runtime, saved.snapshot, owner=tenant.name,
+        secret=service.snapshot_secret, folders=saved.files, saved_id=saved.handle,
+    )  # fmt: skip
+    return SafeJSONResponse(live.describe(), status_code=201)
+
+
+async def delete_saved_session(request: Request) -> Response:
+    service = service_of(request)
+    tenant = await service.caller(request)
+    await service.sessions.delete_saved(tenant, request.path_params["saved_id"])
+    return Response(status_code=204)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/api/sessions", create_session, methods=["POST"]),
@@ -209,4 +245,7 @@ def routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}/run/stream", stream_in_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/snapshot", snapshot_session, methods=["GET"]),
+        Route("/api/sessions/{session_id}/save", save_session, methods=["POST"]),
+        Route("/api/saved-sessions/{saved_id}/resume", resume_saved_session, methods=["POST"]),
+        Route("/api/saved-sessions/{saved_id}", delete_saved_session, methods=["DELETE"]),
     ]
