@@ -1,14 +1,14 @@
 """Session snapshots (issue 25): how long saving a resting session (pause) and resuming it take.
 
 For one image, opens a session, runs a set-up cell, then --rounds times: ``Session.snapshot``
-(pause: the changed pages found, copied, sealed; compressed with --compress), ``Sandbox.resume``
-(resume: the snapshot authenticated (and decompressed), a new instance of the compiled image with the saved
-pages, files and fd table), the resumed session's first cell, and ``Session.fork(1)`` (a copy
+(pause: the changed memory blocks found, copied, compressed unless --raw, sealed), ``Sandbox.resume``
+(resume: the snapshot authenticated and inflated, a new instance of the compiled image with the saved
+blocks, files and fd table), the resumed session's first cell, and ``Session.fork(1)`` (a copy
 without sealing). Prints p50 and p90 of each and the snapshot's size.
 
     .venv/bin/python benchmarks/session_snapshots.py                 # plain image
     .venv/bin/python benchmarks/session_snapshots.py --image datascience --setup pandas
-    .venv/bin/python benchmarks/session_snapshots.py --compress     # zlib-compressed snapshots
+    .venv/bin/python benchmarks/session_snapshots.py --raw          # snapshots not compressed
 """
 
 from __future__ import annotations
@@ -28,7 +28,7 @@ def main() -> None:
     ap.add_argument("--image", default="plain")
     ap.add_argument("--setup", default="plain", choices=sorted(SETUPS))
     ap.add_argument("--rounds", type=int, default=20)
-    ap.add_argument("--compress", action="store_true", help="zlib-compressed snapshots")
+    ap.add_argument("--raw", action="store_true", help="snapshots stored as they are (not compressed)")
     args = ap.parse_args()
     secret = os.urandom(32)
     sb = Sandbox(image=args.image, prestart=0)
@@ -42,7 +42,7 @@ def main() -> None:
         size = 0
         for _ in range(args.rounds):
             t0 = time.perf_counter()
-            snap = s.snapshot(owner="bench", secret=secret, compress=args.compress)
+            snap = s.snapshot(owner="bench", secret=secret, compress=not args.raw)
             t1 = time.perf_counter()
             s2 = sb.resume(snap, owner="bench", secret=secret)
             t2 = time.perf_counter()
@@ -62,7 +62,7 @@ def main() -> None:
         s.close()
     finally:
         sb.close()
-    print(f"image {args.image}, set-up {args.setup}, {'zlib' if args.compress else 'raw'}, {args.rounds} rounds; load average "
+    print(f"image {args.image}, set-up {args.setup}, {'raw' if args.raw else 'zstd'}, {args.rounds} rounds; load average "
           f"{' '.join(f'{x:.2f}' for x in load_average())}")
     print(f"snapshot size: {size / 1024:.0f} KiB")
     for name, xs in (("pause (snapshot)", pause), ("resume", resume), ("first cell after resume", first),

@@ -114,16 +114,24 @@ def main() -> None:
         live_ids = [sid for sid in ids.values() if not api.get(f"/api/sessions/{sid}").json()["paused"]]
         paused = random.sample([i for i, s in ids.items() if s not in live_ids], min(args.sample, len(ids)))
         resumed_ms, live_ms, wrong = [], [], 0
+        wrong_seen: list[str] = []
+
+        def checked(r: httpx.Response, i: int) -> int:
+            ok = r.status_code == 200 and r.json()["stdout"] == f"{i} 1000\n"
+            if not ok:
+                wrong_seen.append(f"session {i}: {r.status_code} {r.text[:300]}")
+            return int(not ok)
+
         for i in paused:
             t = time.perf_counter()
             r = api.post(f"/api/sessions/{ids[i]}/run", json={"code": "print(x, len(items))"})
             resumed_ms.append((time.perf_counter() - t) * 1000)
-            wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
+            wrong += checked(r, i)
             sid = ids[i]
             t = time.perf_counter()
             r = api.post(f"/api/sessions/{sid}/run", json={"code": "print(x, len(items))"})
             live_ms.append((time.perf_counter() - t) * 1000)
-            wrong += r.status_code != 200 or r.json()["stdout"] != f"{i} 1000\n"
+            wrong += checked(r, i)
         for sid in ids.values():
             api.delete(f"/api/sessions/{sid}")
         left = folder_bytes(store)
@@ -142,6 +150,7 @@ def main() -> None:
         "resumed_cell_ms": {"p50": round(statistics.median(resumed_ms), 1), "p90": round(pct(resumed_ms, 0.9), 1)},
         "live_cell_ms": {"p50": round(statistics.median(live_ms), 1), "p90": round(pct(live_ms, 0.9), 1)},
         "wrong_answers": wrong,
+        "wrong_examples": wrong_seen[:5],
     }  # fmt: skip
     print(json.dumps(out, indent=2))
     RESULTS.mkdir(exist_ok=True)

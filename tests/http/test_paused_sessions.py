@@ -17,7 +17,7 @@ from tests.support.live_server import OTHER_KEY, LiveServer, live_server, make_c
 
 PAUSE_SECONDS = 1.0
 PAUSED_LIFETIME = 25.0  # long enough for the pause-and-resume test on a busy machine
-BOB_BUDGET = 48 << 20  # bob's disk budget: a session holding 64 MiB of data does not fit
+BOB_BUDGET = 4 << 20  # bob's disk budget: a session holding 8 MiB of random data does not fit
 
 
 @pytest.fixture(scope="module")
@@ -162,7 +162,7 @@ def test_a_paused_session_expires_and_its_snapshot_goes(
 def test_a_snapshot_over_the_key_budget_leaves_the_session_live(server: LiveServer) -> None:
     with server.client(OTHER_KEY) as bob:
         sid = open_session(bob)
-        big = cell(bob, sid, "blob = b'x' * (64 << 20)\nkept = 'yes'")
+        big = cell(bob, sid, "import random\nblob = random.randbytes(8 << 20)  # does not compress\nkept = 'yes'")
         assert big["status"] == "ok", big
         assert wait_until(lambda: "snapshot_error" in state(bob, sid), timeout=60)
         shown = state(bob, sid)
@@ -173,7 +173,7 @@ def test_a_snapshot_over_the_key_budget_leaves_the_session_live(server: LiveServ
         time.sleep(PAUSE_SECONDS * 4)
         assert state(bob, sid)["paused"] is False
         after = cell(bob, sid, "print(kept, len(blob))")
-        assert after["stdout"] == f"yes {64 << 20}\n"
+        assert after["stdout"] == f"yes {8 << 20}\n"
         assert bob.delete(f"/api/sessions/{sid}").status_code == 204
     assert server.health()["status"] == "ok"
 

@@ -212,6 +212,7 @@ def test_an_oversized_snapshot_is_refused_unread(warm_sandbox: None, tmp_path: P
     config = make_config(tmp_path, max_snapshot_bytes=1 << 20)
     with live_server(config) as server, server.client() as api:
         sid = open_session(api)
+        assert call(api, sid, "import random\nnoise = random.randbytes(2 << 20)")["status"] == "ok"  # does not compress
         real = api.get(f"/api/sessions/{sid}/snapshot").content
         assert len(real) > 1 << 20  # a real session's snapshot, over this server's bound
         r = api.post("/api/sessions/resume", content=real, headers=OCTETS)

@@ -5,11 +5,13 @@ random state), and a tampered, foreign or other-version snapshot is refused befo
 from __future__ import annotations
 
 import json
+import os
 import struct
 
 import pytest
 
 from wasm_runner import Sandbox, WasmRunnerError
+from wasm_runner.sandbox import sealing
 from wasm_runner.sandbox.sealing import SnapshotRefused, seal
 from wasm_runner.sandbox.session_state import SnapshotFailed
 
@@ -76,7 +78,7 @@ def test_a_snapshot_before_any_cell_and_after_an_error(default_sandbox: Sandbox)
     with default_sandbox.session() as s:
         empty = s.snapshot(owner="k", secret=SECRET)
         assert s.run("x = 1\nraise ValueError('kept alive')").exit_code == 1
-        snap = s.snapshot(owner="k", secret=SECRET, compress=True)  # zlib
+        snap = s.snapshot(owner="k", secret=SECRET, compress=False)  # stored as it is (codec 0)
     with default_sandbox.resume(empty, owner="k", secret=SECRET) as fresh:
         r = fresh.run("print('x' in globals())")
         assert r.ok and r.stdout == "False\n", r.stderr
@@ -93,16 +95,17 @@ def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbo
     with default_sandbox.session() as s:
         assert s.run("secret_value = 'alice only ' * 4").ok
         snap = s.snapshot(owner="alice", secret=SECRET)
-        packed = s.snapshot(owner="alice", secret=SECRET, compress=True)
+        raw = s.snapshot(owner="alice", secret=SECRET, compress=False)
     # encrypted at rest: the session's data is not in the bytes, compressed or not
-    assert b"alice only alice only" not in snap and b"alice only alice only" not in packed
+    assert b"alice only alice only" not in snap and b"alice only alice only" not in raw
     cases = {
         "tampered": (_flip(snap, len(snap) // 2), "alice", SECRET),
         "tampered-mac": (_flip(snap, len(snap) - 1), "alice", SECRET),
         "foreign-owner": (snap, "bob", SECRET),
         "foreign-secret": (snap, "alice", b"another secret, 32 bytes long .."),
         "version-1": (snap[:8] + struct.pack("<H", 1) + snap[10:], "alice", SECRET),
-        "version-3": (snap[:8] + struct.pack("<H", 3) + snap[10:], "alice", SECRET),
+        "version-2": (snap[:8] + struct.pack("<H", 2) + snap[10:], "alice", SECRET),
+        "version-4": (snap[:8] + struct.pack("<H", 4) + snap[10:], "alice", SECRET),
         "truncated": (snap[: len(snap) - 100], "alice", SECRET),
         "junk": (b"not a snapshot at all, just some bytes here.................", "alice", SECRET),
     }
@@ -113,9 +116,10 @@ def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbo
         assert isinstance(info.value, WasmRunnerError) and isinstance(info.value, ValueError)
         reasons[name], messages[name] = info.value.reason, str(info.value)
     assert reasons == {"tampered": "tampered", "tampered-mac": "tampered", "foreign-owner": "foreign",
-                       "foreign-secret": "foreign", "version-1": "version", "version-3": "version",
+                       "foreign-secret": "foreign", "version-1": "version", "version-2": "version", "version-4": "version",
                        "truncated": "size", "junk": "format"}
     assert "version 1 (not encrypted" in messages["version-1"] and "save the session again" in messages["version-1"]
+    assert "version 2 (" in messages["version-2"] and "reads version 3 only" in messages["version-2"]
     # the host is unharmed: the same snapshot still resumes for its owner, and runs go on
     with default_sandbox.resume(snap, owner="alice", secret=SECRET) as s:
         r = s.run("print(secret_value)")
@@ -145,6 +149,64 @@ def test_authenticated_but_hostile_content_is_refused(default_sandbox: Sandbox) 
             default_sandbox.resume(blob, owner="k", secret=SECRET)
         assert info.value.reason == "state"
     assert default_sandbox.run("print('still here')").stdout == "still here\n"
+
+
+def _sealed(packed: bytes, declared: int, *, codec: int = sealing.ZSTD, owner: str = "k", image: str) -> bytes:
+    """A snapshot that authenticates (as a leaked secret or a bug would make it) whose body is
+    ``packed`` and whose header says it inflates to ``declared`` bytes."""
+    salt, nonce = os.urandom(16), os.urandom(12)
+    head = sealing._HEAD.pack(sealing.MAGIC, sealing.FORMAT_VERSION, codec, sealing._tag(SECRET, b"owner", owner)[:16],
+                              bytes.fromhex(image)[:16], salt, nonce, declared, len(packed) + 16)
+    return head + sealing._key(SECRET, salt, owner).encrypt(nonce, packed, head)
+
+
+def test_a_snapshot_that_inflates_past_its_bounds_is_refused(default_sandbox: Sandbox) -> None:
+    """Compression bombs: the declared size is checked against the resuming sandbox's limits
+    before decryption, the frame's own size against the declared one before inflating, and
+    what came out after; none of them allocates what it claims."""
+    import zstandard
+
+    from wasm_runner.limits import Limits
+
+    image = default_sandbox.snapshot_image
+    mib = 1 << 20
+    zeros = bytes(64 * mib)
+    bomb = zstandard.ZstdCompressor(level=1).compress(zeros)  # 64 MiB in a few KiB
+    unsized = zstandard.ZstdCompressor(level=1, write_content_size=False).compress(zeros)
+    wide = zstandard.ZstdCompressor(compression_params=zstandard.ZstdCompressionParameters(
+        window_log=25, compression_level=1)).compress(bytes(16 * mib))  # asks a 16 MiB window
+    assert len(bomb) < 64 * 1024 and len(unsized) < 64 * 1024
+    small = Limits(memory_mb=64, disk_mb=1)
+    cases = {  # name: (snapshot, within, reason)
+        "declared-over-limits": (_sealed(bomb, 256 * mib, image=image), small, "size"),
+        "declared-over-max": (_sealed(bomb, sealing.MAX_BODY_BYTES + 1, image=image), None, "size"),
+        "frame-larger-than-declared": (_sealed(bomb, mib, image=image), None, "size"),
+        "frame-without-size": (_sealed(unsized, mib, image=image), None, "size"),
+        "wide-window": (_sealed(wide, 16 * mib, image=image), None, "size"),
+        "trailing-data": (_sealed(zstandard.ZstdCompressor().compress(b"x" * 100) + b"more", 100, image=image),
+                          None, "state"),
+        "not-a-frame": (_sealed(b"\x00" * 100, 100, image=image), None, "state"),
+        "raw-not-declared-size": (_sealed(b"WRST" + bytes(100), 50, codec=sealing.RAW, image=image), None, "size"),
+    }
+    reasons, messages = {}, {}
+    for name, (blob, within, _) in cases.items():
+        with pytest.raises(SnapshotRefused) as info:
+            default_sandbox.resume(blob, owner="k", secret=SECRET, within=within)
+        reasons[name], messages[name] = info.value.reason, str(info.value)
+    assert reasons == {name: reason for name, (_, _, reason) in cases.items()}
+    assert "256 MiB, over the" in messages["declared-over-limits"] and "limits allow" in messages["declared-over-limits"]
+    assert "declared size" in messages["frame-larger-than-declared"]
+    # the same bomb with its true size declared inflates (64 MiB, within the default bound) and is
+    # then refused as content, not as a crash
+    with pytest.raises(SnapshotRefused) as info:
+        default_sandbox.resume(_sealed(bomb, 64 * mib, image=image), owner="k", secret=SECRET)
+    assert info.value.reason == "state"
+    # the host is unharmed, and a real snapshot still resumes within a profile's limits
+    with default_sandbox.session() as s:
+        assert s.run("kept = 'yes'").ok
+        snap = s.snapshot(owner="k", secret=SECRET)
+    with default_sandbox.resume(snap, owner="k", secret=SECRET, within=Limits()) as again:
+        assert again.run("print(kept)").stdout == "yes\n"
 
 
 def test_an_ended_session_and_a_command_runtime_cannot_be_saved(default_sandbox: Sandbox) -> None:

@@ -576,7 +576,7 @@ class SessionStore:
             return self.executor.sandbox_for(live.runtime, live.profile.image).resume(
                 blob, owner=live.tenant, secret=pausing.secret,
                 data_dir=str(data_dir) if data_dir else None,
-                out_dir=str(out_dir) if out_dir else None,
+                out_dir=str(out_dir) if out_dir else None, within=live.limits,
             )  # fmt: skip
 
         try:
@@ -896,7 +896,8 @@ class SessionStore:
                 uploaded[0] = unseal_folders(folders, owner=owner, secret=secret, data_dir=data_dir, out_dir=out_dir)
             sandbox = self.executor.sandbox_for(runtime, profile.image)
             session = sandbox.resume(
-                snapshot, owner=owner, secret=secret, data_dir=_str(data_dir), out_dir=_str(out_dir)
+                snapshot, owner=owner, secret=secret, data_dir=_str(data_dir), out_dir=_str(out_dir),
+                within=limits,
             )
             try:
                 limits.tightened(session.limits)  # the saved limits within this profile's

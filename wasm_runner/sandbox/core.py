@@ -34,9 +34,9 @@ from . import wrapper
 from .classify import classify
 from .guest import Guest, GuestModule, Outcome, OutputCallback, start_thread
 from .pool import WarmPool, bind_slot, default_prestart
-from .sealing import default_secret, open_sealed
+from .sealing import MAX_BODY_BYTES, default_secret, open_sealed
 from .session import Restore, Session, SessionHost
-from .session_state import PAGE, Reference, parse
+from .session_state import PAGE, Reference, body_bound, parse
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
 
 __all__ = ["OutputCallback", "Sandbox", "min_memory_mb", "start_memory_bytes"]
@@ -411,6 +411,7 @@ class Sandbox:
         limits: Limits | None = None,
         data_dir: str | os.PathLike[str] | None = None,
         out_dir: str | os.PathLike[str] | None = None,
+        within: Limits | None = None,
     ) -> Session:
         """A new session that continues the one ``snapshot`` saved (``Session.snapshot``), on
         this sandbox's image: its variables, imported modules, random state, files and open
@@ -418,9 +419,13 @@ class Sandbox:
         unless it authenticates for ``owner`` under ``secret`` (default
         ``sealing.default_secret()``), has this format version and this image, and fits its
         bounds. ``limits`` may tighten the saved session's limits; ``data_dir`` and ``out_dir``
-        must be given when the saved session had them (its fd layout must match)."""
+        must be given when the saved session had them (its fd layout must match). ``within`` (a
+        profile's limits: the most the saved session may have) bounds what the snapshot may
+        inflate to by their memory cap and disk quota, checked before it is inflated (default:
+        ``sealing.MAX_BODY_BYTES``)."""
+        bound = MAX_BODY_BYTES if within is None else body_bound(self.memory_cap(within), within.disk_bytes)
         body = open_sealed(snapshot, owner=owner, secret=default_secret() if secret is None else secret,
-                           image=self.snapshot_image)
+                           image=self.snapshot_image, max_body=bound)
         state = parse(body, 65536)
         try:
             saved = Limits.from_dict(state.header["limits"]).validate()

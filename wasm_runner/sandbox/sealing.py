@@ -6,25 +6,28 @@ A snapshot (``Session.snapshot``) is data a client holds and hands back (``Sandb
 whole content is authenticated (AES-256-GCM, the header as associated data) before a byte of the
 body is decrypted for use, parsed or decompressed (decompression is bounded too).
 
-Layout, format version 2 (integers little-endian)::
+Layout, format version 3 (integers little-endian)::
 
     MAGIC (8) | version u16 | codec u8 | owner tag (16) | image tag (16) | salt (16) | nonce (12)
-    | ciphertext length u64 | ciphertext (the body encrypted, then the 16-byte GCM tag)
+    | body length u64 | ciphertext length u64 | ciphertext (the packed body encrypted, then the
+    16-byte GCM tag)
 
 - the body is encrypted with AES-256-GCM under a key made for this snapshot:
-  ``HKDF-SHA256(secret, salt, "wasm-runner session snapshot v2" + owner)`` with a random salt
+  ``HKDF-SHA256(secret, salt, "wasm-runner session snapshot v3" + owner)`` with a random salt
   and a random nonce, so only the same server secret and the same owner open it; the GCM tag
   covers the header (associated data) and the ciphertext: a snapshot altered in any byte fails;
 - the owner tag (``HMAC(secret, "owner" + owner)``, 16 bytes) only lets the refusal say
   "foreign" rather than "tampered"; it is authenticated with the rest;
 - the image tag names the module the memory belongs to (its SHA-256): a snapshot resumes only
   on the same image, built from the same wrapper;
-- the body is stored as it is (codec 0, the default: resume within its goals) or
-  zlib-compressed before encryption (codec 1: about 2.5 times smaller, several times the CPU;
-  docs/performance.md).
+- the body is Zstandard-compressed before encryption (codec 1, the default: one frame at level
+  1 that names its content size) or stored as it is (codec 0); docs/performance.md measured
+  both. The body length is what the body inflates to: checked against the bound the resuming
+  sandbox gives (``max_body``) before anything is decrypted, against the frame's own content
+  size before it is inflated, and against what came out after.
 
-Version 1 (HMAC-SHA256 only, not encrypted) is refused with reason ``version``. What a lost or
-rotated secret means: docs/security.md.
+Versions 1 (HMAC-SHA256 only, not encrypted) and 2 (64 KiB pages, zlib or nothing) are refused
+with reason ``version``. What a lost or rotated secret means: docs/security.md.
 """
 
 from __future__ import annotations
@@ -33,8 +36,9 @@ import hashlib
 import hmac
 import os
 import struct
-import zlib
 from pathlib import Path
+
+import zstandard
 
 from cryptography.exceptions import InvalidTag
 from cryptography.hazmat.primitives import hashes
@@ -56,14 +60,18 @@ __all__ = [
 ]
 
 MAGIC = b"WRSNAP\x00\x01"
-FORMAT_VERSION = 2
+FORMAT_VERSION = 3
 MAX_SNAPSHOT_BYTES = 512 << 20  # a sealed snapshot, at most
 MAX_BODY_BYTES = 4 << 30  # what its body may decompress to, at most
 _VERSION = struct.Struct("<8sH")  # what every version starts with
-_HEAD = struct.Struct("<8sHB16s16s16s12sQ")
-RAW, ZLIB = 0, 1
+_HEAD = struct.Struct("<8sHB16s16s16s12sQQ")
+RAW, ZSTD = 0, 1
+ZSTD_LEVEL = 1  # the fastest of the ratios measured (docs/performance.md): it runs after every cell
+_MAX_WINDOW = 8 << 20  # level 1 uses at most 512 KiB; a frame asking more is refused
 _GCM_TAG = 16
-_KEY_INFO = b"wasm-runner session snapshot v2\x00"
+_KEY_INFO = b"wasm-runner session snapshot v3\x00"
+_OLD = {1: "1 (not encrypted, made by an older wasm-runner)",
+        2: "2 (uncompressed 64 KiB pages or zlib, made by an older wasm-runner)"}
 SECRET_ENV = SNAPSHOT_SECRET.name
 
 
@@ -129,27 +137,32 @@ def _key(secret: bytes, salt: bytes, owner: str) -> AESGCM:
     return AESGCM(hkdf.derive(secret))
 
 
-def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = False) -> bytes:
+def seal(body: bytes, *, owner: str, secret: bytes, image: str, compress: bool = True) -> bytes:
     """The sealed snapshot of ``body`` for ``owner``, encrypted and authenticated with a key
     derived from ``secret`` and ``owner``, resumable on the image whose SHA-256 (hex) is
-    ``image``; zlib-compressed (before encryption) when ``compress``."""
+    ``image``; Zstandard-compressed (before encryption) unless ``compress`` is false."""
     secret = _check_secret(secret)
-    packed = zlib.compress(body, 1) if compress else body
+    if len(body) > MAX_BODY_BYTES:
+        raise SnapshotRefused("size", f"the snapshot's body is {len(body) >> 20} MiB, over the "
+                                      f"{MAX_BODY_BYTES >> 20} MiB a snapshot may have")
+    packed = zstandard.ZstdCompressor(level=ZSTD_LEVEL).compress(body) if compress else body
     size = _HEAD.size + len(packed) + _GCM_TAG
     if size > MAX_SNAPSHOT_BYTES:
         raise SnapshotRefused("size", f"the snapshot is {size >> 20} MiB, over the "
                                       f"{MAX_SNAPSHOT_BYTES >> 20} MiB a snapshot may have")
     salt, nonce = os.urandom(16), os.urandom(12)
-    head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZLIB if compress else RAW, _tag(secret, b"owner", owner)[:16],
-                      bytes.fromhex(image)[:16], salt, nonce, len(packed) + _GCM_TAG)
+    head = _HEAD.pack(MAGIC, FORMAT_VERSION, ZSTD if compress else RAW, _tag(secret, b"owner", owner)[:16],
+                      bytes.fromhex(image)[:16], salt, nonce, len(body), len(packed) + _GCM_TAG)
     return head + _key(secret, salt, owner).encrypt(nonce, packed, head)
 
 
 def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
                 max_body: int = MAX_BODY_BYTES) -> bytes:
     """The body of a sealed snapshot, after its size, header and authentication were checked
-    and it was decrypted; raises ``SnapshotRefused`` otherwise. ``max_body`` bounds what it may
-    decompress to."""
+    and it was decrypted and inflated; raises ``SnapshotRefused`` otherwise. ``max_body``
+    bounds what it may inflate to (the resuming sandbox's memory and disk, see
+    ``Sandbox.resume``): the declared size is checked against it before decryption, the
+    compressed frame's own size before inflation, and the inflated size after."""
     secret = _check_secret(secret)
     if not isinstance(blob, (bytes, bytearray, memoryview)):
         raise SnapshotRefused("format", "a snapshot is bytes")
@@ -162,23 +175,25 @@ def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
     if n < _VERSION.size:
         raise SnapshotRefused("size", "the snapshot is truncated")
     _, version = _VERSION.unpack_from(view, 0)
-    if version == 1:
-        raise SnapshotRefused("version", "the snapshot has format version 1 (not encrypted, made by "
-                                         f"an older wasm-runner); this wasm-runner reads version "
-                                         f"{FORMAT_VERSION} only: save the session again")
+    if version in _OLD:
+        raise SnapshotRefused("version", f"the snapshot has format version {_OLD[version]}; this "
+                                         f"wasm-runner reads version {FORMAT_VERSION} only: save the "
+                                         "session again")
     if version != FORMAT_VERSION:
         raise SnapshotRefused("version", f"the snapshot has format version {version}; this "
                                          f"wasm-runner reads version {FORMAT_VERSION} only")
     if n < _HEAD.size + _GCM_TAG:
         raise SnapshotRefused("size", "the snapshot is truncated")
-    _, _, codec, owner_tag, image_tag, salt, nonce, length = _HEAD.unpack_from(view, 0)
+    _, _, codec, owner_tag, image_tag, salt, nonce, declared, length = _HEAD.unpack_from(view, 0)
     if length != n - _HEAD.size:
         raise SnapshotRefused("size", "the snapshot's length does not match its header (truncated?)")
     if not hmac.compare_digest(owner_tag, _tag(secret, b"owner", owner)[:16]):
         raise SnapshotRefused("foreign", "the snapshot belongs to another key, or was made "
                                          "under another server secret")
-    if codec == RAW and length - _GCM_TAG > max_body:
-        raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB")
+    bound = min(max_body, MAX_BODY_BYTES)
+    if declared > bound:
+        raise SnapshotRefused("size", f"the snapshot's body is {declared >> 20} MiB, over the "
+                                      f"{bound >> 20} MiB this sandbox's limits allow")
     try:  # the tag is checked over header and ciphertext before the plaintext is returned
         packed = _key(secret, salt, owner).decrypt(nonce, view[_HEAD.size:], view[:_HEAD.size])
     except InvalidTag:
@@ -188,14 +203,30 @@ def open_sealed(blob: bytes, *, owner: str, secret: bytes, image: str,
         raise SnapshotRefused("image", "the snapshot was made from another image or wrapper "
                                        "version; it cannot resume on this sandbox")
     if codec == RAW:
-        return packed
-    if codec != ZLIB:
+        body = packed
+    elif codec == ZSTD:
+        body = _inflate(packed, declared)
+    else:
         raise SnapshotRefused("format", f"unknown body encoding {codec}")
-    d = zlib.decompressobj()
-    try:
-        body = d.decompress(packed, max_body)
-    except zlib.error:
-        raise SnapshotRefused("state", "the snapshot's body does not decompress") from None
-    if d.unconsumed_tail or not d.eof:
-        raise SnapshotRefused("size", f"the snapshot's body is larger than {max_body >> 20} MiB or incomplete")
+    if len(body) != declared:
+        raise SnapshotRefused("size", "the snapshot's body is not the size its header declares")
     return body
+
+
+def _inflate(packed: bytes, declared: int) -> bytes:
+    """One Zstandard frame that says it inflates to ``declared`` bytes (already bounded), with
+    a bounded window, inflated into exactly that much memory."""
+    try:
+        frame = zstandard.get_frame_parameters(packed)
+    except zstandard.ZstdError:
+        raise SnapshotRefused("state", "the snapshot's body is not a Zstandard frame") from None
+    if frame.content_size != declared or frame.window_size > _MAX_WINDOW:
+        raise SnapshotRefused("size", "the snapshot's compressed body does not inflate to its declared "
+                                      "size within bounds")
+    if declared == 0:
+        return b""
+    try:
+        return zstandard.ZstdDecompressor(max_window_size=_MAX_WINDOW).decompress(
+            packed, max_output_size=declared, allow_extra_data=False)
+    except zstandard.ZstdError:
+        raise SnapshotRefused("state", "the snapshot's body does not inflate") from None
