@@ -82,13 +82,16 @@ def _errors(*statuses: int) -> dict[str, Any]:
         400: "Malformed request (bad JSON)",
         401: "Missing or invalid API key",
         403: "This key may not use the profile (or a snapshot is another key's: snapshot_refused)",
-        404: "Unknown session or file",
+        404: "Unknown session, file or saved session",
         409: "The session is running another call",
-        410: "The replica holding this session or file is gone (session_lost, download_lost)",
+        410: "The replica holding this session or file is gone (session_lost, download_lost); a "
+             "saved session expired (saved_session_expired)",
         413: "Body too large",
         415: "Body is not application/json (a snapshot: application/octet-stream)",
         422: "Invalid fields, limits, base64 or profile; a snapshot refused (details: reason)",
         429: "Rate limited, or the server is busy (see Retry-After)",
+        501: "This server keeps no saved sessions (saving_unavailable)",
+        507: "Over the key's snapshot disk budget, or the disk is full; the session stays live",
     }
     out: dict[str, Any] = {}
     for status in statuses:
@@ -128,6 +131,16 @@ def openapi_document() -> dict[str, Any]:
     schemas["Result"] = result
     schemas["Error"] = _error_schema()
     schemas["Session"] = _session_schema()
+    schemas["SavedSession"] = {
+        "type": "object",
+        "required": ["saved_id", "profile", "runtime", "bytes", "expires_in"],
+        "properties": {
+            "saved_id": {"type": "string", "description": "the handle: POST /api/saved-sessions/{saved_id}/resume"},
+            "profile": {"type": "string"}, "runtime": {"type": "string"},
+            "bytes": {"type": "integer", "minimum": 0},
+            "expires_in": {"type": "number", "description": "seconds until it is deleted"},
+        },
+    }  # fmt: skip
     schemas["SessionResult"] = {
         "allOf": [
             {"$ref": "#/components/schemas/Result"},
@@ -141,6 +154,7 @@ def openapi_document() -> dict[str, Any]:
     session_id = {
         "name": "session_id", "in": "path", "required": True, "schema": {"type": "string"},
     }  # fmt: skip
+    saved_id = {"name": "saved_id", "in": "path", "required": True, "schema": {"type": "string"}}
     return {
         "openapi": "3.1.0",
         "info": {"title": "wasm-runner", "version": "0.1.0", "description": _DESCRIPTION},
@@ -316,13 +330,40 @@ def openapi_document() -> dict[str, Any]:
                     },
                 },
             },
+            "/api/sessions/{session_id}/save": {
+                "parameters": [session_id],
+                "post": {
+                    "summary": "Keep a session's state on the server under a saved_id of this key's",
+                    "responses": {
+                        "201": {"description": "The saved state's handle", "content": _json("SavedSession")},
+                        **_errors(401, 404, 409, 410, 422, 429, 501, 507),
+                    },
+                },
+            },
+            "/api/saved-sessions/{saved_id}/resume": {
+                "parameters": [saved_id],
+                "post": {
+                    "summary": "Open a session continuing a state this key saved (under its profile)",
+                    "responses": {
+                        "201": {"description": "The new session", "content": _json("Session")},
+                        **_errors(401, 403, 404, 410, 422, 429, 501),
+                    },
+                },
+            },
+            "/api/saved-sessions/{saved_id}": {
+                "parameters": [saved_id],
+                "delete": {
+                    "summary": "Delete a state this key saved",
+                    "responses": {"204": {"description": "Deleted"}, **_errors(401, 404, 501)},
+                },
+            },
             "/api/sessions/resume": {
                 "post": {
                     "summary": "Open a session continuing a snapshot this key saved",
                     "parameters": [{
                         "name": "profile", "in": "query", "required": False,
-                        "description": "the profile the saved session was opened under "
-                        "(default: the server's default profile)",
+                        "description": "the profile the saved session was opened under (optional: "
+                        "the snapshot records it; another one is 422 profile_mismatch)",
                         "schema": {"type": "string", "pattern": "^[A-Za-z0-9_.-]+$", "maxLength": 64},
                     }],
                     "requestBody": {"required": True, "content": _binary()},
