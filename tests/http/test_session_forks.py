@@ -193,9 +193,13 @@ def test_foreign_tampered_other_version_and_junk_snapshots_are_refused(
     assert "version 1" in why
     status, code, why = refusal(api, b"GIF89a not a snapshot at all" * 4)
     assert (status, code) == (422, "snapshot_refused") and why.startswith("format:"), why
-    # resumed under a profile whose limits are below the saved session's (quick: 1 s of CPU)
-    status, code, why = refusal(api, blob, params={"profile": "quick"})
-    assert (status, code) == (422, "snapshot_refused") and why.startswith("limits:"), why
+    status, code, why = refusal(api, blob[:8] + struct.pack("<H", 2) + blob[10:])
+    assert (status, code) == (422, "snapshot_refused") and why.startswith("version:"), why
+    assert "version 2" in why and "save the session again" in why
+    # the profile it records cannot be changed: the header is authenticated
+    at = blob.index(b"student")
+    status, code, why = refusal(api, blob[:at] + b"analyst" + blob[at + 7:])
+    assert (status, code) == (422, "snapshot_refused") and why.startswith("tampered:"), why
     wrong_type = api.post("/api/sessions/resume", content=blob, headers={"Content-Type": "text/plain"})
     assert wrong_type.status_code == 415
     refused = audit_events(server, "snapshot_refused")
@@ -206,6 +210,31 @@ def test_foreign_tampered_other_version_and_junk_snapshots_are_refused(
     assert call(api, ok.json()["id"], "print(secret)")["stdout"] == "alice only\n"
     api.delete(f"/api/sessions/{ok.json()['id']}")
     assert api.post("/api/run", json={"code": "print(6 * 7)"}).json()["stdout"] == "42\n"
+
+
+def test_a_snapshot_resumes_under_the_profile_it_records(api: httpx.Client) -> None:
+    """No ?profile= needed: the snapshot's authenticated header says its profile; naming it is
+    accepted, naming another is a clear 422, an unknown one is refused before the body is read."""
+    r = api.post("/api/sessions", json={"profile": "quick"})
+    assert r.status_code == 201, r.text
+    sid = r.json()["id"]
+    call(api, sid, "word = 'quick one'")
+    blob = api.get(f"/api/sessions/{sid}/snapshot").content
+    api.delete(f"/api/sessions/{sid}")
+    made = []
+    for params in ({}, {"profile": "quick"}):
+        r = api.post("/api/sessions/resume", content=blob, headers=OCTETS, params=params)
+        assert r.status_code == 201, r.text
+        assert r.json()["profile"] == "quick" and r.json()["limits"]["cpu_seconds"] == 1
+        made.append(r.json()["id"])
+    assert call(api, made[0], "print(word)")["stdout"] == "quick one\n"
+    r = api.post("/api/sessions/resume", content=blob, headers=OCTETS, params={"profile": "student"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "profile_mismatch"
+    assert "'quick'" in r.json()["error"]["message"] and "'student'" in r.json()["error"]["message"]
+    r = api.post("/api/sessions/resume", content=blob, headers=OCTETS, params={"profile": "nope"})
+    assert r.status_code == 422 and r.json()["error"]["code"] == "unknown_profile"
+    for s in made:
+        assert api.delete(f"/api/sessions/{s}").status_code == 204
 
 
 def test_an_oversized_snapshot_is_refused_unread(warm_sandbox: None, tmp_path: Path) -> None:

@@ -12,7 +12,7 @@ import pytest
 
 from wasm_runner import Sandbox, WasmRunnerError
 from wasm_runner.sandbox import sealing
-from wasm_runner.sandbox.sealing import SnapshotRefused, seal
+from wasm_runner.sandbox.sealing import SnapshotRefused, read_label, seal
 from wasm_runner.sandbox.session_state import SnapshotFailed
 
 SECRET = b"a test secret of 32 bytes ......"
@@ -105,7 +105,8 @@ def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbo
         "foreign-secret": (snap, "alice", b"another secret, 32 bytes long .."),
         "version-1": (snap[:8] + struct.pack("<H", 1) + snap[10:], "alice", SECRET),
         "version-2": (snap[:8] + struct.pack("<H", 2) + snap[10:], "alice", SECRET),
-        "version-4": (snap[:8] + struct.pack("<H", 4) + snap[10:], "alice", SECRET),
+        "version-3": (snap[:8] + struct.pack("<H", 3) + snap[10:], "alice", SECRET),
+        "version-5": (snap[:8] + struct.pack("<H", 5) + snap[10:], "alice", SECRET),
         "truncated": (snap[: len(snap) - 100], "alice", SECRET),
         "junk": (b"not a snapshot at all, just some bytes here.................", "alice", SECRET),
     }
@@ -116,15 +117,43 @@ def test_tampered_foreign_and_other_version_snapshots_are_refused(default_sandbo
         assert isinstance(info.value, WasmRunnerError) and isinstance(info.value, ValueError)
         reasons[name], messages[name] = info.value.reason, str(info.value)
     assert reasons == {"tampered": "tampered", "tampered-mac": "tampered", "foreign-owner": "foreign",
-                       "foreign-secret": "foreign", "version-1": "version", "version-2": "version", "version-4": "version",
+                       "foreign-secret": "foreign", "version-1": "version", "version-2": "version",
+                       "version-3": "version", "version-5": "version",
                        "truncated": "size", "junk": "format"}
     assert "version 1 (not encrypted" in messages["version-1"] and "save the session again" in messages["version-1"]
-    assert "version 2 (" in messages["version-2"] and "reads version 3 only" in messages["version-2"]
+    assert "version 2 (" in messages["version-2"] and "reads version 4 only" in messages["version-2"]
+    assert "version 3 (without its profile" in messages["version-3"] and "save the session again" in messages["version-3"]
     # the host is unharmed: the same snapshot still resumes for its owner, and runs go on
     with default_sandbox.resume(snap, owner="alice", secret=SECRET) as s:
         r = s.run("print(secret_value)")
         assert r.ok and r.stdout == "alice only " * 4 + "\n"
     assert default_sandbox.run("print(1 + 1)").stdout == "2\n"
+
+
+def test_the_profile_is_in_the_authenticated_header(default_sandbox: Sandbox) -> None:
+    """A snapshot says which profile and runtime it was made under (read without decrypting its
+    body); changing them is refused as tampering, by the label's reader and by resume."""
+    with default_sandbox.session() as s:
+        assert s.run("kept = 5").ok
+        snap = s.snapshot(owner="alice", secret=SECRET, profile="analyst")
+        plain = s.snapshot(owner="alice", secret=SECRET)
+    label = read_label(snap, owner="alice", secret=SECRET)
+    assert (label.profile, label.runtime) == ("analyst", "default")
+    assert read_label(plain, owner="alice", secret=SECRET).profile == ""
+    at = snap.index(b"analyst")  # in clear: a name, not a secret
+    renamed = snap[:at] + b"student" + snap[at + 7:]
+    for reader in (lambda b: read_label(b, owner="alice", secret=SECRET),
+                   lambda b: default_sandbox.resume(b, owner="alice", secret=SECRET)):
+        with pytest.raises(SnapshotRefused) as info:
+            reader(renamed)
+        assert info.value.reason == "tampered"
+    with pytest.raises(SnapshotRefused) as foreign:
+        read_label(snap, owner="bob", secret=SECRET)
+    assert foreign.value.reason == "foreign"
+    with pytest.raises(ValueError):
+        seal(b"body", owner="alice", secret=SECRET, image=default_sandbox.snapshot_image, profile="p" * 256)
+    with default_sandbox.resume(snap, owner="alice", secret=SECRET) as s:
+        assert s.run("print(kept)").stdout == "5\n"
 
 
 def test_authenticated_but_hostile_content_is_refused(default_sandbox: Sandbox) -> None:
@@ -155,8 +184,9 @@ def _sealed(packed: bytes, declared: int, *, codec: int = sealing.ZSTD, owner: s
     """A snapshot that authenticates (as a leaked secret or a bug would make it) whose body is
     ``packed`` and whose header says it inflates to ``declared`` bytes."""
     salt, nonce = os.urandom(16), os.urandom(12)
-    head = sealing._HEAD.pack(sealing.MAGIC, sealing.FORMAT_VERSION, codec, sealing._tag(SECRET, b"owner", owner)[:16],
-                              bytes.fromhex(image)[:16], salt, nonce, declared, len(packed) + 16)
+    fixed = sealing._FIXED.pack(sealing.MAGIC, sealing.FORMAT_VERSION, codec, sealing._tag(SECRET, b"owner", owner)[:16],
+                                bytes.fromhex(image)[:16], salt, nonce, declared, 0, 0)
+    head = fixed + sealing._TAIL.pack(sealing._header_tag(SECRET, owner, fixed), len(packed) + 16)
     return head + sealing._key(SECRET, salt, owner).encrypt(nonce, packed, head)
 
 

@@ -494,7 +494,7 @@ class SessionStore:
         calls, session = live.calls, live.session
 
         def save() -> int:
-            blob = session.snapshot(owner=live.tenant, secret=pausing.secret)
+            blob = session.snapshot(owner=live.tenant, secret=pausing.secret, profile=live.profile.name)
             return pausing.store.put(live.id, live.tenant, blob)
 
         async def saving() -> None:
@@ -841,7 +841,7 @@ class SessionStore:
                 if stored:  # paused: its stored snapshot is the same thing
                     assert pausing is not None
                     return then(pausing.store.read(live.id, writer))
-                return then(live.session.snapshot(owner=owner, secret=secret))
+                return then(live.session.snapshot(owner=owner, secret=secret, profile=live.profile.name))
 
             try:
                 done: _T = await self.executor.call(seal)
@@ -911,10 +911,7 @@ class SessionStore:
                 tenant, profile, limits, runtime, private_folders=folders is not None, make=open_snapshot
             )
         except SnapshotRefused as exc:
-            raise Refused(
-                403 if exc.reason == "foreign" else 422, "snapshot_refused", f"the snapshot was refused ({exc.reason}): {exc}",
-                details=[{"reason": exc.reason}],
-            ) from None  # fmt: skip
+            raise _refusal(exc) from None
         except InvalidLimits as exc:
             raise Refused(
                 422, "snapshot_refused",
@@ -933,6 +930,19 @@ class SessionStore:
             fields["saved_id"] = saved_id
         self._event("resumed", live, fields)
         return live
+
+    @staticmethod
+    def label(snapshot: bytes, *, owner: str, secret: bytes | None = None) -> tuple[str, str]:
+        """The profile and runtime ``snapshot`` was made under, from its authenticated header
+        (``sandbox.sealing.read_label``; the profile is empty when it was made without one); its
+        body is not read. ``Refused`` ``snapshot_refused`` as ``resume`` refuses it."""
+        from ..sandbox.sealing import SnapshotRefused, default_secret, read_label
+
+        try:
+            label = read_label(snapshot, owner=owner, secret=default_secret() if secret is None else secret)
+        except SnapshotRefused as exc:
+            raise _refusal(exc) from None
+        return label.profile, label.runtime
 
     # -- saved states (a handle kept server-side, ``SnapshotStore.save_state``) -----------------
     def _saved_store(self) -> Pausing:
@@ -993,6 +1003,14 @@ class SessionStore:
                                                 "reason": "unknown"})  # fmt: skip
             raise Refused(404, "unknown_saved_session", str(_missing_saved(saved_id)))
         self._event("saved_deleted", None, {"tenant": tenant.name, "saved_id": saved_id})
+
+
+def _refusal(exc: Any) -> Refused:
+    """A ``sandbox.SnapshotRefused`` as the faces answer it: 403 when it is another key's."""
+    return Refused(
+        403 if exc.reason == "foreign" else 422, "snapshot_refused",
+        f"the snapshot was refused ({exc.reason}): {exc}", details=[{"reason": exc.reason}],
+    )  # fmt: skip
 
 
 def _copy_files(source: Path, target: Path) -> None:

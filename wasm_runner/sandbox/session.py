@@ -251,19 +251,23 @@ class Session:
             raise
         return made
 
-    def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True) -> bytes:
+    def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True,
+                 profile: str = "") -> bytes:
         """The session's state as a sealed snapshot (``sealing``): its memory (variables,
         imported modules, random state), the files in ``/scratch`` and ``/tmp``, the files it
         keeps open and its limits. ``Sandbox.resume`` with the same ``owner`` and ``secret``
         (default: ``sealing.default_secret()``) continues it exactly; the session itself goes on.
         It is Zstandard-compressed before it is encrypted (about 2.3 times smaller; a few ms each
         way, docs/performance.md); ``compress=False`` keeps it as it is.
+        ``profile`` (a server's profile the session runs under) and its runtime are recorded in
+        the snapshot's authenticated header (``sealing.read_label``).
         Raises ``SnapshotFailed`` when it cannot be saved (ended, busy past ``REST_SECONDS``,
         a link in its folders...)."""
         with self._lock:
             body = self._capture()
         return seal(body, owner=owner, secret=default_secret() if secret is None else secret,
-                    image=self.host.snapshot_image, compress=compress)
+                    image=self.host.snapshot_image, compress=compress, profile=profile,
+                    runtime=self.host.runtime)
 
     def close(self) -> None:
         """End the instance and remove its folders."""

@@ -173,8 +173,9 @@ SNAPSHOT_UPLOADS = BodySlots()
 
 async def resume_session(request: Request) -> Response:
     """A snapshot's bytes (``application/octet-stream``, at most ``max_snapshot_bytes``) ->
-    ``201`` and a new session continuing it; ``?profile=`` the profile it was opened under.
-    One at a time per key (``429 too_many_uploads`` meanwhile)."""
+    ``201`` and a new session continuing it, under the profile and runtime its authenticated
+    header records; ``?profile=`` may name that profile (another one: ``422
+    profile_mismatch``). One at a time per key (``429 too_many_uploads`` meanwhile)."""
     service = service_of(request)
     tenant = await service.caller(request)
     ctype = request.headers.get("content-type", "").split(";")[0].strip().lower()
@@ -183,14 +184,22 @@ async def resume_session(request: Request) -> Response:
             415, "unsupported_media_type",
             "send the snapshot's bytes as application/octet-stream",
         )  # fmt: skip
-    profile, limits, runtime = service.policy(tenant, request.query_params.get("profile"), None)
+    asked = request.query_params.get("profile")
+    if asked is not None:  # refused before a byte of the body is read
+        service.policy(tenant, asked, None)
     SNAPSHOT_UPLOADS.take(tenant.name, 1)
     try:
         blob = await read_body(request, service.config.max_snapshot_bytes)
-        live = await service.sessions.resume(
-            tenant, profile, limits, runtime, blob, owner=tenant.name,
-            secret=service.snapshot_secret,
-        )
+        owner, secret = tenant.name, service.snapshot_secret
+        recorded, runtime = service.sessions.label(blob, owner=owner, secret=secret)
+        if asked is not None and recorded and asked != recorded:
+            raise ApiError(
+                422, "profile_mismatch",
+                f"the snapshot was saved from a session of profile {recorded!r}, not {asked!r}: "
+                "leave out ?profile= (the snapshot says its profile) or name that one",
+            )  # fmt: skip
+        profile, limits, runtime = service.policy(tenant, recorded or asked, None, runtime or None)
+        live = await service.sessions.resume(tenant, profile, limits, runtime, blob, owner=owner, secret=secret)
     except Refused as exc:
         if exc.code == "snapshot_refused":
             reason = (exc.details or [{}])[0].get("reason", "")
