@@ -147,3 +147,31 @@ def test_a_drained_owners_saved_sessions_move_to_another_replica(
     assert moved.json()["stdout"] == "[1, 2, 3, 4]\n" and "lost_cells" not in moved.json()["session"]
     with other.client(ALICE) as api:
         assert api.delete(f"/api/sessions/{sid}").status_code == 204
+
+
+def test_a_saved_state_outlives_its_replica_and_resumes_on_another(
+    replicas: tuple[Replica, Replica, Path],
+) -> None:
+    """``POST /api/sessions/{id}/save`` through the other replica reaches the owner (the hop);
+    the saved state is in the shared folder, so after the owner is killed the other replica
+    resumes it, with its state."""
+    owner, other, store = replicas
+    sid = opened(owner)
+    assert cell(owner, sid, "import fractions\nz = {'kept': [1, 2], 'half': fractions.Fraction(1, 2)}"
+                ).json()["status"] == "ok"  # fmt: skip
+    with other.client(ALICE) as api:
+        r = api.post(f"/api/sessions/{sid}/save")
+    assert r.status_code == 201, r.text
+    saved_id = r.json()["saved_id"]
+    assert [p.stem for p in store.glob(".saved/*/*.saved")] == [saved_id]
+    owner.proc.send_signal(signal.SIGKILL)
+    owner.proc.wait(30)
+    with other.client(ALICE) as api:
+        r = api.post(f"/api/saved-sessions/{saved_id}/resume")
+        assert r.status_code == 201, (r.text, other.log_path.read_text(errors="replace")[-3000:])
+        new = r.json()["id"]
+        ran = api.post(f"/api/sessions/{new}/run", json={"code": "print(z['kept'], z['half'] * 3)"})
+        assert ran.status_code == 200 and ran.json()["stdout"] == "[1, 2] 3/2\n", ran.text
+        assert api.delete(f"/api/saved-sessions/{saved_id}").status_code == 204
+        assert api.delete(f"/api/sessions/{new}").status_code == 204
+    assert not list(store.glob(".saved/*/*.saved"))
