@@ -239,6 +239,27 @@ def test_a_snapshot_that_inflates_past_its_bounds_is_refused(default_sandbox: Sa
         assert again.run("print(kept)").stdout == "yes\n"
 
 
+def test_a_note_goes_with_the_snapshot(default_sandbox: Sandbox) -> None:
+    """``snapshot(note=...)`` (a server notes the calls a snapshot holds) is the resumed
+    session's ``note``; a fork or a fresh session has none; a note that is not names with whole
+    numbers is refused as content."""
+    with default_sandbox.session() as s:
+        assert s.note == {} and s.run("v = 7").ok
+        snap = s.snapshot(owner="k", secret=SECRET, note={"calls": 3})
+        (copy,) = s.fork(1)
+        with copy:
+            assert copy.note == {}
+    with default_sandbox.resume(snap, owner="k", secret=SECRET) as again:
+        assert again.note == {"calls": 3} and again.run("print(v)").stdout == "7\n"
+    with default_sandbox.session() as s:
+        for bad in ({"calls": "3"}, {"calls": 1.5}, {f"n{i}": i for i in range(9)}):
+            with pytest.raises(SnapshotRefused) as info:
+                default_sandbox.resume(s.snapshot(owner="k", secret=SECRET, note=bad),  # type: ignore[arg-type]
+                                       owner="k", secret=SECRET)
+            assert info.value.reason == "state" and "note" in str(info.value)
+    assert default_sandbox.run("print('still here')").stdout == "still here\n"
+
+
 def test_an_ended_session_and_a_command_runtime_cannot_be_saved(default_sandbox: Sandbox) -> None:
     from wasm_runner.limits import Limits
     from wasm_runner.sandbox import SessionEnded

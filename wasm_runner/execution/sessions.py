@@ -494,7 +494,10 @@ class SessionStore:
         calls, session = live.calls, live.session
 
         def save() -> int:
-            blob = session.snapshot(owner=live.tenant, secret=pausing.secret, profile=live.profile.name)
+            # the calls it holds, in the snapshot itself: a replica that resumes it after this one
+            # died knows its lost cells even when the directory never learnt of this save
+            blob = session.snapshot(owner=live.tenant, secret=pausing.secret, profile=live.profile.name,
+                                    note={"calls": calls})
             return pausing.store.put(live.id, live.tenant, blob)
 
         async def saving() -> None:
@@ -608,6 +611,9 @@ class SessionStore:
         if writer is not None:  # another process's snapshot, now this one's
             await self.executor.call(lambda: pausing.store.adopt(live.id, live.tenant, writer))
             live.snapshot_writer = None
+            held_calls = session.note.get("calls")
+            if held_calls is not None and 0 <= held_calls <= live.calls:  # the snapshot's word, not the directory's
+                live.lost_cells = list(range(held_calls + 1, live.calls + 1))
         self._hold_until(live)
 
     def adopt(self, session_id: str, tenant: CallerLike, profile: PolicyLike, limits: Limits, runtime: str,

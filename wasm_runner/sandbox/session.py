@@ -26,6 +26,7 @@ from .session_state import (
     SnapshotFailed,
     State,
     capture,
+    note_of,
     parse,
     restore_files,
     restore_io,
@@ -77,6 +78,8 @@ class Session:
         self.host = host
         self.limits = limits
         self._dirs = (data_dir, out_dir)
+        # what the snapshot it was resumed from noted (``snapshot(note=...)``); empty otherwise
+        self.note: dict[str, int] = note_of(restore) if restore is not None else {}
         # a reactor's session rests between cells (its instance returns to the host): it can be
         # saved (``snapshot``) and resumed (``Sandbox.resume``); a command runtime's cannot
         rest = host.rests
@@ -206,7 +209,7 @@ class Session:
                 res.files = [FileOut(p, c) for p, c in collect_files(self._ws.out, MAX_FILES_OUT_BYTES)]
             return res
 
-    def _capture(self) -> bytes:
+    def _capture(self, note: Mapping[str, int] | None = None) -> bytes:
         """The state's body (``session_state``) of this resting session; under ``_lock``."""
         if not self.alive:
             raise SessionEnded("the session has ended")
@@ -217,7 +220,10 @@ class Session:
         out: list[bytes] = []
 
         def take(store: Any) -> None:
-            out.append(capture(ref, store, g.io, self.limits.to_dict(), {"runtime": self.host.runtime}))
+            extra: dict[str, Any] = {"runtime": self.host.runtime}
+            if note:
+                extra["note"] = dict(note)
+            out.append(capture(ref, store, g.io, self.limits.to_dict(), extra))
 
         if not g.at_rest(take, REST_SECONDS):
             raise SnapshotFailed("the session did not come to rest (it ended or is still busy)")
@@ -252,7 +258,7 @@ class Session:
         return made
 
     def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True,
-                 profile: str = "") -> bytes:
+                 profile: str = "", note: Mapping[str, int] | None = None) -> bytes:
         """The session's state as a sealed snapshot (``sealing``): its memory (variables,
         imported modules, random state), the files in ``/scratch`` and ``/tmp``, the files it
         keeps open and its limits. ``Sandbox.resume`` with the same ``owner`` and ``secret``
@@ -260,11 +266,12 @@ class Session:
         It is Zstandard-compressed before it is encrypted (about 2.3 times smaller; a few ms each
         way, docs/performance.md); ``compress=False`` keeps it as it is.
         ``profile`` (a server's profile the session runs under) and its runtime are recorded in
-        the snapshot's authenticated header (``sealing.read_label``).
+        the snapshot's authenticated header (``sealing.read_label``). ``note`` (at most 8 names
+        with whole numbers) is kept in it too and is the resumed session's ``note``.
         Raises ``SnapshotFailed`` when it cannot be saved (ended, busy past ``REST_SECONDS``,
         a link in its folders...)."""
         with self._lock:
-            body = self._capture()
+            body = self._capture(note)
         return seal(body, owner=owner, secret=default_secret() if secret is None else secret,
                     image=self.host.snapshot_image, compress=compress, profile=profile,
                     runtime=self.host.runtime)

@@ -46,7 +46,7 @@ from ..wasi import GuestIO
 from ..wasi.fdtable import MAX_FDS, Fd
 from .sealing import SnapshotRefused
 
-__all__ = ["BLOCK", "PAGE", "Reference", "SnapshotFailed", "State", "body_bound", "capture", "parse", "restore_files",
+__all__ = ["BLOCK", "PAGE", "Reference", "SnapshotFailed", "State", "body_bound", "capture", "note_of", "parse", "restore_files",
            "restore_io", "restore_memory"]
 
 PAGE = 65536
@@ -252,6 +252,16 @@ def parse(body: bytes, max_pages: int) -> State:
     if files_at + total != len(body):
         raise _bad("length of memory blocks and files")
     return State(header, body, blocks_at, files_at)
+
+
+def note_of(state: State) -> dict[str, int]:
+    """The note its maker put in the snapshot (``Session.snapshot(note=...)``: a server records
+    the calls it holds), checked: at most 8 names, each with a whole number."""
+    note = state.header.get("note", {})
+    if (not isinstance(note, dict) or len(note) > 8
+            or not all(isinstance(k, str) and type(v) is int for k, v in note.items())):
+        raise _bad("note")
+    return dict(note)
 
 
 def _rel_parts(rel: str) -> tuple[str, ...]:
