@@ -29,8 +29,8 @@ def test_benign_programs_state_their_expected_output():
         assert p.expect == "ok" and p.stdout, p.id
 
 
-def test_placeholders_render_to_the_probes_bait():
-    probes = HostProbes()
+def test_placeholders_render_to_the_probes_bait(tmp_path):
+    probes = HostProbes(str(tmp_path))  # its own folder to measure, not the whole temp folder
     probes.start()
     try:
         values = probes.placeholders()

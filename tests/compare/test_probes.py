@@ -12,10 +12,13 @@ from wasm_runner.compare.probes import SECRET_NAME, HostProbes
 from wasm_runner.compare.process import become_subreaper
 
 SLACK = {"disk_slack": 64 << 20, "inode_slack": 2000}
+# Each test gives the probes a folder of its own to measure disk use under, as the runner gives them
+# the tiers' work folder: without one they sample the host's whole temp folder every 50 ms, which
+# on a developer's or CI machine holds checkouts and virtualenvs (seconds a sample, nothing learnt).
 
 
-def test_a_run_that_touches_nothing_leaves_a_clean_report():
-    probes = HostProbes()
+def test_a_run_that_touches_nothing_leaves_a_clean_report(tmp_path):
+    probes = HostProbes(str(tmp_path))
     probes.start()
     try:
         report = probes.finish("hello\n", "", **SLACK)
@@ -24,9 +27,9 @@ def test_a_run_that_touches_nothing_leaves_a_clean_report():
     assert report.breaches() == []
 
 
-def test_the_secret_is_in_the_environment_only_during_the_run():
+def test_the_secret_is_in_the_environment_only_during_the_run(tmp_path):
     before = os.environ.get(SECRET_NAME)
-    probes = HostProbes()
+    probes = HostProbes(str(tmp_path))
     probes.start()
     assert os.environ[SECRET_NAME] == probes.secret
     probes.finish("", "", **SLACK)
@@ -34,8 +37,8 @@ def test_the_secret_is_in_the_environment_only_during_the_run():
     assert os.environ.get(SECRET_NAME) == before
 
 
-def test_each_kind_of_trace_is_caught_from_outside():
-    probes = HostProbes()
+def test_each_kind_of_trace_is_caught_from_outside(tmp_path):
+    probes = HostProbes(str(tmp_path))
     probes.start()
     values = probes.placeholders()
     try:
@@ -61,8 +64,8 @@ def test_each_kind_of_trace_is_caught_from_outside():
     assert not os.path.exists(values["HOST_TMP_FILE"]), "close() removes the bait"
 
 
-def test_a_listener_opened_during_the_run_is_reached():
-    probes = HostProbes()
+def test_a_listener_opened_during_the_run_is_reached(tmp_path):
+    probes = HostProbes(str(tmp_path))
     probes.start()
     values = probes.placeholders()
     server = socket.socket()
@@ -80,9 +83,9 @@ def test_a_listener_opened_during_the_run_is_reached():
     assert "the host reached a port the guest listened on" in report.network
 
 
-def test_a_daemon_that_outlives_its_run_is_found_and_killed():
+def test_a_daemon_that_outlives_its_run_is_found_and_killed(tmp_path):
     assert become_subreaper()
-    probes = HostProbes()
+    probes = HostProbes(str(tmp_path))
     probes.start()
     try:
         # a double-forked daemon: its parent exits at once, it is adopted by this subreaper

@@ -6,6 +6,8 @@ the project ships with must be available.
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from wasm_runner.compare.corpus import load_corpus
@@ -32,6 +34,10 @@ FACTORIES = {
     "pyodide-chromium": PyodideChromiumTier,
 }
 PROGRAMS = {p.id: p for p in load_corpus()}
+# A benign program is checked to run and print, not to fit the comparison's tight CPU second: in a
+# microVM under TCG the guest's CPU clock follows the host's wall clock, so on a busy host a program
+# that needs 0.3 s is charged seconds (seen: "CPU limit of 1.0 s reached" at load 10).
+BENIGN_LIMITS = replace(COMPARE_LIMITS, cpu_seconds=20.0, wall_seconds=40.0)
 
 
 def _availability() -> dict[str, tuple[bool, str]]:
@@ -59,7 +65,7 @@ def tier(request) -> Tier:
 
 
 def test_benign_program_runs_and_prints(tier):
-    cell = run_cell(tier, PROGRAMS["benign_compute"], COMPARE_LIMITS)
+    cell = run_cell(tier, PROGRAMS["benign_compute"], BENIGN_LIMITS)
     assert cell.verdict.kind == OK, (cell.verdict, cell.outcome)
     assert "primes below 20000: 2262" in cell.outcome.stdout
     assert cell.probes.breaches() == []
