@@ -27,6 +27,7 @@ import json
 import os
 import re
 import secrets
+import shutil
 import signal
 import sys
 import tempfile
@@ -257,6 +258,7 @@ def main() -> None:
         snap_files = sum(1 for _ in store.rglob("*.snap"))
     finally:
         cluster.stop()
+        shutil.rmtree(work, ignore_errors=True)  # the config and 150 snapshots
     rows: dict[str, dict[str, int]] = {}
     resumed_ms: list[float] = []
     live_ms: list[float] = []
