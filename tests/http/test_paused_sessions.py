@@ -198,3 +198,26 @@ def test_paused_sessions_do_not_count_against_max_sessions(tmp_path: Path) -> No
         assert cell(api, second, "print(b)")["stdout"] == "2\n"
         for sid in (first, second):
             assert api.delete(f"/api/sessions/{sid}").status_code == 204
+
+
+def test_resuming_saves_an_idle_session_at_once_to_make_room(tmp_path: Path) -> None:
+    """The one live place is held by a session used a moment ago, not saved yet (its background
+    save waits for a pause in its calls): resuming a paused session saves that one now and pauses
+    it, instead of refusing the student whose session was paused."""
+    config = make_config(tmp_path, max_sessions=1, session_pause_seconds=2.0)
+    with live_server(config) as live, live.client() as api:
+        first = open_session(api)
+        cell(api, first, "a = 1")
+        assert wait_until(lambda: state(api, first).get("paused") is True, timeout=60)
+        second = open_session(api)
+        for n in range(3):
+            cell(api, second, f"b = {n}")
+            # at once: second is idle but its save has not begun
+            assert cell(api, first, "a += 1; print(a)")["stdout"] == f"{n + 2}\n"
+            assert state(api, second)["paused"] is True
+            assert cell(api, second, "print(b)")["stdout"] == f"{n}\n"  # and back, the same way
+            assert state(api, first)["paused"] is True
+        assert live.health()["sessions"] == 1 and live.health()["paused_sessions"] == 1
+        for sid in (first, second):
+            assert api.delete(f"/api/sessions/{sid}").status_code == 204
+        assert live.health()["status"] == "ok"

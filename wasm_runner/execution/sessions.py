@@ -485,9 +485,10 @@ class SessionStore:
                     await asyncio.shield(saving)
         live.save_started = False
 
-    def _save_later(self, live: LiveSession) -> None:
-        """Write the session's snapshot in the background (the call's answer does not wait; the
-        next call does, under its lock). Not stored: the session stays live and says why."""
+    def _save_later(self, live: LiveSession, delay: float | None = None) -> None:
+        """Write the session's snapshot in the background, ``delay`` seconds from now (the
+        store's ``save_after_seconds`` unless given; the call's answer does not wait; the next
+        call does, under its lock). Not stored: the session stays live and says why."""
         pausing = self.pausing
         if pausing is None or live.paused_lifetime_seconds <= 0 or live.closed or live.session is None:
             return
@@ -502,7 +503,7 @@ class SessionStore:
 
         async def saving() -> None:
             # a call that comes before the save starts cancels it (back-to-back cells save once)
-            await asyncio.sleep(pausing.save_after_seconds)
+            await asyncio.sleep(pausing.save_after_seconds if delay is None else delay)
             live.save_started = True
             try:
                 size = await asyncio.shield(self.executor.call(save))
@@ -539,21 +540,46 @@ class SessionStore:
             task = asyncio.ensure_future(self.executor.call(session.close))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # logged by no one
 
-    def _make_room(self, tenant: CallerLike) -> None:
-        """Pause the least recently used idle, saved sessions while the live ones are at a cap
-        (all of them, or ``tenant``'s), so that resuming a paused one needs no refusal."""
+    async def _make_room(self, tenant: CallerLike) -> None:
+        """Pause the least recently used idle sessions while the live ones are at a cap (all of
+        them, or ``tenant``'s), so that resuming a paused one needs no refusal. An idle session
+        whose background save has not finished yet is saved now first (it was used moments ago,
+        or the machine is busy): it makes room like one saved long ago."""
         if self.pausing is None:
             return
-        idle = sorted((s for s in self._sessions.values() if not s.paused and s.can_pause and s.saved
-                       and not s.lock.locked() and (s.saving is None or s.saving.done())),
-                      key=lambda s: s.last_used)  # fmt: skip
-        for s in idle:
-            over_all = len(self) + sum(self._opening.values()) >= self.max_sessions
-            over_mine = self.count_for(tenant.name) >= tenant.max_concurrent
+
+        def over() -> tuple[bool, bool]:
+            return (len(self) + sum(self._opening.values()) >= self.max_sessions,
+                    self.count_for(tenant.name) >= tenant.max_concurrent)
+
+        def idle(s: LiveSession) -> bool:
+            return not s.paused and not s.closed and s.can_pause and not s.lock.locked()
+
+        for s in sorted((s for s in self._sessions.values() if idle(s)), key=lambda s: s.last_used):
+            over_all, over_mine = over()
             if not over_all and not over_mine:
                 return
-            if over_all or s.tenant == tenant.name:
+            if not (over_all or s.tenant == tenant.name) or not idle(s):
+                continue
+            if not s.saved or not (s.saving is None or s.saving.done()):
+                await self._save_now(s)
+                over_all, over_mine = over()  # others may have made room meanwhile
+                if not over_all and not over_mine:
+                    return
+            if idle(s) and s.saved and (s.saving is None or s.saving.done()):
                 self._pause(s)
+
+    async def _save_now(self, live: LiveSession) -> None:
+        """Its snapshot written now: a pending background save starts at once, one under way is
+        awaited (a failure leaves it live, ``snapshot_error`` saying why)."""
+        if live.saving is not None and not live.save_started:
+            live.saving.cancel()
+            live.saving = None
+        if live.saving is None and not live.saved:
+            self._save_later(live, delay=0.0)
+        saving = live.saving
+        if saving is not None:  # its end, whatever it is (a call may cancel a save not begun)
+            await asyncio.wait({saving})
 
     async def _wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
         """Resume a paused session from its snapshot, under its lock: a new instance with its
@@ -562,7 +588,7 @@ class SessionStore:
         session (``410 session_lost``)."""
         pausing = self.pausing
         assert pausing is not None and tenant is not None
-        self._make_room(tenant)
+        await self._make_room(tenant)
         self._check_room(tenant)
         gate = self.executor.gate
         await self.executor.ready(live.runtime, live.profile.image)
