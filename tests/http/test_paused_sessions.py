@@ -6,6 +6,7 @@ snapshots left by a dead process are swept."""
 
 from __future__ import annotations
 
+import dataclasses
 import random
 import time
 from collections.abc import Iterator
@@ -221,3 +222,26 @@ def test_resuming_saves_an_idle_session_at_once_to_make_room(tmp_path: Path) -> 
         for sid in (first, second):
             assert api.delete(f"/api/sessions/{sid}").status_code == 204
         assert live.health()["status"] == "ok"
+
+
+def test_a_session_called_without_pause_is_still_saved(server: LiveServer, api: httpx.Client,
+                                                       store_dir: Path) -> None:
+    """Cells back to back (each call cancels a save not yet begun) still save the session every
+    ``save_every_seconds``, so a replica's death would not lose all its cells since the first.
+    Here a save waits 10 minutes for a pause between calls: it never comes."""
+    sessions = server.app.state.service.sessions
+    pausing = sessions.pausing
+    sessions.pausing = dataclasses.replace(pausing, save_after_seconds=600.0, save_every_seconds=1.0)
+    try:
+        sid = open_session(api)
+        deadline = time.monotonic() + 60
+        n = 0
+        while time.monotonic() < deadline and not any(p.stem == sid for p in snapshot_files(store_dir)):
+            n += 1
+            assert cell(api, sid, f"n = {n}")["status"] == "ok"
+        assert any(p.stem == sid for p in snapshot_files(store_dir)), f"not saved after {n} cells"
+        assert state(api, sid)["paused"] is False  # saved while live and busy
+        assert cell(api, sid, "print(n)")["stdout"] == f"{n}\n"
+        assert api.delete(f"/api/sessions/{sid}").status_code == 204
+    finally:
+        sessions.pausing = pausing

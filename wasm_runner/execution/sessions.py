@@ -86,6 +86,7 @@ class LiveSession:
     snapshot_error: dict[str, str] | None = None  # why the last snapshot was not stored
     saving: asyncio.Future[None] | None = None  # the snapshot being written in the background
     save_started: bool = False  # ...and it has begun (no longer cancelled by a call)
+    save_tried_at: float | None = None  # when its last save began (monotonic; None: never)
     lost_cells: list[int] = field(default_factory=list)  # resumed from an older snapshot: the calls lost
 
     @property
@@ -486,13 +487,21 @@ class SessionStore:
         live.save_started = False
 
     def _save_later(self, live: LiveSession, delay: float | None = None) -> None:
-        """Write the session's snapshot in the background, ``delay`` seconds from now (the
-        store's ``save_after_seconds`` unless given; the call's answer does not wait; the next
-        call does, under its lock). Not stored: the session stays live and says why."""
+        """Write the session's snapshot in the background, ``delay`` seconds from now (unless
+        given: the store's ``save_after_seconds``, or at once when the last save is older than
+        its ``save_every_seconds``; the call's answer does not wait; the next call does, under
+        its lock). Not stored: the session stays live and says why."""
         pausing = self.pausing
         if pausing is None or live.paused_lifetime_seconds <= 0 or live.closed or live.session is None:
             return
         calls, session = live.calls, live.session
+        if delay is None:
+            # calls closer together than save_after_seconds cancel each pending save: one at
+            # least every save_every_seconds, right after a call, or a replica's death would lose
+            # every cell of a busy session since its first
+            tried = live.save_tried_at
+            since = time.monotonic() - (tried if tried is not None else live.created)
+            delay = 0.0 if since >= pausing.save_every_seconds else pausing.save_after_seconds
 
         def save() -> int:
             # the calls it holds, in the snapshot itself: a replica that resumes it after this one
@@ -503,8 +512,8 @@ class SessionStore:
 
         async def saving() -> None:
             # a call that comes before the save starts cancels it (back-to-back cells save once)
-            await asyncio.sleep(pausing.save_after_seconds if delay is None else delay)
-            live.save_started = True
+            await asyncio.sleep(delay)
+            live.save_started, live.save_tried_at = True, time.monotonic()
             try:
                 size = await asyncio.shield(self.executor.call(save))
             except SnapshotStoreFull as exc:

@@ -125,6 +125,7 @@ class Pausing:
     lifetime_seconds: float = 86400.0
     secret: bytes | None = field(default=None, repr=False)
     save_after_seconds: float = 0.3  # a session is saved this long after a call (if none follows)
+    save_every_seconds: float = 5.0  # ...and right after a call when its last save is older
     # which of (writer, session id) of dead writers another replica may still resume (the
     # session directory); None: none (one host)
     keep: Callable[[list[tuple[str, str]]], Awaitable[set[tuple[str, str]]]] | None = None
