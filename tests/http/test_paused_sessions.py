@@ -14,6 +14,7 @@ from pathlib import Path
 
 import httpx
 import pytest
+from wasm_runner.execution.snapshot_store import SnapshotStore
 from tests.support.live_server import OTHER_KEY, LiveServer, live_server, make_config, wait_until
 
 PAUSE_SECONDS = 1.0
@@ -245,3 +246,29 @@ def test_a_session_called_without_pause_is_still_saved(server: LiveServer, api: 
         assert api.delete(f"/api/sessions/{sid}").status_code == 204
     finally:
         sessions.pausing = pausing
+
+
+def test_a_failed_orphan_sweep_is_tried_again_soon(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A sweep that fails (the disk, a lock) is tried again within seconds, not a whole period
+    (five minutes) later; the server answers meanwhile."""
+    store_dir = tmp_path / "snapshots"
+    dead = store_dir / "deadwriter0002"
+    dead.mkdir(parents=True)
+    (dead / "orphanSessionId.snap").write_bytes(b"left behind")
+    (store_dir / "deadwriter0002.alive").write_bytes(b"")
+    real_sweep = SnapshotStore.sweep
+    failures = []
+
+    def sweep_failing_once(self: SnapshotStore, *args: object, **kw: object) -> int:
+        if not failures:
+            failures.append(1)
+            raise OSError("the disk said no, once")
+        return real_sweep(self, *args, **kw)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(SnapshotStore, "sweep", sweep_failing_once)
+    config = make_config(tmp_path, session_pause_seconds=PAUSE_SECONDS, snapshot_dir=str(store_dir))
+    with live_server(config) as live:
+        assert wait_until(lambda: bool(failures), timeout=60)
+        assert (dead / "orphanSessionId.snap").exists()  # the first sweep failed
+        assert wait_until(lambda: not dead.exists(), timeout=60)
+        assert live.health()["status"] == "ok"

@@ -39,6 +39,7 @@ __all__ = ["LiveSession", "SessionListener", "SessionStore"]
 _T = TypeVar("_T")
 
 ORPHAN_SWEEP_SECONDS = 300.0  # how often snapshots without a session are looked for
+ORPHAN_RETRY_SECONDS = 10.0  # ...and how soon after a sweep that failed
 
 log = logging.getLogger("wasm_runner.execution")
 
@@ -753,6 +754,8 @@ class SessionStore:
                     await self.sweep_orphans()
                 except Exception:
                     log.warning("sweeping orphaned session snapshots failed", exc_info=True)
+                    # tried again soon, not a whole period later
+                    self._orphans_swept = now - ORPHAN_SWEEP_SECONDS + ORPHAN_RETRY_SECONDS
         return len(expired)
 
     async def close_all(self) -> None:

@@ -48,7 +48,10 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
         async def sweep_forever() -> None:
             while True:
                 await asyncio.sleep(SWEEP_SECONDS)
-                await service.sessions.sweep()
+                try:
+                    await service.sessions.sweep()
+                except Exception:  # the next sweep tries again: housekeeping never stops
+                    log.exception("sweeping the sessions failed")
 
         async def warm() -> None:
             # the profiles' runtimes are prepared in the background (compiled the first time on a
