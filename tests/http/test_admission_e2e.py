@@ -65,7 +65,9 @@ def test_memory_budget_limits_sessions(warm_sandbox: None, tmp_path: Path) -> No
     # a session holds its memory_mb plus its image's resident pages (datascience: 34 MB)
     # 1100 MB for guests, after what the server holds itself (prestarted instances, allocator)
     held = server_memory_mb(make_config(tmp_path))
-    config = make_config(tmp_path, memory_budget_mb=1100 + held, tenant_memory_share=1.0)
+    # never paused (an idle session would be paused to make room: test_paused_sessions.py)
+    config = make_config(tmp_path, memory_budget_mb=1100 + held, tenant_memory_share=1.0,
+                         session_pause_seconds=0)
     with live_server(config) as server, server.client() as api:
         big = api.post("/api/sessions", json={"profile": "analyst"})  # holds 1024 + 34 MB
         assert big.status_code == 201

@@ -10,6 +10,7 @@ import dataclasses
 import random
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 
 import httpx
@@ -180,26 +181,39 @@ def test_a_snapshot_over_the_key_budget_leaves_the_session_live(server: LiveServ
     assert server.health()["status"] == "ok"
 
 
-def test_paused_sessions_do_not_count_against_max_sessions(tmp_path: Path) -> None:
-    # paused after 5 s: the refusal below comes well before, even on a loaded machine
-    config = make_config(tmp_path, max_sessions=1, session_pause_seconds=5.0)
+def test_a_new_session_pauses_an_idle_one_to_make_room(tmp_path: Path) -> None:
+    """max_sessions counts live sessions: a new one takes the place of the least recently used
+    idle session (saved now, then paused; its next call resumes it), where it used to be refused
+    until that one paused on its own; refused only while every live session runs a call."""
+    config = make_config(tmp_path, max_sessions=1, session_pause_seconds=600.0)  # no pause by time
+
     with live_server(config) as live, live.client() as api:
-        first = open_session(api)
+
+        def new() -> httpx.Response:
+            return api.post("/api/sessions", json={})  # the student profile: 10 s wall
+
+        first = new().json()["id"]
         cell(api, first, "a = 1")
-        refused = api.post("/api/sessions", json={"profile": "quick"})  # the one live place is taken
-        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_sessions"
-        assert wait_until(lambda: state(api, first).get("paused") is True, timeout=60)
-        second = open_session(api)  # the paused one holds no place
-        cell(api, second, "b = 2")
+        made = new()
+        assert made.status_code == 201, made.text
+        second = made.json()["id"]
+        assert state(api, first)["paused"] is True
         assert live.health()["sessions"] == 1 and live.health()["paused_sessions"] == 1
-        # resuming the first takes the live place back: the idle, saved second is paused for it
-        assert wait_until(lambda: state(api, second).get("saved") is True, timeout=60)
+        # the one live place runs a call: nothing can be paused, a clear 429
+        with ThreadPoolExecutor(1) as pool:
+            busy = pool.submit(cell, api, second, "import time; time.sleep(4); print('slept')")
+            assert wait_until(lambda: live.health()["running"] == 1, timeout=60, step=0.05)
+            refused = new()
+            assert busy.result()["stdout"] == "slept\n"
+        assert refused.status_code == 429 and refused.json()["error"]["code"] == "too_many_sessions"
+        assert "retry-after" in refused.headers
+        # the first's next call resumes it in the place of the second, idle now
         assert cell(api, first, "print(a)")["stdout"] == "1\n"
         assert state(api, second)["paused"] is True
-        assert wait_until(lambda: state(api, first).get("saved") is True, timeout=60)
-        assert cell(api, second, "print(b)")["stdout"] == "2\n"
+        assert cell(api, second, "print(2)")["stdout"] == "2\n"
         for sid in (first, second):
             assert api.delete(f"/api/sessions/{sid}").status_code == 204
+        assert live.health()["status"] == "ok"
 
 
 def test_resuming_saves_an_idle_session_at_once_to_make_room(tmp_path: Path) -> None:

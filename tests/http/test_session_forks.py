@@ -72,7 +72,8 @@ def test_fork_keeps_seeds_only_when_asked(api: httpx.Client) -> None:
 def test_fork_refusals_and_limits(warm_sandbox: None, tmp_path: Path) -> None:
     """Bounds on copies, a busy session, the key's cap and the server's: each a clear 4xx, all
     or nothing, and the server and the original session go on."""
-    config = make_config(tmp_path, max_sessions=4, max_fork_copies=3)
+    # never paused: an idle copy would be paused to make room (test_paused_sessions.py)
+    config = make_config(tmp_path, max_sessions=4, max_fork_copies=3, session_pause_seconds=0)
     with live_server(config) as server, server.client() as api:
         sid = open_session(api)
         call(api, sid, "kept = 'yes'")
@@ -114,7 +115,7 @@ def test_fork_refusals_and_limits(warm_sandbox: None, tmp_path: Path) -> None:
 
 
 def test_fork_is_held_to_the_keys_session_cap(warm_sandbox: None, tmp_path: Path) -> None:
-    config = make_config(tmp_path)  # alice: max_concurrent 8
+    config = make_config(tmp_path, session_pause_seconds=0)  # alice: max_concurrent 8; never paused
     with live_server(config) as server, server.client() as api:
         sid = open_session(api)
         r = fork(api, sid, copies=8)

@@ -126,7 +126,9 @@ def test_idle_expiry_and_max_lifetime(warm_sandbox: None, tmp_path: Path) -> Non
 
 
 def test_session_count_is_capped_per_key(warm_sandbox: None, tmp_path: Path) -> None:
-    config = make_config(tmp_path, max_sessions=2)
+    # sessions that never pause: with pausing a new session pauses an idle one to make room
+    # (test_paused_sessions.py), so the cap is on the sessions that run
+    config = make_config(tmp_path, max_sessions=2, session_pause_seconds=0)
     with live_server(config) as server, server.client() as api:
         first, second = open_session(api), open_session(api)
         r = api.post("/api/sessions", json={})

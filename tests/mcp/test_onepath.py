@@ -171,7 +171,9 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     # the whole budget is one pool here (per-key shares are tested in tests/http/test_attacks.py)
     # (after what the server holds itself: its prestarted instances, service.server_memory_mb)
     held = server_memory_mb(_config(tmp_path))
-    config = _config(tmp_path, memory_budget_mb=4 * hold + held, tenant_memory_share=1.0)
+    # never paused: with pausing, an idle session is paused to make room for a new one
+    config = _config(tmp_path, memory_budget_mb=4 * hold + held, tenant_memory_share=1.0,
+                     session_pause_seconds=0)
     with _serve(config) as base:
         carol_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {CAROL}"}, timeout=120)
         dave_http = httpx.Client(base_url=base, headers={"Authorization": f"Bearer {DAVE}"}, timeout=120)

@@ -167,8 +167,10 @@ class SessionStore:
 
     - A session belongs to the caller that opened it; other callers get 404 for its id.
     - Caps: ``max_sessions`` in all, ``caller.max_concurrent`` per caller (whichever face opened
-      them), and the session's memory limit held in the gate's budget for its whole life; each call
+      them), and the session's memory limit held in the gate's budget while it is live; each call
       also takes a run slot like any other run. One call at a time per session (409 otherwise).
+      With ``Pausing`` these count live sessions: a session that would pass one pauses the least
+      recently used idle sessions first (``_make_room``, ``_reserve``); 429 when none can be.
     - It ends after ``idle_seconds`` without a call, after ``max_lifetime_seconds`` in all, on
       ``close``, or when a call leaves its instance unusable (a CPU, wall-clock or output limit,
       or a crashed interpreter; an exception, ``sys.exit`` or a ``MemoryError`` does not).
@@ -281,18 +283,19 @@ class SessionStore:
         be, all or none: the caps (``Refused(429)``), each session's memory held in the gate, a
         claim each, their folders; ``make(folders)`` (on a worker thread) opens the sandbox
         sessions, one per ``(data_dir, out_dir)`` of ``folders``. Each is told to the listener."""
+        await self._make_room(tenant, count)
         self._check_room(tenant, count)
         await self.executor.ready(runtime, profile.image)
-        gate = self.executor.gate
         held = self.executor.memory_for(profile, runtime, limits)
         reservations: list[Ticket] = []
         claims: list[Ticket] = []
         roots: list[Path] = []
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + count
         try:
-            if gate is not None:
-                for _ in range(count):
-                    reservations.append(gate.reserve(tenant, held))
+            for _ in range(count):
+                reservation = await self._reserve(tenant, held)
+                if reservation is not None:
+                    reservations.append(reservation)
             if self.claims is not None:
                 for _ in range(count):
                     claims.append(await self.claims.claim("session", tenant, tenant.max_concurrent))
@@ -550,34 +553,69 @@ class SessionStore:
             task = asyncio.ensure_future(self.executor.call(session.close))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # logged by no one
 
-    async def _make_room(self, tenant: CallerLike) -> None:
-        """Pause the least recently used idle sessions while the live ones are at a cap (all of
-        them, or ``tenant``'s), so that resuming a paused one needs no refusal. An idle session
-        whose background save has not finished yet is saved now first (it was used moments ago,
-        or the machine is busy): it makes room like one saved long ago."""
+    async def _make_room(self, tenant: CallerLike, count: int = 1) -> None:
+        """Pause the least recently used idle sessions while ``count`` more live ones would pass
+        a cap (all of them, or ``tenant``'s), so that opening, forking or resuming one needs no
+        refusal: a paused session holds no place, no memory and no count, and its next call
+        resumes it. Nothing to pause (every session busy, or one that cannot be saved): the
+        caller's own check refuses as before."""
         if self.pausing is None:
             return
 
         def over() -> tuple[bool, bool]:
-            return (len(self) + sum(self._opening.values()) >= self.max_sessions,
-                    self.count_for(tenant.name) >= tenant.max_concurrent)
+            return (len(self) + sum(self._opening.values()) + count > self.max_sessions,
+                    self.count_for(tenant.name) + count > tenant.max_concurrent)
 
-        def idle(s: LiveSession) -> bool:
-            return not s.paused and not s.closed and s.can_pause and not s.lock.locked()
-
-        for s in sorted((s for s in self._sessions.values() if idle(s)), key=lambda s: s.last_used):
+        while True:
             over_all, over_mine = over()
             if not over_all and not over_mine:
                 return
-            if not (over_all or s.tenant == tenant.name) or not idle(s):
+            if await self._pause_one(tenant.name, others=not over_mine) is None:
+                return
+
+    async def _reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket | None:
+        """``memory_mb`` of the gate's budget held for a session of ``tenant`` (None without a
+        gate). While the budget (the server's, or ``tenant``'s share) is held by idle sessions,
+        the least recently used of them are paused to make room; else the gate's refusal."""
+        gate = self.executor.gate
+        if gate is None:
+            return None
+        freed = {"memory_budget": 0, "tenant_memory": 0}
+        while True:
+            try:
+                return gate.reserve(tenant, memory_mb)
+            except Refused as exc:
+                # runs hold the rest when pausing freed enough already: their refusal stands
+                if self.pausing is None or freed.get(exc.code, memory_mb) >= memory_mb:
+                    raise
+                paused = await self._pause_one(tenant.name, others=exc.code == "memory_budget")
+                if paused is None:
+                    raise
+                for code in freed:  # the tenant's own count in both
+                    freed[code] += paused
+
+    async def _pause_one(self, tenant: str, *, others: bool) -> int | None:
+        """Pause the least recently used idle session of ``tenant`` (with ``others``: of anyone,
+        ``tenant``'s own first), saving it first when its last snapshot is not of its state now
+        (used moments ago, or the machine is busy); returns the memory it held in the gate (MB),
+        None when none could be paused."""
+
+        def idle(s: LiveSession) -> bool:
+            return (not s.paused and not s.closed and s.can_pause and not s.lock.locked()
+                    and (others or s.tenant == tenant))  # fmt: skip
+
+        order = sorted((s for s in self._sessions.values() if idle(s)),
+                       key=lambda s: (s.tenant != tenant, s.last_used))  # fmt: skip
+        for s in order:
+            if not idle(s):  # changed while an earlier one was saved
                 continue
             if not s.saved or not (s.saving is None or s.saving.done()):
                 await self._save_now(s)
-                over_all, over_mine = over()  # others may have made room meanwhile
-                if not over_all and not over_mine:
-                    return
             if idle(s) and s.saved and (s.saving is None or s.saving.done()):
+                held = int(getattr(s.reservation, "memory_mb", 0) or 0)
                 self._pause(s)
+                return held
+        return None
 
     async def _save_now(self, live: LiveSession) -> None:
         """Its snapshot written now: a pending background save starts at once, one under way is
@@ -600,10 +638,9 @@ class SessionStore:
         assert pausing is not None and tenant is not None
         await self._make_room(tenant)
         self._check_room(tenant)
-        gate = self.executor.gate
         await self.executor.ready(live.runtime, live.profile.image)
         held = self.executor.memory_for(live.profile, live.runtime, live.limits)
-        reservation = gate.reserve(tenant, held) if gate is not None else None
+        reservation = await self._reserve(tenant, held)
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         claim: Ticket | None = None
         writer = live.snapshot_writer
