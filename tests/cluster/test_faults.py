@@ -1,21 +1,27 @@
 """Faults in a real cluster (Redis, three replicas, HAProxy, started by ``wasm-runner cluster``),
 in the order one module-scoped cluster allows: Redis hung then back, Redis killed (the cluster
-restarts it), ``kill -9`` of a replica under a bounded load, SIGTERM drain of a replica, and at
-last Ctrl-C of the cluster itself. After each fault the cluster is whole again before the next."""
+restarts it), ``kill -9`` of a replica under a bounded load, SIGTERM drain of a replica, ``kill -9``
+of the replica holding a key's MCP tool session, and at last Ctrl-C of the cluster itself. After
+each fault the cluster is whole again before the next."""
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from pathlib import Path
 
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
+from tests.support import mcp_checks as checks
 from tests.support.cluster import LEASE_TTL, REPLICA_HEADER, LiveCluster, start_cluster, wait_until
 
 from wasm_runner.scaleout.launcher.children import port_in_use
@@ -212,6 +218,76 @@ def test_sigterm_drains_a_replica(cluster: LiveCluster) -> None:
     cluster.wait_said(r"cluster: %s \(pid %d\) exited unexpectedly: exit status 0" % (victim, victim_pid), 30)
     cluster.wait_said(r"cluster: replica %s is back" % victim, 90)
     _whole(cluster)
+
+
+@contextlib.asynccontextmanager
+async def _mcp(cluster: LiveCluster, key: str, answered_by: list[str]) -> AsyncIterator[Client]:
+    """The SDK's client over streamable HTTP through HAProxy (a new transport session each time);
+    its connections closed at the end (none left for HAProxy to close at Ctrl-C)."""
+
+    async def note(response: httpx.Response) -> None:
+        answered_by.append(response.headers.get(REPLICA_HEADER, "?"))
+
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {cluster.keys[key]}"})
+    http.event_hooks = {"request": [], "response": [note]}
+    async with http, Client(streamable_http_client(f"{cluster.url}/mcp", http_client=http),
+                            read_timeout_seconds=120) as client:  # fmt: skip
+        yield client
+
+
+async def _cell(client: Client, session_id: str, code: str) -> str:
+    result = await client.call_tool("run_cell", {"session_id": session_id, "code": code})
+    assert not result.is_error, checks.text_of(result)
+    return checks.text_of(result)
+
+
+def test_kill_9_of_the_replica_holding_a_tool_session(cluster: LiveCluster) -> None:
+    """/mcp is hashed by key to one replica; killed, the key's next call reaches another, which
+    resumes the tool session from its snapshot with its /data and /out files; when the replica is
+    back, the key's calls reach it again and the session moves back to it."""
+    _whole(cluster)
+    cluster.refresh_pids()
+    answered_by: list[str] = []
+
+    async def before() -> str:
+        async with _mcp(cluster, "main", answered_by) as client:
+            sid = await checks.open_session(client)
+            up = await client.call_tool("upload_file", {"session_id": sid, "name": "in.csv", "content": "a,b\n1,2\n"})
+            assert not up.is_error, checks.text_of(up)
+            await _cell(client, sid, "x = 41\nopen('/out/made.txt', 'w').write('made before')")
+            return str(sid)
+
+    sid = checks.run_async(before)
+    owner = answered_by[-1]
+    assert owner in cluster.replicas, answered_by
+    with cluster.direct(owner) as direct:  # saved, with its folders, to the folder the replicas share
+        assert wait_until(lambda: direct.get(f"/api/sessions/{sid}").json().get("saved") is True, 60)
+        assert direct.post(f"/api/sessions/{sid}/hand-over").status_code == 404  # a replica's call only
+    owner_pid = cluster.parts[owner].pid
+    os.kill(owner_pid, signal.SIGKILL)
+
+    async def after() -> None:
+        async with _mcp(cluster, "conc", []) as other:  # another key: not its session, here or anywhere
+            refused = await other.call_tool("run_cell", {"session_id": sid, "code": "print(x)"})
+            assert refused.is_error and "no open session" in checks.text_of(refused), checks.text_of(refused)
+        async with _mcp(cluster, "main", answered_by) as client:  # a new transport session
+            text = await _cell(client, sid, "x += 1\nprint(x, open('/data/in.csv').read(), open('/out/made.txt').read())")
+            assert "42 a,b\n1,2\n made before" in text, text
+            assert "moved to another replica" in text and "No cell was lost" in text, text
+
+    checks.run_async(after)
+    cluster.wait_said(r"cluster: %s \(pid %d\) exited unexpectedly: signal 9" % (owner, owner_pid))
+    cluster.wait_said(r"cluster: replica %s is back" % owner, 90)
+    _whole(cluster)
+
+    async def back() -> None:  # the key's calls reach the restarted replica: the session follows
+        async with _mcp(cluster, "main", answered_by) as client:
+            text = await _cell(client, sid, "x += 1\nprint(x, open('/data/in.csv').read().count(','))")
+            assert "43 2" in text, text
+            await checks.check_close(client, sid)
+
+    checks.run_async(back)
+    assert answered_by[-1] == owner, answered_by
 
 
 def _gone(pid: int) -> bool:

@@ -34,6 +34,26 @@ def test_put_read_replace_and_delete(tmp_path: Path) -> None:
         store.close()
 
 
+def test_a_snapshot_with_its_folders_is_one_file_counted_whole_and_adopted_whole(tmp_path: Path) -> None:
+    store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=100)
+    other = SnapshotStore(tmp_path, writer="w2", key_budget_bytes=100)
+    try:
+        size = store.put("tool", "alice", b"s" * 40, b"f" * 30)
+        assert size > 70 and store.used("alice") == size  # the folders count in the key's budget
+        assert store.read_parts("tool") == (b"s" * 40, b"f" * 30)
+        assert store.read("tool") == b"s" * 40  # the snapshot alone (a pause on this process)
+        with pytest.raises(SnapshotStoreFull):  # over the budget with its folders: the old file stays
+            store.put("tool", "alice", b"s" * 40, b"f" * 60)
+        assert store.read_parts("tool") == (b"s" * 40, b"f" * 30)
+        other.adopt("tool", "alice", "w1")  # another replica takes both over, in one move
+        assert other.read_parts("tool") == (b"s" * 40, b"f" * 30) and other.used("alice") == size
+        store.put("plain", "alice", b"p" * 10)
+        assert store.read_parts("plain") == (b"p" * 10, None)
+    finally:
+        store.close()
+        other.close()
+
+
 def test_a_key_over_its_budget_is_refused_and_its_old_snapshot_kept(tmp_path: Path) -> None:
     store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=100)
     try:

@@ -22,7 +22,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.support import mcp_checks as checks
-from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config, wait_until
 from wasm_runner.http.config import DEFAULT_PROFILES
 from wasm_runner.limits import Limits
 
@@ -179,6 +179,24 @@ def test_a_save_over_the_key_budget_is_refused_and_the_session_stays_live(server
 
     checks.run_async(conversation)
     assert any(e["event"] == "session_save_refused" and e["reason"] == "snapshot_budget" for e in _audit(server))
+    assert server.health()["status"] == "ok"
+
+
+def test_a_tool_session_whose_files_are_over_the_budget_stays_live_and_says_so(server: LiveServer) -> None:
+    """Its /out files are stored with its snapshot (so another replica could resume it): over the
+    key's budget, nothing is stored, and the model reads why; the session goes on."""
+
+    async def conversation() -> None:
+        async with _client(server, OTHER_KEY) as bob:
+            sid = await checks.open_session(bob)
+            await _cell(bob, sid, "import random\nfor i in range(7):\n    open(f'/out/r{i}', 'wb').write(random.randbytes(8 << 20))\nkept = 'yes'")
+            with server.client(OTHER_KEY) as api:  # its save, in the background, is refused
+                assert wait_until(lambda: "snapshot_error" in api.get(f"/api/sessions/{sid}").json(), 120)
+            text = await _cell(bob, sid, "print(kept)")
+            assert "yes" in text and "could not be saved" in text and "budget" in text, text
+            await checks.check_close(bob, sid)
+
+    checks.run_async(conversation)
     assert server.health()["status"] == "ok"
 
 

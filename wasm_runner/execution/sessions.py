@@ -55,7 +55,8 @@ class LiveSession:
     """One open session and what the executor tracks about it.
 
     ``root`` is its private folder when it was opened with ``private_folders`` (``data/`` shown
-    read-only at ``/data``, ``out/`` writable at ``/out``), deleted when the session ends.
+    read-only at ``/data``, ``out/`` writable at ``/out``), deleted when the session ends; its
+    files are stored with each of its snapshots, so another process can resume it.
     """
 
     id: str
@@ -89,6 +90,7 @@ class LiveSession:
     save_started: bool = False  # ...and it has begun (no longer cancelled by a call)
     save_tried_at: float | None = None  # when its last save began (monotonic; None: never)
     lost_cells: list[int] = field(default_factory=list)  # resumed from an older snapshot: the calls lost
+    moved: bool = False  # resumed here after the process that held it was lost (a face says so once)
 
     @property
     def data_dir(self) -> Path | None:
@@ -302,10 +304,8 @@ class SessionStore:
             folders: list[Folders] = []
             for _ in range(count):
                 if private_folders:
-                    root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
+                    root = _new_folders()
                     roots.append(root)
-                    (root / "data").mkdir(mode=0o700)
-                    (root / "out").mkdir(mode=0o700)
                     folders.append((root / "data", root / "out"))
                 else:  # /out is granted and collected by the session itself
                     folders.append((profile.data_dir, None))
@@ -464,6 +464,24 @@ class SessionStore:
             self._save_later(live)
             return path
 
+    async def change_folders(self, live: LiveSession, change: Callable[[], _T]) -> _T:
+        """``change()`` run on a worker thread to change its private folders outside a call (an
+        upload into ``/data``), under its lock (``Refused(409)`` while it runs a call); a paused
+        session is resumed first (so a moved one has its files back), and it is saved again
+        soon: its stored snapshot holds its folders' files too."""
+        if live.lock.locked():
+            raise Refused(409, "session_busy", "this session is running a call; upload after it")
+        async with live.lock:
+            await self.wake(live, live.caller)
+            live.saved_calls = -1
+            try:
+                return await self.executor.call(change)
+            finally:
+                live.last_used = time.monotonic()
+                self._save_later(live)
+                if self.listener is not None:
+                    await self._tell("used", live)
+
     # -- pausing -----------------------------------------------------------------------------
     async def wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
         """Under ``live.lock``, before a call: its background snapshot written, and its instance
@@ -512,7 +530,10 @@ class SessionStore:
             # died knows its lost cells even when the directory never learnt of this save
             blob = session.snapshot(owner=live.tenant, secret=pausing.secret, profile=live.profile.name,
                                     note={"calls": calls})
-            return pausing.store.put(live.id, live.tenant, blob)
+            # its private folders go with it (another process resumes them too); too much: not saved
+            folders = (seal_folders(live.root, owner=live.tenant, secret=pausing.secret)
+                       if live.root is not None else None)  # fmt: skip
+            return pausing.store.put(live.id, live.tenant, blob, folders)
 
         async def saving() -> None:
             # a call that comes before the save starts cancels it (back-to-back cells save once)
@@ -648,7 +669,9 @@ class SessionStore:
         out_dir = live.root / "out" if live.root is not None else None
 
         def resume() -> Any:
-            blob = pausing.store.read(live.id, writer)
+            blob, folders = pausing.store.read_parts(live.id, writer)
+            if writer is not None and live.root is not None:  # another process's: its folders too
+                live.uploaded_bytes = _restore_folders(live.root, folders, owner=live.tenant, secret=pausing.secret)
             return self.executor.sandbox_for(live.runtime, live.profile.image).resume(
                 blob, owner=live.tenant, secret=pausing.secret,
                 data_dir=str(data_dir) if data_dir else None,
@@ -690,18 +713,22 @@ class SessionStore:
         self._hold_until(live)
 
     def adopt(self, session_id: str, tenant: CallerLike, profile: PolicyLike, limits: Limits, runtime: str,
-              *, age_seconds: float, calls: int, saved_calls: int, writer: str) -> LiveSession:
+              *, age_seconds: float, calls: int, saved_calls: int, writer: str,
+              private_folders: bool = False) -> LiveSession:
         """Hold here, paused, a session whose owner (another process, gone) left its snapshot
         in ``writer``'s folder; its next call resumes it from there. ``calls`` were made, the
-        snapshot includes ``saved_calls`` of them: the rest are its ``lost_cells``."""
+        snapshot includes ``saved_calls`` of them: the rest are its ``lost_cells``.
+        ``private_folders``: it had them; they are made here, and filled from the stored files
+        when it resumes."""
         assert self.pausing is not None
         now = time.monotonic()
+        root = _new_folders() if private_folders else None
         live = LiveSession(
             id=session_id, tenant=tenant.name, caller=tenant, profile=profile, limits=limits, runtime=runtime,
             session=None, reservation=None, created=now - max(0.0, age_seconds), last_used=now,
             idle_seconds=self.idle_seconds, max_lifetime_seconds=self.max_lifetime_seconds,
             calls=calls, paused_lifetime_seconds=self.pausing.lifetime_seconds, paused=True,
-            saved_calls=calls, snapshot_writer=writer,
+            saved_calls=calls, snapshot_writer=writer, root=root, moved=True,
             lost_cells=list(range(saved_calls + 1, calls + 1)),
         )  # fmt: skip
         self._sessions[session_id] = live
@@ -800,10 +827,10 @@ class SessionStore:
             await self.close(session_id)
 
     async def hand_over_all(self) -> int:
-        """On a drain: leave every session another replica may resume (saved, no private
-        folders, ``Pausing.keep`` set: a shared directory) to the replica its next call reaches
-        (its snapshot and directory entry stay; its instance here is closed); close the others.
-        Returns how many were left."""
+        """On a drain: leave every session another replica may resume (saved, ``Pausing.keep``
+        set: a shared directory) to the replica its next call reaches (its snapshot, with its
+        private folders' files, and its directory entry stay; its instance and folders here go);
+        close the others. Returns how many were left."""
         pausing = self.pausing
         left = 0
         for session_id in list(self._sessions):
@@ -813,19 +840,49 @@ class SessionStore:
             if live.saving is not None and not live.saving.done():  # its last call's save, to the end
                 with contextlib.suppress(Exception):
                     await asyncio.shield(live.saving)
-            if (pausing is None or pausing.keep is None or live.root is not None or not live.saved
-                    or live.lock.locked()):
+            if pausing is None or pausing.keep is None or not live.saved or live.lock.locked():
                 await self.close(session_id)
                 continue
-            del self._sessions[session_id]
-            live.closed = True
-            for held in (live.reservation, live.claim):
-                if held is not None:
-                    held.release()
-            if live.session is not None:
-                await self.executor.call(live.session.close)
+            await self._leave(live)
             left += 1
         return left
+
+    async def hand_over(self, live: LiveSession) -> None:
+        """Leave ``live`` to another replica that asked for it (its key's MCP calls reach that
+        one now): saved now if it is not, then its instance and folders here go; its snapshot and
+        directory entry stay, for that replica to resume. ``Refused``: 409 while it runs a call,
+        422 (``snapshot_failed``) or 507 when it cannot be saved or resumed elsewhere: it stays."""
+        pausing = self.pausing
+        if pausing is None or pausing.keep is None:
+            raise Refused(422, "snapshot_failed", "this server does not share paused sessions with other replicas")
+        if live.lock.locked():
+            raise Refused(409, "session_busy", "this session is running a call; try again after it")
+        async with live.lock:
+            await self._settle(live)
+            if not live.paused and not live.saved and live.can_pause:
+                await self._save_now(live)
+            if live.closed:
+                raise Refused(404, "unknown_session", "the session ended")
+            if not live.saved:
+                error = live.snapshot_error or {"code": "snapshot_failed", "message": "it cannot be saved"}
+                raise Refused(507 if error["code"] != "snapshot_failed" else 422, error["code"], error["message"])
+            if self._sessions.get(live.id) is live:
+                await self._leave(live)
+
+    async def _leave(self, live: LiveSession) -> None:
+        """No longer hold ``live`` here (another replica resumes it from its snapshot): its
+        instance, memory, count and folders go; its snapshot and directory entry stay."""
+        del self._sessions[live.id]
+        live.closed = True
+        for held in (live.reservation, live.claim):
+            if held is not None:
+                held.release()
+        if live.session is not None:
+            await self.executor.call(live.session.close)
+        if live.root is not None:  # its files are stored with its snapshot
+            shutil.rmtree(live.root, ignore_errors=True)
+        if self.pausing is not None and live.snapshot_writer is None:
+            self.pausing.store.release(live.id)  # the replica that resumes it counts it
 
     # -- copies and snapshots ----------------------------------------------------------------
     def _event(self, event: str, live: LiveSession | None, fields: dict[str, str]) -> None:
@@ -912,8 +969,10 @@ class SessionStore:
             if live.closed:
                 raise Refused(404, "unknown_session", "the session ended")
             pausing = self.pausing
+            # (an adopted session's folders are still in its stored file: it is woken first)
             stored = (pausing is not None and live.paused and live.saved and owner == live.tenant
-                      and (secret or None) == (pausing.secret or None))  # fmt: skip
+                      and (secret or None) == (pausing.secret or None)
+                      and (live.root is None or live.snapshot_writer is None))  # fmt: skip
             if not stored:
                 await self.wake(live, tenant or live.caller)
             writer = live.snapshot_writer
@@ -1092,6 +1151,25 @@ def _refusal(exc: Any) -> Refused:
         403 if exc.reason == "foreign" else 422, "snapshot_refused",
         f"the snapshot was refused ({exc.reason}): {exc}", details=[{"reason": exc.reason}],
     )  # fmt: skip
+
+
+def _new_folders() -> Path:
+    """A new private folder with empty ``data/`` and ``out/`` (a session's ``root``)."""
+    root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
+    (root / "data").mkdir(mode=0o700)
+    (root / "out").mkdir(mode=0o700)
+    return root
+
+
+def _restore_folders(root: Path, folders: bytes | None, *, owner: str, secret: bytes | None) -> int:
+    """``root``'s ``data/`` and ``out/`` emptied, then filled from ``folders`` (sealed,
+    ``saved_folders``; None: left empty); returns the bytes of ``data/`` (its uploads)."""
+    for name in ("data", "out"):
+        shutil.rmtree(root / name, ignore_errors=True)
+        (root / name).mkdir(mode=0o700)
+    if folders is None:
+        return 0
+    return unseal_folders(folders, owner=owner, secret=secret, data_dir=root / "data", out_dir=root / "out")
 
 
 def _copy_files(source: Path, target: Path) -> None:

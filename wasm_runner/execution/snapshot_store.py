@@ -4,7 +4,10 @@ one sealed file per session.
 Layout::
 
     <root>/<writer>.alive            held (flock) by the process that writes <root>/<writer>/
-    <root>/<writer>/<session id>.snap the session's last snapshot (sealed: ``sandbox.sealing``)
+    <root>/<writer>/<session id>.snap the session's last snapshot (sealed: ``sandbox.sealing``);
+                                     for a session with private folders (an MCP tool session)
+                                     a short frame, the snapshot and its folders' files (sealed:
+                                     ``saved_folders``), one file so the two always match
     <root>/.saved/<key>/<handle>.saved a session saved on purpose (``save_state``): a short
                                      header (its profile, runtime, expiry), its sealed snapshot
                                      and, for a session with private folders, their files (sealed)
@@ -61,6 +64,8 @@ _SAVED_SUFFIX = ".saved"
 _SAVED_HEAD = struct.Struct("<8sIQ")  # magic, header length, snapshot length
 _SAVED_MAGIC = b"WRSAVED1"
 MAX_SAVED_HEADER = 4096
+_FOLDERS_HEAD = struct.Struct("<8sQ")  # magic, snapshot length: a snapshot stored with its folders
+_FOLDERS_MAGIC = b"WRSNAPF1"  # never a sealed snapshot's start (``sealing.MAGIC``)
 
 
 class SnapshotStoreFull(WasmRunnerError):
@@ -167,11 +172,13 @@ class SnapshotStore:
     def __len__(self) -> int:
         return len(self._sizes)
 
-    def put(self, session_id: str, tenant: str, blob: bytes) -> int:
-        """Store ``blob`` as ``session_id``'s snapshot (replacing the previous one), atomically;
+    def put(self, session_id: str, tenant: str, blob: bytes, folders: bytes | None = None) -> int:
+        """Store ``blob`` as ``session_id``'s snapshot (replacing the previous one), atomically,
+        with ``folders`` (its private folders' files, sealed: ``saved_folders``) in the same file;
         returns its size. Raises ``SnapshotStoreFull`` (nothing changed) when it does not fit."""
         target = self.path(session_id)
-        size = len(blob)
+        parts = (blob,) if folders is None else (_FOLDERS_HEAD.pack(_FOLDERS_MAGIC, len(blob)), blob, folders)
+        size = sum(len(p) for p in parts)
         if size > MAX_STORED_BYTES:
             raise SnapshotStoreFull("snapshot_budget", f"the snapshot is {size >> 20} MiB, over the "
                                                        f"{MAX_STORED_BYTES >> 20} MiB one may have")
@@ -183,19 +190,32 @@ class SnapshotStore:
                 f"over its snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session "
                 "stays live (close sessions you no longer need)",
             )
-        _write_atomic(target, session_id, (blob,))
+        _write_atomic(target, session_id, parts)
         self._sizes[session_id] = (tenant, size)
         return size
 
     def read(self, session_id: str, writer: str | None = None) -> bytes:
         """The stored snapshot of ``session_id`` (written by ``writer``, default this process);
         ``FileNotFoundError`` when there is none."""
+        return self.read_parts(session_id, writer)[0]
+
+    def read_parts(self, session_id: str, writer: str | None = None) -> tuple[bytes, bytes | None]:
+        """The stored snapshot of ``session_id`` and its private folders' files (None: it was
+        stored without); ``FileNotFoundError`` when there is none."""
         fd = os.open(self.path(session_id, writer), os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
         with os.fdopen(fd, "rb") as f:
             data = f.read(MAX_STORED_BYTES + 1)
         if len(data) > MAX_STORED_BYTES:
             raise ValueError("the stored snapshot is larger than a snapshot may be")
-        return data
+        if not data.startswith(_FOLDERS_MAGIC):
+            return data, None
+        if len(data) < _FOLDERS_HEAD.size:
+            raise ValueError("the stored snapshot is truncated")
+        _, length = _FOLDERS_HEAD.unpack_from(data, 0)
+        end = _FOLDERS_HEAD.size + length
+        if end > len(data):
+            raise ValueError("the stored snapshot is truncated")
+        return data[_FOLDERS_HEAD.size:end], data[end:]
 
     def adopt(self, session_id: str, tenant: str, writer: str) -> None:
         """Take over ``writer``'s snapshot of ``session_id`` (that writer is gone and this process
@@ -209,6 +229,11 @@ class SnapshotStore:
             return
         with contextlib.suppress(OSError):
             self._sizes[session_id] = (tenant, os.lstat(target).st_size)
+
+    def release(self, session_id: str) -> None:
+        """No longer count ``session_id``'s file in this writer's budget (this process left the
+        session to another replica, which adopts the file)."""
+        self._sizes.pop(session_id, None)
 
     def delete(self, session_id: str, writer: str | None = None) -> None:
         """Remove ``session_id``'s snapshot (missing: nothing to do)."""

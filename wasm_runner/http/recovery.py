@@ -68,6 +68,6 @@ class SessionRecovery:
         self.sessions.adopt(
             session_id, self.vouched(tenant), self.config.profiles[saved.profile], limits,
             saved.runtime, age_seconds=time.time() - saved.created_at, calls=saved.calls,
-            saved_calls=saved.saved_calls, writer=saved.writer,
+            saved_calls=saved.saved_calls, writer=saved.writer, private_folders=saved.folders,
         )  # fmt: skip
         return True

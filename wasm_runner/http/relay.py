@@ -90,6 +90,54 @@ class Hop:
                 return answer
         return error_response(lost("session"))
 
+    async def take_over(self, session_id: str, tenant: str) -> str:
+        """For a face that cannot relay a call (the MCP tools): ``tenant``'s session
+        ``session_id``, which this replica does not hold, resumed here when its owner is gone and
+        its entry records a snapshot (``recover``). ``here``: held here now; ``unknown``: no
+        replica has it (or it is another key's), answered as an unknown id; ``lost``: its owner
+        is gone and it cannot be resumed; ``busy``: a replica that still holds it runs a call
+        in it now; ``elsewhere``: a replica that still holds it could not leave it (unsaved).
+        An owner that still answers is asked to leave it here (``POST .../hand-over``, signed):
+        the key's MCP calls reach this replica now, so they would not reach it there."""
+        handed = False
+        for _ in range(3):  # handed over, or taken over meanwhile by another replica: look again
+            entry = await self.forwarding.session_owner(session_id, tenant)
+            if entry is None:
+                return "unknown"
+            if entry.lost:
+                return "lost"
+            if not handed and not self.forwarding.restarted_here(entry) and await self._answers(entry):
+                status = await self._hand_over(session_id, entry, tenant)
+                if status == 409:
+                    return "busy"
+                if status != 204:
+                    return "unknown" if status == 404 else "elsewhere"
+                handed = True
+                continue
+            recovered = None
+            if entry.saved is not None and self.recover is not None:
+                recovered = await self.recover(session_id, entry, tenant)
+            if recovered:
+                return "here"
+            if recovered is None:
+                with contextlib.suppress(Refused):  # Redis down too: the entry expires on its own
+                    await self.forwarding.mark_lost("session", session_id, entry)
+                return "lost"
+        return "elsewhere"
+
+    async def _hand_over(self, session_id: str, entry: Entry, tenant: str) -> int:
+        """Ask ``entry``'s owner to leave ``session_id`` to this replica; its status (0: no answer)."""
+        target = f"/api/sessions/{session_id}/hand-over"
+        headers = self.forwarding.headers(method="POST", target=target, tenant=tenant,
+                                          client="replica", entry=entry, body=b"")  # fmt: skip
+        try:
+            response = await self.client().post(entry.owner + target, headers=headers, content=b"")
+        except (httpx.HTTPError, OSError):
+            return 0
+        if response.status_code != 204:
+            log.info("internal hop: the owner of a session did not hand it over: %s", response.status_code)
+        return response.status_code
+
     async def download(self, request: Request, token: str) -> Response | None:
         """The owner's answer for the link ``token``, or None to answer here."""
         if internal_call(request) is not None:

@@ -13,7 +13,8 @@ Every request is authenticated (and rate-limited) like an API call. The caller i
 SDK as the request's authenticated user, so an MCP transport session (``mcp-session-id``) is
 bound to the key that opened it: another key gets 404 for it, cannot list tools on it and cannot
 end it. Tool sessions are private to their key and count against its ``max_concurrent`` and the
-memory budget together with its HTTP sessions.
+memory budget together with its HTTP sessions; with several replicas, one whose replica was lost
+is resumed from its last snapshot on the replica the key's next call reaches.
 """
 
 from __future__ import annotations
@@ -36,6 +37,7 @@ from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from ..host_functions.declared import Catalog
 from ..settings import ToolSettings
 from .server import build_server, headers_of
+from .sessions import Locate
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
 
@@ -59,6 +61,7 @@ class McpHttp:
         json_response: bool = False,
         transport_security: TransportSecuritySettings | None = None,
         catalog: Catalog | None = None,
+        locate: Locate | None = None,
     ) -> None:
         """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``):
         every request is the one caller ``anonymous``.
@@ -69,7 +72,8 @@ class McpHttp:
         self.config = config or ToolSettings()
         self._callers: dict[str, CallerLike] = {}
         self.server, self.executor = build_server(
-            self.config, executor=executor, policy=policy, resolve=self._resolve, catalog=catalog
+            self.config, executor=executor, policy=policy, resolve=self._resolve, catalog=catalog,
+            locate=locate,
         )
         self.path = path
         self._authenticate = authenticate
@@ -122,7 +126,8 @@ class McpHttp:
 
         Callers authenticate (and are rate-limited) like every API call; the tools run under the
         limits and runtime of ``profile`` (default: the server's default profile) through the
-        service's executor.
+        service's executor; a tool session whose replica was lost is resumed on the replica its
+        next call reaches (``service.hop.take_over``), as an HTTP session is.
         """
         config = service.config
         chosen = config.profile(profile)
@@ -140,7 +145,7 @@ class McpHttp:
             return tenant  # type: ignore[no-any-return]
 
         return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
-                   catalog=service.catalog)
+                   catalog=service.catalog, locate=service.hop.take_over)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""

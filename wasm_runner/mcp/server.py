@@ -32,7 +32,7 @@ from ..result import Status
 from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
 from .content import result_to_tool_result
-from .sessions import SessionError, check_file_name, find, write_upload
+from .sessions import Locate, SessionError, check_file_name, find, find_anywhere, moved_message, write_upload
 
 __all__ = [
     "build_server", "local_executor", "warm_in_background", "ToolConfig", "DEFAULT_TOOL_LIMITS",
@@ -131,6 +131,7 @@ def build_server(
     policy: PolicyLike | None = None,
     resolve: Resolve | None = None,
     catalog: Catalog | None = None,
+    locate: Locate | None = None,
 ) -> tuple[MCPServer, Executor]:
     """The MCP server and the executor its tools run through.
 
@@ -139,7 +140,9 @@ def build_server(
     calling (default: the one local client). Call ``await executor.sessions.close_all()`` when the
     server stops, so no session folder outlives it. ``catalog``: the host functions the server
     declares; each caller's code may call those its key may use under ``policy`` (named in the
-    code tools' descriptions, per caller).
+    code tools' descriptions, per caller). ``locate``: where a session this store does not
+    hold is now (the server's directory: a session whose replica was lost is resumed here from
+    its snapshot, ``sessions.find_anywhere``); None: sessions are only this store's.
     """
     config = config or ToolSettings()
     executor = executor or local_executor(config)
@@ -246,7 +249,7 @@ def build_server(
         caller, client = who(ctx)
         await store.sweep()
         try:
-            live = find(store, session_id, caller)
+            live = await find_anywhere(store, session_id, caller, locate)
         except SessionError as exc:
             return _error(str(exc))
         job = with_functions(Job(
@@ -265,6 +268,15 @@ def build_server(
         except Exception as exc:
             log.exception("run_cell failed")
             return _error(f"The session could not run the cell: {exc}")
+        notes = []
+        if live.moved:  # said once, on its first cell after the move
+            live.moved = False
+            notes.append(moved_message(live))
+        if live.snapshot_error is not None:  # an earlier cell's save: it cannot move
+            notes.append(
+                f"This session's state could not be saved ({live.snapshot_error['message']}): it "
+                "stays open, but would be lost if the server replica holding it stopped."
+            )
         note = ""
         if not live.alive:
             note = (
@@ -274,7 +286,8 @@ def build_server(
         elif result.status is Status.TIMEOUT or result.status is Status.CPU_LIMIT:
             note = "The session is still open; variables set before this cell are kept."
         return result_to_tool_result(
-            result, live.limits, session_id=live.id, files=live.new_files(result), note=note
+            result, live.limits, session_id=live.id, files=live.new_files(result),
+            note=" ".join([*notes, note]).strip(),
         )
 
     async def upload_file(
@@ -292,7 +305,7 @@ def build_server(
     ) -> CallToolResult:
         caller, _ = who(ctx)
         try:
-            live = find(store, session_id, caller)
+            live = await find_anywhere(store, session_id, caller, locate)
             if encoding == "base64":
                 try:
                     data = base64.b64decode(content, validate=True)
@@ -309,8 +322,8 @@ def build_server(
                     )
                 path = await store.upload(live, name, data)
             elif destination == "data":
-                path = await executor.call(
-                    lambda: write_upload(live, name, data, config.max_upload_bytes)
+                path = await store.change_folders(
+                    live, lambda: write_upload(live, name, data, config.max_upload_bytes)
                 )
             else:
                 raise SessionError(f"destination must be 'data' or 'scratch', got {destination!r}")
@@ -334,7 +347,7 @@ def build_server(
         caller, _ = who(ctx)
         await store.sweep()
         try:
-            live = find(store, session_id, caller)
+            live = await find_anywhere(store, session_id, caller, locate)
             made = await store.fork(live, caller, copies, keep_seeds=keep_seeds)
         except SessionError as exc:
             return _error(str(exc))
@@ -365,7 +378,7 @@ def build_server(
         caller, _ = who(ctx)
         await store.sweep()
         try:
-            live = find(store, session_id, caller)
+            live = await find_anywhere(store, session_id, caller, locate)
             saved = await store.save(live, caller)
         except SessionError as exc:
             return _error(str(exc))
@@ -449,14 +462,14 @@ def build_server(
     ) -> CallToolResult:
         caller, _ = who(ctx)
         try:
-            live = store.get(session_id, caller)
-        except Refused:
+            live = await find_anywhere(store, session_id, caller, locate)
+        except SessionError as exc:
             if store.ended(session_id, caller):
                 return CallToolResult(
                     content=[TextContent(text=f"Session {session_id} had already ended; nothing is left of it.")],
                     structured_content={"session_id": session_id, "closed": True},
                 )
-            return _error(f"no open session {session_id!r}; check the id open_session returned")
+            return _error(str(exc))
         await store.close(live.id)
         return CallToolResult(
             content=[TextContent(text=f"Session {session_id} is closed and its files are deleted.")],

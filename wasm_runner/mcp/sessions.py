@@ -4,20 +4,30 @@ Sessions the tools open live in the same store as the HTTP API's sessions (same 
 same memory budget, same expiry). Each tool session is opened with a private folder: ``data/``
 (shown read-only at ``/data``, filled by ``upload_file``) and ``out/`` (writable at ``/out``,
 read back as resources). This module holds only the tools' part: file-name rules, writing an
-upload into ``/data``, and the sentences a model reads when a session is gone.
+upload into ``/data``, finding a session another replica held (``find_anywhere``), and the
+sentences a model reads when a session is gone or moved.
 """
 
 from __future__ import annotations
 
 import os
 import secrets
+from collections.abc import Awaitable, Callable
 from pathlib import Path
 
 from .. import inputs
 from ..errors import WasmRunnerError
 from ..execution import CallerLike, LiveSession, Refused, SessionStore
 
-__all__ = ["SessionError", "check_file_name", "find", "gone_message", "write_upload"]
+__all__ = [
+    "Locate", "SessionError", "check_file_name", "find", "find_anywhere", "gone_message", "moved_message",
+    "write_upload",
+]  # fmt: skip
+
+# (session id, tenant) -> where it is now: "here" (resumed here from its snapshot: its owner was
+# lost, or left it here), "unknown", "lost", "busy" or "elsewhere" (``http.relay.Hop.take_over``)
+Locate = Callable[[str, str], Awaitable[str]]
+
 
 class SessionError(WasmRunnerError, ValueError):
     """A session request that cannot be served; the message says what to do instead."""
@@ -52,6 +62,57 @@ def find(store: SessionStore, session_id: str, caller: CallerLike) -> LiveSessio
         return store.get(session_id, caller)
     except Refused:
         raise SessionError(gone_message(store, session_id, caller)) from None
+
+
+async def find_anywhere(store: SessionStore, session_id: str, caller: CallerLike,
+                        locate: Locate | None) -> LiveSession:
+    """``caller``'s open session, here or, when another replica held it and is gone, resumed
+    here from its last snapshot (``locate``: the server's directory; None over stdio); else
+    ``SessionError`` with a sentence for the model. Another key's id is unknown, as here."""
+    try:
+        return find(store, session_id, caller)
+    except SessionError:
+        if locate is None or not isinstance(session_id, str) or store.ended(session_id, caller):
+            raise
+    try:
+        where = await locate(session_id, caller.name)
+    except Refused as exc:
+        raise SessionError(
+            f"session {session_id} could not be looked up on the other replicas of this server "
+            f"({exc.message}); try again in a few seconds"
+        ) from None
+    if where == "here":
+        return find(store, session_id, caller)
+    if where == "lost":
+        raise SessionError(
+            f"session {session_id} was lost with the server replica that held it (it had no saved "
+            "state to continue from), and its variables and files are gone; call open_session for "
+            "a new one and upload the data again"
+        )
+    if where == "busy":
+        raise SessionError(
+            f"session {session_id} is running a cell on another replica of this server and moves "
+            "here when that cell ends; try again in a few seconds"
+        )
+    if where == "elsewhere":
+        raise SessionError(
+            f"session {session_id} is open on another replica of this server, which these tool "
+            "calls no longer reach (a replica restarted), and it could not be moved here (its "
+            "state could not be saved); call open_session for a new one"
+        )
+    raise SessionError(gone_message(store, session_id, caller))
+
+
+def moved_message(live: LiveSession) -> str:
+    """What a model reads on its first cell after its session moved to this replica."""
+    text = ("This session moved to another replica of the server (server replicas stopped or "
+            "restarted) and continues from its last saved state: its variables, imports and files "
+            "in /data and /out.")  # fmt: skip
+    if not live.lost_cells:
+        return text + " No cell was lost."
+    numbers = ", ".join(str(n) for n in live.lost_cells)
+    return (text + f" The effects of the last {len(live.lost_cells)} cell(s) before the move "
+            f"(cell number(s) {numbers} of this session) were lost: run them again if you need them.")  # fmt: skip
 
 
 def write_upload(live: LiveSession, name: str, data: bytes, max_upload_bytes: int) -> str:

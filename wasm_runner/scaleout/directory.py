@@ -68,7 +68,8 @@ return 0
 class Saved:
     """A session's stored snapshot, as its directory entry records it: whose folder it is in
     (``writer``), the calls it includes (``saved_calls``) of the calls made (``calls``), and what
-    another replica needs to resume it there (profile, runtime, limits as JSON, when it opened)."""
+    another replica needs to resume it there (profile, runtime, limits as JSON, when it opened;
+    ``folders``: it has private folders, whose files are stored with the snapshot)."""
 
     writer: str
     saved_calls: int
@@ -77,27 +78,33 @@ class Saved:
     runtime: str
     limits: str
     created_at: float
+    folders: bool = False
 
     def to_dict(self) -> dict[str, object]:
-        return {"writer": self.writer, "saved_calls": self.saved_calls, "calls": self.calls,
-                "profile": self.profile, "runtime": self.runtime, "limits": json.loads(self.limits),
-                "created_at": self.created_at}  # fmt: skip
+        data: dict[str, object] = {
+            "writer": self.writer, "saved_calls": self.saved_calls, "calls": self.calls,
+            "profile": self.profile, "runtime": self.runtime, "limits": json.loads(self.limits),
+            "created_at": self.created_at,
+        }  # fmt: skip
+        if self.folders:
+            data["folders"] = True
+        return data
 
     @classmethod
     def from_dict(cls, data: Any) -> Saved:
         return cls(str(data["writer"]), int(data["saved_calls"]), int(data["calls"]),
                    str(data["profile"]), str(data["runtime"]),
-                   json.dumps(dict(data["limits"]), sort_keys=True), float(data["created_at"]))  # fmt: skip
+                   json.dumps(dict(data["limits"]), sort_keys=True), float(data["created_at"]),
+                   folders=data.get("folders") is True)  # fmt: skip
 
     @classmethod
     def of(cls, live: LiveSession, writer: str) -> Saved | None:
-        """What ``live``'s entry records of its snapshot; None when it has none another replica
-        could resume (none stored yet, or private folders that stay on this host)."""
-        if live.saved_calls < 0 or live.root is not None:
+        """What ``live``'s entry records of its snapshot; None when it has none stored yet."""
+        if live.saved_calls < 0:
             return None
         return cls(live.snapshot_writer or writer, live.saved_calls, live.calls, live.profile.name,
                    live.runtime, json.dumps(live.limits.to_dict(), sort_keys=True),
-                   time.time() - (time.monotonic() - live.created))  # fmt: skip
+                   time.time() - (time.monotonic() - live.created), folders=live.root is not None)  # fmt: skip
 
 
 @dataclass(frozen=True)

@@ -44,6 +44,7 @@ _ROUTES: tuple[tuple[str, re.Pattern[str], str], ...] = (
     ("POST", re.compile(r"/api/sessions/[^/]+/fork"), "session"),
     ("GET", re.compile(r"/api/sessions/[^/]+/snapshot"), "session"),
     ("POST", re.compile(r"/api/sessions/[^/]+/save"), "session"),
+    ("POST", re.compile(r"/api/sessions/[^/]+/hand-over"), "session"),  # a replica's own, never a client's
     ("GET", re.compile(r"/api/files/[^/]+"), "download"),
 )
 _LOST = {

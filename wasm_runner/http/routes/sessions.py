@@ -7,7 +7,9 @@ sealed bytes: encrypted, bound to the key) and ``POST /api/sessions/resume`` (th
 as a new session; refused unless they authenticate for the calling key);
 ``POST /api/sessions/{id}/save`` (its state kept on the server under a ``saved_id`` of the key's,
 the MCP tools' ``save_session``), ``POST /api/saved-sessions/{saved_id}/resume`` (a new session
-continuing it) and ``DELETE /api/saved-sessions/{saved_id}``.
+continuing it) and ``DELETE /api/saved-sessions/{saved_id}``. ``POST /api/sessions/{id}/hand-over``
+is only another replica's (a signed internal call; a client's is 404): the session is left to that
+replica, which resumes it from its snapshot (``relay.Hop.take_over``, for the MCP tools).
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
 whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
@@ -29,7 +31,7 @@ from ...execution import LiveSession, Refused
 from ..auth import Tenant
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
-from ..internal import client_of
+from ..internal import client_of, internal_call
 from ..errors import ApiError
 from ..schemas import BodySlots, SessionCreate, SessionFork, SessionRunRequest, read_body, read_model
 from ..service import Job, Service
@@ -39,7 +41,7 @@ from .stream import RunEventStream
 __all__ = [
     "create_session", "show_session", "delete_session", "run_in_session", "stream_in_session",
     "fork_session", "snapshot_session", "resume_session", "save_session", "resume_saved_session",
-    "delete_saved_session", "routes",
+    "delete_saved_session", "hand_over_session", "routes",
 ]
 
 
@@ -244,6 +246,18 @@ async def delete_saved_session(request: Request) -> Response:
     return Response(status_code=204)
 
 
+async def hand_over_session(request: Request) -> Response:
+    """Another replica's signed call: leave the session to it (``SessionStore.hand_over``);
+    ``204``, or the refusal (409 while it runs a call, 422/507 when it cannot be saved)."""
+    service = service_of(request)
+    if internal_call(request) is None:
+        raise ApiError(404, "not_found", "no such route")
+    tenant = await service.caller(request)
+    live = service.sessions.get(request.path_params["session_id"], tenant)
+    await service.sessions.hand_over(live)
+    return Response(status_code=204)
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/api/sessions", create_session, methods=["POST"]),
@@ -255,6 +269,7 @@ def routes() -> list[BaseRoute]:
         Route("/api/sessions/{session_id}/fork", fork_session, methods=["POST"]),
         Route("/api/sessions/{session_id}/snapshot", snapshot_session, methods=["GET"]),
         Route("/api/sessions/{session_id}/save", save_session, methods=["POST"]),
+        Route("/api/sessions/{session_id}/hand-over", hand_over_session, methods=["POST"]),
         Route("/api/saved-sessions/{saved_id}/resume", resume_saved_session, methods=["POST"]),
         Route("/api/saved-sessions/{saved_id}", delete_saved_session, methods=["DELETE"]),
     ]
