@@ -1,19 +1,26 @@
 """A session whose replica died resumes on another (issue 25 item 3): two real ``wasm-runner serve``
 processes on 127.0.0.1 sharing a real redis-server and one snapshot folder; the owner is killed
 with SIGKILL, and the other replica, reached by the next call, resumes the session from its last
-snapshot (``http/relay.py``'s lost path, ``http.recovery.SessionRecovery``) instead of ``410``."""
+snapshot (``http/relay.py``'s lost path, ``http.recovery.SessionRecovery``) instead of ``410``;
+an MCP tool session moves, with its files, to the replica its key's MCP calls reach."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import secrets
 import signal
-from collections.abc import Iterator
+from collections.abc import AsyncIterator, Iterator
 from pathlib import Path
 
+import anyio
 import httpx
 import pytest
+from mcp import Client
+from mcp.client.streamable_http import streamable_http_client
+from mcp.shared._httpx_utils import create_mcp_http_client
 from redis import Redis
+from tests.support import mcp_checks as checks
 from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
 from tests.support.replicas import Replica
@@ -186,3 +193,43 @@ def test_a_saved_state_outlives_its_replica_and_resumes_on_another(
         assert api.delete(f"/api/saved-sessions/{saved_id}").status_code == 204
         assert api.delete(f"/api/sessions/{new}").status_code == 204
     assert not list(store.glob(".saved/*/*.saved"))
+
+
+@contextlib.asynccontextmanager
+async def _mcp(replica: Replica) -> AsyncIterator[Client]:
+    http = create_mcp_http_client(headers={"Authorization": f"Bearer {ALICE}"})
+    async with http, Client(streamable_http_client(f"{replica.url}/mcp", http_client=http),
+                            read_timeout_seconds=120) as client:  # fmt: skip
+        yield client
+
+
+def test_a_tool_session_moves_to_the_replica_its_keys_mcp_calls_reach(
+    replicas: tuple[Replica, Replica, Path],
+) -> None:
+    """A key's MCP calls reach another replica (the balancer's hash moved): the owner, alive, is
+    asked to leave the session there (a signed ``hand-over``; not while a cell runs), and the
+    session goes on there with its variables and its /data and /out files."""
+    owner, other, store = replicas
+
+    async def conversation() -> None:
+        async with _mcp(owner) as first, _mcp(other) as second:
+            sid = await checks.open_session(first)
+            up = await first.call_tool("upload_file", {"session_id": sid, "name": "in.txt", "content": "hello"})
+            assert not up.is_error, checks.text_of(up)
+            done = await first.call_tool("run_cell", {"session_id": sid, "code": "open('/out/o.txt', 'w').write('o')"})
+            assert not done.is_error, checks.text_of(done)
+            async with anyio.create_task_group() as tasks:  # a cell runs on the owner: it stays there
+                tasks.start_soon(first.call_tool, "run_cell", {"session_id": sid, "code": "import time; time.sleep(6); x = 2"})
+                assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: owner.running() == 1, 60))
+                busy = await second.call_tool("run_cell", {"session_id": sid, "code": "print(1)"})
+                assert busy.is_error and "try again in a few seconds" in checks.text_of(busy), checks.text_of(busy)
+            moved = await second.call_tool("run_cell", {
+                "session_id": sid, "code": "print(x, open('/data/in.txt').read(), open('/out/o.txt').read())",
+            })  # fmt: skip
+            text = checks.text_of(moved)
+            assert not moved.is_error and "2 hello o" in text, (text, other.log_path.read_text(errors="replace")[-3000:])
+            assert "moved to another replica" in text and "No cell was lost" in text, text
+            await checks.check_close(second, sid)
+
+    checks.run_async(conversation)
+    assert not list(store.glob("*/*.snap"))  # closed: no snapshot left, on either replica
