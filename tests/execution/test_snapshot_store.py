@@ -45,6 +45,7 @@ def test_a_snapshot_with_its_folders_is_one_file_counted_whole_and_adopted_whole
         with pytest.raises(SnapshotStoreFull):  # over the budget with its folders: the old file stays
             store.put("tool", "alice", b"s" * 40, b"f" * 60)
         assert store.read_parts("tool") == (b"s" * 40, b"f" * 30)
+        store.release("tool")  # handed over (a live writer gives its count up first)
         other.adopt("tool", "alice", "w1")  # another replica takes both over, in one move
         assert other.read_parts("tool") == (b"s" * 40, b"f" * 30) and other.used("alice") == size
         store.put("plain", "alice", b"p" * 10)
@@ -91,9 +92,12 @@ def test_orphans_are_swept_and_a_live_writers_files_are_not(tmp_path: Path) -> N
                 gone()
         # taken over: the file moves into this writer's folder, and the dead writer's folder goes
         mine.adopt("resumable", "t", "dead")
-        assert mine.read("resumable") == b"r" and mine.used("t") == 2
+        # the key's budget counts every writer's files: mine (2), alive's (1), and the dead
+        # writer's count (its swept file, until its folder goes)
+        assert mine.read("resumable") == b"r" and mine.used("t") == 4
         mine.sweep(lambda sid: sid in ("held", "resumable"))
         assert not (tmp_path / "dead").exists() and not (tmp_path / "dead.alive").exists()
+        assert mine.used("t") == 3
     finally:
         mine.close()
         alive.close()
@@ -156,3 +160,70 @@ def test_expired_saved_states_are_refused_and_swept(tmp_path: Path) -> None:
         assert store.load_state(kept.handle, "bob").snapshot == b"c"
     finally:
         store.close()
+
+
+def test_a_keys_budget_counts_every_writers_folder(tmp_path: Path) -> None:
+    """Replicas sharing the folder share one budget per key: each writer's paused sessions count
+    in the others' checks, a deletion gives the bytes back to all, a snapshot taken over from a
+    dead writer is counted once, and a dead writer's counts go with its folder."""
+    one = SnapshotStore(tmp_path, writer="one", key_budget_bytes=100)
+    two = SnapshotStore(tmp_path, writer="two", key_budget_bytes=100)
+    try:
+        one.put("a", "alice", b"a" * 60)
+        assert two.used("alice") == 60 and two.used("bob") == 0
+        with pytest.raises(SnapshotStoreFull) as refused:
+            two.put("b", "alice", b"b" * 60)  # 120 in all: over, though two holds nothing
+        assert refused.value.code == "snapshot_budget"
+        two.put("b", "bob", b"b" * 60)  # another key's budget is its own
+        one.delete("a")
+        assert two.used("alice") == 0
+        two.put("b2", "alice", b"b" * 60)
+        # one dies; two takes its snapshot over: counted once
+        one.put("c", "alice", b"c" * 30)
+        assert two.used("alice") == 90
+        one.close()
+        two.adopt("c", "alice", "one")
+        assert two.used("alice") == 90
+        with pytest.raises(SnapshotStoreFull):
+            two.put("d", "alice", b"d" * 20)
+        assert two.sweep(lambda sid: True) == 0
+        assert not (tmp_path / "one").exists() and not list((tmp_path / ".usage").glob("*/one"))
+        # the key's saved states count across writers too
+        three = SnapshotStore(tmp_path, writer="three", key_budget_bytes=100)
+        try:
+            with pytest.raises(SnapshotStoreFull):
+                three.save_state("alice", b"s" * 20, None, profile="p", runtime="r", lifetime_seconds=60)
+        finally:
+            three.close()
+    finally:
+        one.close()
+        two.close()
+
+
+def test_two_saves_at_once_never_both_pass_a_budget_with_room_for_one(tmp_path: Path) -> None:
+    """The check and the write are one step under the key's lock, across writers (each a
+    separate lock file description, as separate processes would hold) and threads."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    stores = [SnapshotStore(tmp_path, writer=f"w{i}", key_budget_bytes=100) for i in range(4)]
+    try:
+        for round_ in range(20):
+
+            def save(i: int, round_: int = round_) -> bool:
+                try:
+                    stores[i % 4].put(f"s{round_}_{i}", "alice", b"x" * 60)
+                except SnapshotStoreFull:
+                    return False
+                return True
+
+            with ThreadPoolExecutor(8) as pool:
+                fitted = list(pool.map(save, range(8)))
+            assert fitted.count(True) == 1, (round_, fitted)
+            assert stores[0].used("alice") == 60
+            for i, ok in enumerate(fitted):
+                if ok:
+                    stores[i % 4].delete(f"s{round_}_{i}")
+            assert stores[0].used("alice") == 0
+    finally:
+        for store in stores:
+            store.close()

@@ -11,6 +11,8 @@ Layout::
     <root>/.saved/<key>/<handle>.saved a session saved on purpose (``save_state``): a short
                                      header (its profile, runtime, expiry), its sealed snapshot
                                      and, for a session with private folders, their files (sealed)
+    <root>/.usage/<key>/<writer>     the bytes of <key>'s paused sessions in <writer>'s folder
+    <root>/.usage/<key>.lock         held (flock) while a write for <key> checks its budget
 
 ``<key>`` is a hash of the tenant that saved it: a handle is found only in its own key's folder,
 so another key cannot read, resume or delete it. Saved states are in a folder every replica
@@ -23,8 +25,13 @@ the old one): a reader sees the old snapshot or the new one, never half of one. 
 folder shared by replicas (a Kubernetes volume; ``wasm-runner cluster`` gives its replicas one)
 lets another replica resume a session whose writer died (``read(session_id, writer)``).
 
-Bounds: each tenant's files of this writer may take at most ``key_budget_bytes`` (a full budget,
-and a full disk, raise ``SnapshotStoreFull``: the session then stays live, unsaved). Files whose
+Bounds: each tenant's files may take at most ``key_budget_bytes`` in all: its paused sessions in
+every writer's folder (each writer keeps its own count per key in ``.usage``, so the replicas sharing
+the folder share one budget per key) and its saved states. The check and the write happen under the
+key's lock (a ``flock`` every process sharing the folder takes), so two saves at once never both fit
+a budget that has room for one. A full budget, and a full disk, raise ``SnapshotStoreFull``: the
+session then stays live, unsaved. The count of a writer that died stays until its folder is swept
+(a budget counts its files until then). Files whose
 session no longer exists are swept (``sweep``): this writer's files of sessions it does not
 hold, and the files of a writer whose process is gone (its ``.alive`` lock is free) unless
 ``keep`` says another replica may still resume them.
@@ -44,7 +51,9 @@ import re
 import secrets
 import stat
 import struct
+import threading
 import time
+from collections.abc import Iterator
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -60,6 +69,7 @@ MAX_STORED_BYTES = 512 << 20  # a stored snapshot, at most (sealing.MAX_SNAPSHOT
 _NAME = re.compile(r"[A-Za-z0-9_-]{1,64}")  # session ids and writer ids
 _SUFFIX = ".snap"
 _SAVED = ".saved"  # the folder of saved states (a dot: never taken for a writer's folder)
+_USAGE = ".usage"  # each writer's bytes per key, and the keys' locks
 _SAVED_SUFFIX = ".saved"
 _SAVED_HEAD = struct.Struct("<8sIQ")  # magic, header length, snapshot length
 _SAVED_MAGIC = b"WRSAVED1"
@@ -109,6 +119,7 @@ class SavedState:
 
 
 def _tenant_folder(tenant: str) -> str:
+    """The name a key's folders have in the store (a hash: no key name on disk)."""
     return hashlib.sha256(b"wasm-runner saved sessions\x00" + tenant.encode("utf-8", "surrogatepass")).hexdigest()[:32]
 
 
@@ -155,15 +166,59 @@ class SnapshotStore:
                               os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
         fcntl.flock(self._alive, fcntl.LOCK_EX)
         self._sizes: dict[str, tuple[str, int]] = {}  # session id -> (tenant, bytes) of this writer
+        self._usage = self.root / _USAGE
+        self._usage.mkdir(mode=0o700, exist_ok=True)
+        self._thread_lock = threading.Lock()  # this process's threads (a flock is per open file)
+        for ledger in self._usage.glob(f"*/{self.writer}"):  # a previous life's counts
+            with contextlib.suppress(OSError):
+                ledger.unlink()
 
     # -- one session's file -----------------------------------------------------------------
     def path(self, session_id: str, writer: str | None = None) -> Path:
         return self.root / _check(writer or self.writer, "writer id") / (_check(session_id, "session id") + _SUFFIX)
 
     def used(self, tenant: str) -> int:
-        """Bytes counted in ``tenant``'s budget: its paused sessions' snapshots this writer holds
-        and its saved states (``save_state``)."""
-        return sum(n for t, n in self._sizes.values() if t == tenant) + self._saved_bytes(tenant)
+        """Bytes counted in ``tenant``'s budget: its paused sessions' snapshots in every writer's
+        folder (this writer's own count, the others' from their ``.usage`` files) and its saved
+        states (``save_state``)."""
+        return self._mine(tenant) + self._others(tenant) + self._saved_bytes(tenant)
+
+    def _mine(self, tenant: str) -> int:
+        return sum(n for t, n in self._sizes.values() if t == tenant)
+
+    def _others(self, tenant: str) -> int:
+        """What the other writers last recorded of ``tenant``'s paused sessions."""
+        total = 0
+        with contextlib.suppress(OSError), os.scandir(self._usage / _tenant_folder(tenant)) as entries:
+            for entry in entries:
+                if entry.name != self.writer and _NAME.fullmatch(entry.name):
+                    total += _read_count(entry.path)
+        return total
+
+    @contextlib.contextmanager
+    def _key_lock(self, tenant: str) -> Iterator[None]:
+        """Held while a write for ``tenant`` checks its budget and changes its counts: this
+        process's threads and every other process sharing the folder wait."""
+        with self._thread_lock:
+            path = self._usage / f"{_tenant_folder(tenant)}.lock"
+            fd = os.open(path, os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX)
+                yield
+            finally:
+                os.close(fd)  # drops the flock
+
+    def _record(self, tenant: str) -> None:
+        """Under ``tenant``'s lock: this writer's count of its paused sessions, for the others."""
+        folder = self._usage / _tenant_folder(tenant)
+        mine = self._mine(tenant)
+        # best effort: a count not written (a full disk) leaves the others' view of it stale
+        with contextlib.suppress(OSError, SnapshotStoreFull):
+            if not mine:
+                os.unlink(folder / self.writer)
+                return
+            folder.mkdir(mode=0o700, exist_ok=True)
+            _write_atomic(folder / self.writer, self.writer, (str(mine).encode(),))
 
     @property
     def total_bytes(self) -> int:
@@ -182,16 +237,19 @@ class SnapshotStore:
         if size > MAX_STORED_BYTES:
             raise SnapshotStoreFull("snapshot_budget", f"the snapshot is {size >> 20} MiB, over the "
                                                        f"{MAX_STORED_BYTES >> 20} MiB one may have")
-        old = self._sizes.get(session_id, (tenant, 0))[1]
-        if self.used(tenant) - old + size > self.key_budget_bytes:
-            raise SnapshotStoreFull(
-                "snapshot_budget",
-                f"this key's paused sessions would take {(self.used(tenant) - old + size) >> 20} MiB, "
-                f"over its snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session "
-                "stays live (close sessions you no longer need)",
-            )
-        _write_atomic(target, session_id, parts)
-        self._sizes[session_id] = (tenant, size)
+        with self._key_lock(tenant):
+            old = self._sizes.get(session_id, (tenant, 0))[1]
+            would = self.used(tenant) - old + size
+            if would > self.key_budget_bytes:
+                raise SnapshotStoreFull(
+                    "snapshot_budget",
+                    f"this key's paused sessions would take {would >> 20} MiB, over its snapshot "
+                    f"disk budget of {self.key_budget_bytes >> 20} MiB; the session stays live "
+                    "(close sessions you no longer need)",
+                )
+            _write_atomic(target, session_id, parts)
+            self._sizes[session_id] = (tenant, size)
+            self._record(tenant)
         return size
 
     def read(self, session_id: str, writer: str | None = None) -> bytes:
@@ -223,24 +281,42 @@ class SnapshotStore:
         if writer == self.writer:
             return
         source, target = self.path(session_id, writer), self.path(session_id)
-        try:
-            os.replace(source, target)
-        except FileNotFoundError:
-            return
-        with contextlib.suppress(OSError):
-            self._sizes[session_id] = (tenant, os.lstat(target).st_size)
+        with self._key_lock(tenant):
+            try:
+                os.replace(source, target)
+            except FileNotFoundError:
+                return
+            with contextlib.suppress(OSError):
+                size = os.lstat(target).st_size
+                self._sizes[session_id] = (tenant, size)
+                self._record(tenant)
+                # no longer in a dead writer's folder: its count gives the bytes back (a live
+                # writer that handed the session over counts its own: ``release``)
+                theirs = self._usage / _tenant_folder(tenant) / writer
+                if theirs.exists() and not self._writer_alive(writer):
+                    left = max(0, _read_count(str(theirs)) - size)
+                    with contextlib.suppress(SnapshotStoreFull):
+                        _write_atomic(theirs, writer, (str(left).encode(),))
 
     def release(self, session_id: str) -> None:
         """No longer count ``session_id``'s file in this writer's budget (this process left the
         session to another replica, which adopts the file)."""
-        self._sizes.pop(session_id, None)
+        self._forget(session_id)
 
     def delete(self, session_id: str, writer: str | None = None) -> None:
         """Remove ``session_id``'s snapshot (missing: nothing to do)."""
         with contextlib.suppress(FileNotFoundError):
             os.unlink(self.path(session_id, writer))
         if writer in (None, self.writer):
-            self._sizes.pop(session_id, None)
+            self._forget(session_id)
+
+    def _forget(self, session_id: str) -> None:
+        """``session_id`` no longer counted in this writer's count of its key."""
+        held = self._sizes.get(session_id)
+        if held is not None:
+            with self._key_lock(held[0]):
+                if self._sizes.pop(session_id, None) is not None:
+                    self._record(held[0])
 
     # -- saved states (a handle a face gives its caller) --------------------------------------
     def _saved_folder(self, tenant: str) -> Path:
@@ -275,17 +351,19 @@ class SnapshotStore:
             raise SnapshotStoreFull("snapshot_budget", f"the saved session is {size >> 20} MiB, over "
                                                        f"the {MAX_STORED_BYTES >> 20} MiB one may have")
         self._sweep_saved_folder(self._saved_folder(tenant), now)  # expired ones no longer count
-        if self.used(tenant) + size > self.key_budget_bytes:
-            raise SnapshotStoreFull(
-                "snapshot_budget",
-                f"this key's saved and paused sessions would take {(self.used(tenant) + size) >> 20} MiB, "
-                f"over its snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session "
-                "stays live (delete saved sessions you no longer need)",
-            )
         handle = "saved_" + secrets.token_urlsafe(18)
-        folder = self._saved_folder(tenant)
-        folder.mkdir(mode=0o700, parents=True, exist_ok=True)
-        _write_atomic(self._saved_path(handle, tenant), handle, parts)
+        with self._key_lock(tenant):
+            would = self.used(tenant) + size
+            if would > self.key_budget_bytes:
+                raise SnapshotStoreFull(
+                    "snapshot_budget",
+                    f"this key's saved and paused sessions would take {would >> 20} MiB, over its "
+                    f"snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session stays "
+                    "live (delete saved sessions you no longer need)",
+                )
+            folder = self._saved_folder(tenant)
+            folder.mkdir(mode=0o700, parents=True, exist_ok=True)
+            _write_atomic(self._saved_path(handle, tenant), handle, parts)
         return SavedState(handle, profile, runtime, now, now + lifetime_seconds, size)
 
     def load_state(self, handle: str, tenant: str) -> SavedState:
@@ -415,11 +493,15 @@ class SnapshotStore:
                     os.unlink(folder / name)
                     removed += 1
                 if mine:
-                    self._sizes.pop(session_id, None)
+                    self._forget(session_id)
             if not mine:
                 with contextlib.suppress(OSError):
                     folder.rmdir()  # only when empty
                     os.unlink(self.root / f"{writer}.alive")
+                if not folder.exists():  # its files are gone: so are its counts
+                    for ledger in self._usage.glob(f"*/{writer}"):
+                        with contextlib.suppress(OSError):
+                            ledger.unlink()
         return removed
 
     def close(self) -> None:
@@ -427,6 +509,16 @@ class SnapshotStore:
         fd, self._alive = self._alive, -1
         if fd >= 0:
             os.close(fd)
+
+
+def _read_count(path: str) -> int:
+    """A writer's count in ``.usage`` (0 when it is unreadable or not a count)."""
+    try:
+        fd = os.open(path, os.O_RDONLY | os.O_NOFOLLOW | os.O_CLOEXEC)
+        with os.fdopen(fd, "rb") as f:
+            return max(0, int(f.read(32)))
+    except (OSError, ValueError):
+        return 0
 
 
 def missing_saved(handle: object) -> SavedStateMissing:
