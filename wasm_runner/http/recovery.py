@@ -44,23 +44,36 @@ class SessionRecovery:
         self.sessions = sessions
         self.vouched = vouched  # the tenant of a key name (the replicas share one config)
 
+    def readable(self, session_id: str, entry: Entry) -> bool:
+        """Whether this replica could resume ``session_id`` from the snapshot ``entry`` records:
+        its profile, runtime and limits valid here, the file in the folder this replica reads
+        (not so when the replicas do not share ``snapshot_dir``); with none recorded yet, whether
+        the owner's folder is one this replica reads."""
+        saved = entry.saved
+        if saved is None:  # none stored yet (a hand-over saves it): the owner's folder is readable here
+            try:
+                return self.snapshots.path(session_id, entry.replica).parent.is_dir()
+            except (ValueError, OSError):
+                return False
+        if saved.profile not in self.config.profiles:
+            return False
+        if saved.runtime not in self.config.runtimes or self.sessions.holds(session_id):
+            return False
+        try:
+            Limits.from_dict(json.loads(saved.limits)).validate()
+            return self.snapshots.path(session_id, saved.writer).is_file()
+        except (InvalidLimits, ValueError, TypeError, KeyError, OSError):
+            return False
+
     async def __call__(self, session_id: str, entry: Entry, tenant: str) -> bool | None:
         """This replica becomes the session's owner (one replica wins, ``Directory.take_over``)
         and holds it paused; the call goes on here and resumes it. True: held here now; False:
         another replica took it over; None: it cannot be resumed here (no snapshot this replica
         can read, an unknown profile or runtime): the caller answers 410."""
         saved = entry.saved
-        if saved is None or saved.profile not in self.config.profiles:
+        if saved is None or not self.readable(session_id, entry):
             return None
-        if saved.runtime not in self.config.runtimes or self.sessions.holds(session_id):
-            return None
-        try:
-            limits = Limits.from_dict(json.loads(saved.limits)).validate()
-            found = self.snapshots.path(session_id, saved.writer).is_file()
-        except (InvalidLimits, ValueError, TypeError, KeyError, OSError):
-            return None
-        if not found:  # the folder is not shared with the lost owner: nothing to resume from
-            return None
+        limits = Limits.from_dict(json.loads(saved.limits)).validate()
         ttl = self.config.session_paused_lifetime_seconds
         if not await self.directory.take_over(session_id, entry, saved, ttl):
             return False

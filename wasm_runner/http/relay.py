@@ -18,6 +18,7 @@ import contextlib
 import json
 import logging
 from collections.abc import Awaitable, Callable
+from typing import Protocol
 
 import httpx
 from starlette.requests import Request
@@ -107,6 +108,8 @@ class Hop:
             if entry.lost:
                 return "lost"
             if not handed and not self.forwarding.restarted_here(entry) and await self._answers(entry):
+                if self.recover is None or not self.recover.readable(session_id, entry):
+                    return "elsewhere"  # it could not be resumed here: it stays where it is
                 status = await self._hand_over(session_id, entry, tenant)
                 if status == 409:
                     return "busy"
@@ -244,7 +247,14 @@ class Hop:
 
 
 _AGAIN = Response(status_code=503)  # a marker: another replica took the session over; look again
-Recover = Callable[[str, Entry, str], Awaitable["bool | None"]]  # (id, entry, tenant) -> resumed here?
+class Recover(Protocol):
+    """A lost owner's session resumed here (``http.recovery.SessionRecovery``)."""
+
+    async def __call__(self, session_id: str, entry: Entry, tenant: str) -> bool | None:
+        """True: resumed here; False: another replica took it over; None: it cannot be."""
+
+    def readable(self, session_id: str, entry: Entry) -> bool:
+        """Whether its snapshot is one this replica could resume."""
 
 
 class Relay(Response):

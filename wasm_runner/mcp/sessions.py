@@ -98,7 +98,7 @@ async def find_anywhere(store: SessionStore, session_id: str, caller: CallerLike
         raise SessionError(
             f"session {session_id} is open on another replica of this server, which these tool "
             "calls no longer reach (a replica restarted), and it could not be moved here (its "
-            "state could not be saved); call open_session for a new one"
+            "state is not saved where this replica can read it); call open_session for a new one"
         )
     raise SessionError(gone_message(store, session_id, caller))
 
