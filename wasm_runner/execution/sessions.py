@@ -881,8 +881,9 @@ class SessionStore:
             await self.executor.call(live.session.close)
         if live.root is not None:  # its files are stored with its snapshot
             shutil.rmtree(live.root, ignore_errors=True)
-        if self.pausing is not None and live.snapshot_writer is None:
-            self.pausing.store.release(live.id)  # the replica that resumes it counts it
+        pausing = self.pausing
+        if pausing is not None and live.snapshot_writer is None:  # the replica that resumes it counts it
+            await self.executor.call(lambda: pausing.store.release(live.id))  # (under the key's flock)
 
     # -- copies and snapshots ----------------------------------------------------------------
     def _event(self, event: str, live: LiveSession | None, fields: dict[str, str]) -> None:
