@@ -3,6 +3,7 @@ driven by the official SDK's client. Real sandbox, the HTTP app's real key check
 
 from __future__ import annotations
 
+import base64
 import contextlib
 import socket
 import threading
@@ -91,6 +92,13 @@ def test_round_trip_over_http(served: tuple[str, McpHttp]) -> None:
             )
             root = mcp_http.executor.sessions.get(session_id, Caller("alice")).root
             assert (root / "data" / "sales.csv").read_text() == checks.SALES_CSV
+            # a file of the largest size an upload may have, in base64: a body over the SDK's 4 MiB
+            most = mcp_http.config.max_upload_bytes
+            big = await client.call_tool("upload_file", {
+                "session_id": session_id, "name": "big.bin", "content": base64.b64encode(b"\x01" * most).decode(),
+                "encoding": "base64",
+            })  # fmt: skip
+            assert not big.is_error and (root / "data" / "big.bin").stat().st_size == most, checks.text_of(big)
             await checks.check_close(client, session_id)
             assert not root.exists(), "closing deletes the session's folder"
 

@@ -27,7 +27,7 @@ from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
 from mcp.server.mcpserver import Context
 from mcp.server.streamable_http_manager import StreamableHTTPSessionManager
-from mcp.server.transport_security import TransportSecuritySettings
+from mcp.server.transport_security import DEFAULT_MAX_REQUEST_BODY_SIZE, TransportSecuritySettings
 from starlette.requests import HTTPConnection
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
@@ -62,12 +62,15 @@ class McpHttp:
         transport_security: TransportSecuritySettings | None = None,
         catalog: Catalog | None = None,
         locate: Locate | None = None,
+        max_body_bytes: int | None = None,
     ) -> None:
         """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``):
         every request is the one caller ``anonymous``.
 
         DNS-rebinding protection is off by default because every request needs an API key that a
         browser page cannot attach on its own; pass ``transport_security`` to turn it on.
+        ``max_body_bytes``: the largest request body (the server's ``max_body_bytes``, which its
+        own guard enforces first; default: the SDK's 4 MiB, below a base64 upload of 4 MiB).
         """
         self.config = config or ToolSettings()
         self._callers: dict[str, CallerLike] = {}
@@ -81,6 +84,7 @@ class McpHttp:
         self.session_manager = StreamableHTTPSessionManager(
             app=self.server._lowlevel_server,  # the SDK's documented way to mount elsewhere
             json_response=json_response,
+            max_request_body_size=max_body_bytes or DEFAULT_MAX_REQUEST_BODY_SIZE,
             security_settings=transport_security
             or TransportSecuritySettings(enable_dns_rebinding_protection=False),
         )
@@ -145,7 +149,7 @@ class McpHttp:
             return tenant  # type: ignore[no-any-return]
 
         return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
-                   catalog=service.catalog, locate=service.hop.take_over)
+                   catalog=service.catalog, locate=service.hop.take_over, max_body_bytes=config.max_body_bytes)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""
