@@ -32,7 +32,7 @@ from ..result import Status
 from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
 from .content import result_to_tool_result
-from .sessions import Locate, SessionError, check_file_name, find, find_anywhere, moved_message, write_upload
+from .sessions import Locate, SessionError, check_file_name, find_anywhere, moved_message, write_upload
 
 __all__ = [
     "build_server", "local_executor", "warm_in_background", "ToolConfig", "DEFAULT_TOOL_LIMITS",
@@ -476,10 +476,11 @@ def build_server(
             structured_content={"session_id": session_id, "closed": True},
         )
 
-    def read_session_file(session_id: str, path: str, ctx: Context) -> str | bytes:
-        """A file a session's code wrote to /out, as of the last cell (text when it is UTF-8)."""
+    async def read_session_file(session_id: str, path: str, ctx: Context) -> str | bytes:
+        """A file a session's code wrote to /out, as of the last cell (text when it is UTF-8);
+        on the event loop, as every other use of the store."""
         caller, _ = who(ctx)
-        live = find(store, session_id, caller)
+        live = await find_anywhere(store, session_id, caller, locate)
         guest_path = "/" + unquote(path).lstrip("/")
         f = live.seen.get(guest_path)
         if f is None:
