@@ -218,8 +218,9 @@ def test_a_tool_session_moves_to_the_replica_its_keys_mcp_calls_reach(
             assert not up.is_error, checks.text_of(up)
             done = await first.call_tool("run_cell", {"session_id": sid, "code": "open('/out/o.txt', 'w').write('o')"})
             assert not done.is_error, checks.text_of(done)
-            async with anyio.create_task_group() as tasks:  # a cell runs on the owner: it stays there
-                tasks.start_soon(first.call_tool, "run_cell", {"session_id": sid, "code": "import time; time.sleep(6); x = 2"})
+            # a cell runs on the owner (long enough for a loaded machine): it stays there meanwhile
+            async with anyio.create_task_group() as tasks:
+                tasks.start_soon(first.call_tool, "run_cell", {"session_id": sid, "code": "import time; time.sleep(15); x = 2"})
                 assert await anyio.to_thread.run_sync(lambda: wait_until(lambda: owner.running() == 1, 60))
                 busy = await second.call_tool("run_cell", {"session_id": sid, "code": "print(1)"})
                 assert busy.is_error and "try again in a few seconds" in checks.text_of(busy), checks.text_of(busy)
