@@ -151,8 +151,9 @@ def test_a_call_that_leaves_the_instance_unusable_ends_the_session(default_sandb
 
     async def scenario(executor: Executor) -> tuple[Status, bool, bool]:
         store = executor.sessions
-        live = await store.create(ALICE, POLICY, LIMITS, "default")
-        spin = Job("while True:\n    pass\n", tenant=ALICE, limits=Limits(cpu_seconds=0.5, wall_seconds=5, memory_mb=64))
+        live = await store.create(ALICE, POLICY, Limits(memory_mb=64, wall_seconds=60), "default")
+        # a generous wall: the CPU limit (fuel) must be what stops it, however busy the host
+        spin = Job("while True:\n    pass\n", tenant=ALICE, limits=Limits(cpu_seconds=0.5, wall_seconds=60, memory_mb=64))
         result = await store.run(live, spin)
         return result.status, store.holds(live.id), store.ended(live.id, ALICE)
 
