@@ -17,7 +17,8 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.support.live_server import wait_until
+from tests.support.browser import stop_process
+from tests.support.live_server import session_cell, session_state, wait_until
 
 TMPFS_MIB = 2
 
@@ -55,25 +56,8 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
         assert wait_until(ready, timeout=600, step=0.5)
         yield url, folder
     finally:
-        proc.terminate()
-        try:
-            proc.wait(30)
-        except subprocess.TimeoutExpired:
-            proc.kill()
-            proc.wait()
+        stop_process(proc)
         log.close()
-
-
-def _cell(api: httpx.Client, sid: str, code: str) -> dict:  # type: ignore[type-arg]
-    r = api.post(f"/api/sessions/{sid}/run", json={"code": code})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def _state(api: httpx.Client, sid: str) -> dict:  # type: ignore[type-arg]
-    r = api.get(f"/api/sessions/{sid}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
 
 
 def test_a_full_disk_leaves_the_session_live_and_says_so(server: tuple[str, Path]) -> None:
@@ -82,23 +66,23 @@ def test_a_full_disk_leaves_the_session_live_and_says_so(server: tuple[str, Path
         made = api.post("/api/sessions", json={})
         assert made.status_code == 201, made.text
         sid = made.json()["id"]
-        _cell(api, sid, "small = 'kept'")
-        assert wait_until(lambda: _state(api, sid).get("saved") is True, timeout=120, step=0.5)
+        session_cell(api, sid, "small = 'kept'")
+        assert wait_until(lambda: session_state(api, sid).get("saved") is True, timeout=120, step=0.5)
         # 3 MiB that does not compress: the session's next snapshot cannot fit a 2 MiB disk
-        _cell(api, sid, f"import os; big = os.urandom({3 << 20})")
-        assert wait_until(lambda: "snapshot_error" in _state(api, sid), timeout=120, step=0.5)
-        described = _state(api, sid)
+        session_cell(api, sid, f"import os; big = os.urandom({3 << 20})")
+        assert wait_until(lambda: "snapshot_error" in session_state(api, sid), timeout=120, step=0.5)
+        described = session_state(api, sid)
         assert described["snapshot_error"]["code"] == "snapshot_disk_full", described
         assert "full" in described["snapshot_error"]["message"] and described["saved"] is False
         assert described["alive"] is True and described["paused"] is False
         # it stays live and answers, with every variable
-        assert _cell(api, sid, "print(small, len(big))")["stdout"] == f"kept {3 << 20}\n"
+        assert session_cell(api, sid, "print(small, len(big))")["stdout"] == f"kept {3 << 20}\n"
         leftovers = [p.name for p in folder.rglob("*") if p.name.endswith(".tmp")]
         assert leftovers == []  # no half-written file left on the full disk
         # the server and other sessions go on
         other = api.post("/api/sessions", json={})
         assert other.status_code == 201, other.text
-        assert _cell(api, other.json()["id"], "print(6 * 7)")["stdout"] == "42\n"
+        assert session_cell(api, other.json()["id"], "print(6 * 7)")["stdout"] == "42\n"
         assert api.post("/api/run", json={"code": "print('still here')"}).json()["stdout"] == "still here\n"
         for session in (sid, other.json()["id"]):
             assert api.delete(f"/api/sessions/{session}").status_code == 204

@@ -17,6 +17,8 @@ import httpx
 import pytest
 from wasm_runner.execution.snapshot_store import SnapshotStore
 from tests.support.live_server import OTHER_KEY, LiveServer, live_server, make_config, wait_until
+from tests.support.live_server import session_cell as cell
+from tests.support.live_server import session_state as state
 
 PAUSE_SECONDS = 1.0
 PAUSED_LIFETIME = 25.0  # long enough for the pause-and-resume test on a busy machine
@@ -56,18 +58,6 @@ def open_session(api: httpx.Client) -> str:
     r = api.post("/api/sessions", json={"profile": "quick"})
     assert r.status_code == 201, r.text
     return str(r.json()["id"])
-
-
-def cell(api: httpx.Client, sid: str, code: str) -> dict:  # type: ignore[type-arg]
-    r = api.post(f"/api/sessions/{sid}/run", json={"code": code})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
-
-
-def state(api: httpx.Client, sid: str) -> dict:  # type: ignore[type-arg]
-    r = api.get(f"/api/sessions/{sid}")
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
 
 
 def snapshot_files(store_dir: Path) -> list[Path]:

@@ -114,3 +114,17 @@ def make_config(tmp_path: Path, **overrides: object) -> ServerConfig:
 
 def b64(data: bytes) -> str:
     return base64.b64encode(data).decode("ascii")
+
+
+def session_cell(api: httpx.Client, sid: str, code: str) -> dict:  # type: ignore[type-arg]
+    """One cell in session ``sid``, answered 200; its result."""
+    r = api.post(f"/api/sessions/{sid}/run", json={"code": code})
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
+
+
+def session_state(api: httpx.Client, sid: str) -> dict:  # type: ignore[type-arg]
+    """How session ``sid`` describes itself (``GET /api/sessions/{id}``, answered 200)."""
+    r = api.get(f"/api/sessions/{sid}")
+    assert r.status_code == 200, r.text
+    return r.json()  # type: ignore[no-any-return]
