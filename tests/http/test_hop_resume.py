@@ -230,6 +230,8 @@ def test_a_tool_session_moves_to_the_replica_its_keys_mcp_calls_reach(
             text = checks.text_of(moved)
             assert not moved.is_error and "2 hello o" in text, (text, other.log_path.read_text(errors="replace")[-3000:])
             assert "moved to another replica" in text and "No cell was lost" in text, text
+            # /out/o.txt came with the session; it was reported where it was written, not again
+            assert moved.structured_content["files"] == [], moved.structured_content
             await checks.check_close(second, sid)
 
     checks.run_async(conversation)

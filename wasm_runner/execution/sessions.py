@@ -672,6 +672,8 @@ class SessionStore:
             blob, folders = pausing.store.read_parts(live.id, writer)
             if writer is not None and live.root is not None:  # another process's: its folders too
                 live.uploaded_bytes = _restore_folders(live.root, folders, owner=live.tenant, secret=pausing.secret)
+                # its /out as it was saved was reported by the calls that wrote it: not new here
+                live.seen = _files_under(live.root / "out", "/out")
             return self.executor.sandbox_for(live.runtime, live.profile.image).resume(
                 blob, owner=live.tenant, secret=pausing.secret,
                 data_dir=str(data_dir) if data_dir else None,
@@ -1160,6 +1162,19 @@ def _new_folders() -> Path:
     (root / "data").mkdir(mode=0o700)
     (root / "out").mkdir(mode=0o700)
     return root
+
+
+def _files_under(folder: Path, guest: str) -> dict[str, FileOut]:
+    """The regular files under ``folder`` as the guest sees them under ``guest`` (links and
+    anything else left out, nothing outside ``folder`` followed)."""
+    found: dict[str, FileOut] = {}
+    for top, _, names in os.walk(folder):  # never into a linked folder
+        for file_name in sorted(names):
+            path = Path(top) / file_name
+            if path.is_file() and not path.is_symlink():
+                name = f"{guest}/{path.relative_to(folder).as_posix()}"
+                found[name] = FileOut(name, path.read_bytes())
+    return found
 
 
 def _restore_folders(root: Path, folders: bytes | None, *, owner: str, secret: bytes | None) -> int:
