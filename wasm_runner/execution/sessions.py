@@ -447,40 +447,32 @@ class SessionStore:
         """Place ``data`` in the session's ``/scratch``; returns the guest path."""
         from ..sandbox import SessionEnded
 
-        if live.lock.locked():
-            raise Refused(409, "session_busy", "this session is running a call; upload after it")
-        async with live.lock:
-            await self.wake(live, live.caller)
-            live.saved_calls = -1  # the stored snapshot lacks this file now
+        def put() -> str:
             try:
-                path: str = await self.executor.call(lambda: live.session.upload(name, data))
+                return live.session.upload(name, data)  # type: ignore[no-any-return]
             except SessionEnded:
                 raise Refused(404, "unknown_session", "the session has ended") from None
             except ValueError as exc:
                 raise Refused(422, "file_rejected", str(exc)) from None
-            live.last_used = time.monotonic()
-            if self.listener is not None:
-                await self._tell("used", live)
-            self._save_later(live)
-            return path
+
+        return await self.change_folders(live, put)
 
     async def change_folders(self, live: LiveSession, change: Callable[[], _T]) -> _T:
-        """``change()`` run on a worker thread to change its private folders outside a call (an
-        upload into ``/data``), under its lock (``Refused(409)`` while it runs a call); a paused
-        session is resumed first (so a moved one has its files back), and it is saved again
-        soon: its stored snapshot holds its folders' files too."""
+        """``change()`` run on a worker thread to change its files outside a call (an upload into
+        ``/scratch``, or into a private ``/data``), under its lock (``Refused(409)`` while it runs
+        a call); a paused session is resumed first (so a moved one has its files back), and once
+        changed it is saved again soon: its stored snapshot holds its files too."""
         if live.lock.locked():
             raise Refused(409, "session_busy", "this session is running a call; upload after it")
         async with live.lock:
             await self.wake(live, live.caller)
-            live.saved_calls = -1
-            try:
-                return await self.executor.call(change)
-            finally:
-                live.last_used = time.monotonic()
-                self._save_later(live)
-                if self.listener is not None:
-                    await self._tell("used", live)
+            live.saved_calls = -1  # the stored snapshot may lack the change now
+            done = await self.executor.call(change)
+            live.last_used = time.monotonic()
+            if self.listener is not None:
+                await self._tell("used", live)
+            self._save_later(live)
+            return done
 
     # -- pausing -----------------------------------------------------------------------------
     async def wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
