@@ -5,6 +5,7 @@ redis-servers (``tests/support/redis_process.py``)."""
 from __future__ import annotations
 
 import os
+from contextlib import ExitStack
 from pathlib import Path
 from collections.abc import Iterator
 
@@ -65,6 +66,14 @@ def fake_secret(monkeypatch: pytest.MonkeyPatch) -> str:
     value = "wr-fake-secret-" + os.urandom(8).hex()
     monkeypatch.setenv("WR_FAKE_SECRET", value)
     return value
+
+
+@pytest.fixture
+def sockets() -> Iterator[ExitStack]:
+    """Connections a test keeps open across steps (WebSocket clients are context managers):
+    entered here, closed at the test's end even when it fails."""
+    with ExitStack() as stack:
+        yield stack
 
 
 @pytest.fixture(scope="session")

@@ -9,6 +9,7 @@ import json
 from collections import Counter
 from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
+from contextlib import ExitStack
 
 from tests.support import mcp_checks as checks
 import httpx
@@ -133,12 +134,14 @@ def test_an_mcp_conversation_with_a_tool_session_works_through_the_balancer(clus
     assert spread == set(cluster.replicas)
 
 
-def test_a_class_on_one_key_parked_thinkers_and_user_caps_across_replicas(cluster: LiveCluster) -> None:
+def test_a_class_on_one_key_parked_thinkers_and_user_caps_across_replicas(
+    cluster: LiveCluster, sockets: ExitStack
+) -> None:
     # key "class": 2 runs in flight across the cluster, 1 per user
     ws_url = cluster.url.replace("http://", "ws://") + "/api/run/ws"
     thinkers = []
     for n in range(3):  # three students think over input(): more than the key's 2 runs in flight
-        ws = connect(ws_url, open_timeout=60)
+        ws = sockets.enter_context(connect(ws_url, open_timeout=60))
         ws.send(json.dumps({"type": "run", "api_key": cluster.keys["class"], "user": f"t{n}",
                             "code": "name = input('Name? ')\nprint('hi', name)"}))  # fmt: skip
         while json.loads(ws.recv(timeout=60))["type"] != "input_wanted":

@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 import threading
+from contextlib import ExitStack
 import time
 from pathlib import Path
 from typing import Any
@@ -27,8 +28,8 @@ def gauge(server: Any, name: str) -> float:
     raise AssertionError(f"no {name} in /metrics")
 
 
-def start_thinker(server: Any, key: str = SOLO, code: str = THINKER, **limits: float) -> Any:
-    ws = open_ws(server, key)  # closed by answer() or the test
+def start_thinker(sockets: ExitStack, server: Any, key: str = SOLO, code: str = THINKER, **limits: float) -> Any:
+    ws = sockets.enter_context(open_ws(server, key))  # closed by answer(), the test or its end
     ws.send(json.dumps({"type": "run", "code": code, **({"limits": limits} if limits else {})}))
     assert receive(ws)["type"] == "start"
     until(ws, "input_wanted")
@@ -43,13 +44,13 @@ def answer(ws: Any, text: str) -> dict[str, Any]:
 
 
 def test_a_parked_run_gives_back_its_slot_and_its_place_then_resumes(
-    warm_sandbox: None, tmp_path: Path
+    warm_sandbox: None, tmp_path: Path, sockets: ExitStack
 ) -> None:
     # one slot, one run in flight for the key: before parking, a thinker blocked everything
     keys = (ApiKey("solo", hash_key(SOLO), rate="10000/minute", max_concurrent=1),)
     config = make_config(tmp_path, api_keys=keys, max_running=1)
     with live_server(config) as server:
-        thinkers = [start_thinker(server) for _ in range(3)]
+        thinkers = [start_thinker(sockets, server) for _ in range(3)]
         assert wait_until(lambda: server.health()["waiting"] == 3)
         health = server.health()
         assert health["running"] == 0 and health["queued"] == 0 and health["status"] == "ok"
@@ -74,13 +75,13 @@ def test_a_parked_run_gives_back_its_slot_and_its_place_then_resumes(
         assert all(x["wall_ms"] >= x["input_wait_ms"] for x in ws_lines)
 
 
-def test_input_resumes_ahead_of_queued_runs(warm_sandbox: None, tmp_path: Path) -> None:
+def test_input_resumes_ahead_of_queued_runs(warm_sandbox: None, tmp_path: Path, sockets: ExitStack) -> None:
     config = make_config(tmp_path, max_running=1)
     service = None
     with live_server(config) as server:
         service = server.app.state.service
         stamp = "import time\nname = input('Name? ')\nprint(time.time())"
-        thinker = start_thinker(server, key="alice-key", code=stamp)
+        thinker = start_thinker(sockets, server, key="alice-key", code=stamp)
         assert wait_until(lambda: server.health()["waiting"] == 1)
         starts: dict[str, float] = {}
 
@@ -110,19 +111,19 @@ def test_input_resumes_ahead_of_queued_runs(warm_sandbox: None, tmp_path: Path) 
 
 
 def test_waiting_runs_have_bounds_and_an_abandoned_one_ends(
-    warm_sandbox: None, tmp_path: Path
+    warm_sandbox: None, tmp_path: Path, sockets: ExitStack
 ) -> None:
     config = make_config(tmp_path, max_running=2, max_waiting_runs=4, max_waiting_runs_per_key=1)
     with live_server(config) as server:
-        first = start_thinker(server, key="alice-key")
+        first = start_thinker(sockets, server, key="alice-key")
         assert wait_until(lambda: server.health()["waiting"] == 1)
         # the key's one waiting place is taken: the second thinker keeps its run slot
-        second = start_thinker(server, key="alice-key")
+        second = start_thinker(sockets, server, key="alice-key")
         time.sleep(0.5)
         health = server.health()
         assert health["waiting"] == 1 and health["running"] == 1
         # another key still parks
-        other = start_thinker(server, key="bob-key", input_wait_seconds=1)
+        other = start_thinker(sockets, server, key="bob-key", input_wait_seconds=1)
         assert wait_until(lambda: server.health()["waiting"] == 2)
         # nobody answers bob's: the input-wait bound ends it and its waiting place comes back
         _, final = until(other, "result")
