@@ -207,8 +207,9 @@ def test_a_tool_session_moves_to_the_replica_its_keys_mcp_calls_reach(
     replicas: tuple[Replica, Replica, Path],
 ) -> None:
     """A key's MCP calls reach another replica (the balancer's hash moved): the owner, alive, is
-    asked to leave the session there (a signed ``hand-over``; not while a cell runs), and the
-    session goes on there with its variables and its /data and /out files."""
+    asked to leave the session there (a signed ``hand-over``; not while a cell runs, nor when its
+    state cannot be saved), and the session goes on there with its variables and its /data and
+    /out files."""
     owner, other, store = replicas
 
     async def conversation() -> None:
@@ -233,6 +234,16 @@ def test_a_tool_session_moves_to_the_replica_its_keys_mcp_calls_reach(
             # /out/o.txt came with the session; it was reported where it was written, not again
             assert moved.structured_content["files"] == [], moved.structured_content
             await checks.check_close(second, sid)
+            # a session whose state cannot be saved (over the key's disk budget) is not handed
+            # over: the model is told to open a new one, and the session goes on where it is
+            kept = await checks.open_session(first)
+            big = await first.call_tool("run_cell", {"session_id": kept, "code": "import os; big = os.urandom(8 << 20)"})
+            assert not big.is_error, checks.text_of(big)
+            refused = await second.call_tool("run_cell", {"session_id": kept, "code": "print(1)"})
+            assert refused.is_error and "could not be moved here" in checks.text_of(refused), checks.text_of(refused)
+            still = await first.call_tool("run_cell", {"session_id": kept, "code": "print(len(big))"})
+            assert not still.is_error and str(8 << 20) in checks.text_of(still), checks.text_of(still)
+            await checks.check_close(first, kept)
 
     checks.run_async(conversation)
     assert not list(store.glob("*/*.snap"))  # closed: no snapshot left, on either replica
