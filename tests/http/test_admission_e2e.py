@@ -19,7 +19,8 @@ def test_full_queue_gives_429_then_recovers(warm_sandbox: None, tmp_path: Path) 
 
         def sleeper() -> None:
             with server.client() as client:
-                r = client.post("/api/run", json={"code": "import time; time.sleep(2)"})
+                # long enough that a busy machine still sees one run and one queued when it asks
+                r = client.post("/api/run", json={"code": "import time; time.sleep(6)"})
                 results.append(r.status_code)
 
         threads = [threading.Thread(target=sleeper) for _ in range(2)]
