@@ -10,12 +10,11 @@ from __future__ import annotations
 import hashlib
 import os
 import socket
-import threading
-import time
 from pathlib import Path
 
 import pytest
 
+from tests.support.typists import TypesLate
 from wasm_runner import Limits, Sandbox, Status
 
 FAST = Limits(cpu_seconds=1.0, wall_seconds=30.0)  # wall generous: CPU limits must be what stops these
@@ -66,30 +65,13 @@ def test_sleep_past_deadline_times_out(sandbox: Sandbox) -> None:
 
 
 def test_waiting_for_input_is_not_run_time_but_an_abandoned_wait_ends(sandbox: Sandbox) -> None:
-    class NeverTypes:
-        def read(self, max_bytes: int, timeout: float) -> bytes | None:
-            threading.Event().wait(timeout)
-            return None
-
-    class TypesLate:  # answers three times the wall limit after input() first asks
-        def __init__(self) -> None:
-            self.asked: float | None = None  # not at creation: a busy machine starts runs slowly
-
-        def read(self, max_bytes: int, timeout: float) -> bytes | None:
-            if self.asked is None:
-                self.asked = time.monotonic()
-            if time.monotonic() - self.asked >= 1.5:
-                return b"Ada\n"
-            threading.Event().wait(timeout)
-            return None
-
     late = sandbox.run("print('hello', input('name? '))", limits=Limits(wall_seconds=0.5),
-                       input_source=TypesLate())
+                       input_source=TypesLate(b"Ada\n", 1.5))  # three times the wall limit
     assert late.status is Status.OK, late.message
     assert late.stdout == "name? hello Ada\n"
     assert late.input_wait_ms > 500  # the wait is reported, and it was longer than the wall limit
     gone = sandbox.run("input('name? ')", limits=Limits(wall_seconds=30, input_wait_seconds=1),
-                       input_source=NeverTypes())
+                       input_source=TypesLate(b"", 0))
     assert gone.status is Status.TIMEOUT and gone.limit == "input_wait"
     assert gone.message == "Stopped: it waited for input for more than 1 second."
     assert gone.stdout.startswith("name? ")

@@ -4,26 +4,11 @@ import said as a student reads it."""
 
 from __future__ import annotations
 
-import threading
-import time
 
 import pytest
 
+from tests.support.typists import TypesLate
 from wasm_runner import Limits, Sandbox, Status
-
-
-class TypesLate:
-    """An input source that answers ``answer`` once ``after`` seconds have passed."""
-
-    def __init__(self, answer: bytes, after: float) -> None:
-        self.answer, self.after, self.start = answer, after, time.monotonic()
-
-    def read(self, max_bytes: int, timeout: float) -> bytes | None:
-        if self.answer and time.monotonic() - self.start >= self.after:
-            data, self.answer = self.answer, b""
-            return data
-        threading.Event().wait(timeout)
-        return None
 
 
 def test_flood_ends_at_the_cap_with_output_in_blocks(default_sandbox: Sandbox) -> None:
