@@ -17,15 +17,17 @@ def test_full_queue_gives_429_then_recovers(warm_sandbox: None, tmp_path: Path) 
     with live_server(config) as server:
         results: list[int] = []
 
-        def sleeper() -> None:
+        def sleeper(seconds: float) -> None:
             with server.client() as client:
-                # long enough that a busy machine still sees one run and one queued when it asks
-                r = client.post("/api/run", json={"code": "import time; time.sleep(6)"})
+                r = client.post("/api/run", json={"code": f"import time; time.sleep({seconds})"})
                 results.append(r.status_code)
 
-        threads = [threading.Thread(target=sleeper) for _ in range(2)]
-        for t in threads:
-            t.start()
+        # one after the other: the first runs long enough that a busy machine still sees one run
+        # and one queued when the third request comes (two at once raced: loaded run 5 got 200)
+        threads = [threading.Thread(target=sleeper, args=(8,)), threading.Thread(target=sleeper, args=(0.1,))]
+        threads[0].start()
+        assert wait_until(lambda: server.health()["running"] == 1)
+        threads[1].start()
         assert wait_until(lambda: server.health() == {**server.health(), "running": 1, "queued": 1})
         with server.client() as client:
             r = client.post("/api/run", json={"code": "print('no room')"})

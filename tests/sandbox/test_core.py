@@ -159,7 +159,8 @@ def test_session_errors_keep_it_alive_but_limits_end_it(sandbox: Sandbox) -> Non
 
 
 def test_session_last_expression_is_displayed(default_sandbox: Sandbox) -> None:
-    with default_sandbox.session() as s:
+    # pandas imported in the plain image: room for a busy machine (the default 10 s wall was not)
+    with default_sandbox.session(limits=Limits(cpu_seconds=30, wall_seconds=120)) as s:
         r = s.run("import pandas as pd\ndf = pd.DataFrame({'a': [1, 2]})\ndf")
         assert r.ok, r.stderr
         mimes = [o.mime for o in r.outputs]

@@ -37,9 +37,15 @@ from ..limits import Limits
 from .guest import Guest, busy, restore_priority
 from .workspace import extra_grant, place_files
 
-__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "SETTLE_S", "WARM_TIMEOUT_S", "WarmPool", "bind_slot", "default_prestart"]
+__all__ = ["DEFAULT_PRESTART", "MAX_PRESTART", "SETTLE_S", "WARM_BOUND_S", "WARM_TIMEOUT_S", "WarmPool", "bind_slot",
+           "default_prestart"]
 
-WARM_TIMEOUT_S = 120.0
+WARM_TIMEOUT_S = 120.0  # how long a run waits for the slot being warmed that it claimed (normal priority then)
+# How long a refill lets a slot warm before giving it up (a stuck warm-up must not hold the refill
+# forever). Warming runs at a lower priority, so on a machine busy with other work it takes many
+# times its CPU time: a bound of WARM_TIMEOUT_S failed the same preload again and again beside two
+# CPU hogs, and the pool never filled (loaded run 5, issue 22).
+WARM_BOUND_S = 600.0
 # a refill starts this long after the sandbox's last run ended (no run in flight since): what
 # the caller does with the result (its JSON, the HTTP response) must not wait for the interpreter
 # lock behind the refill's host Python (docs/performance.md, the fast path)
@@ -147,7 +153,7 @@ class WarmPool:
                 self.taken += 1
         return handed
 
-    def wait_ready(self, count: int | None = None, timeout: float = WARM_TIMEOUT_S) -> bool:
+    def wait_ready(self, count: int | None = None, timeout: float = WARM_BOUND_S) -> bool:
         """Block until ``count`` slots (default: the pool's size) are warm; for tests and bench."""
         want = self.size if count is None else count
         end = time.monotonic() + timeout
@@ -181,7 +187,7 @@ class WarmPool:
             with self._lock:
                 self._warming = warming
             g.io.submit({"kind": "warm", "preload": list(self.preload)})
-            ok = g.io.wait_idle(WARM_TIMEOUT_S) and not self._closed
+            ok = g.io.wait_idle(WARM_BOUND_S) and not self._closed
             with self._lock:
                 self._warming = None
                 if ok and not warming.claimed:
@@ -202,6 +208,10 @@ class WarmPool:
     def close(self) -> None:
         self._closed = True
         self._wake.set()
+        with self._lock:
+            warming = self._warming
+        if warming is not None and not warming.claimed:  # not left warming up to WARM_BOUND_S
+            warming.guest.cancel()
         if self._thread is not None:
             self._thread.join(10.0)
         with self._lock:
