@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import base64
 import json
-import os
 import subprocess
 import sys
 from pathlib import Path
@@ -14,6 +13,7 @@ import jsonschema
 import pytest
 
 from wasm_runner.limits import Limits
+from tests.support.live_server import operator_env
 from wasm_runner.tool_schema import OPERATIONS, ToolCallError, http_request, openai_tools
 
 # The shape the Chat Completions API takes in `tools=` (function calling).
@@ -73,7 +73,7 @@ EXAMPLES: dict[str, dict[str, Any]] = {
 def _exported(*args: str) -> Any:
     done = subprocess.run(
         [sys.executable, "-m", "wasm_runner.tool_schema", *args],
-        env={k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")},
+        env=operator_env(),
         capture_output=True, text=True, check=True,
     )  # fmt: skip
     return json.loads(done.stdout)

@@ -14,7 +14,6 @@ from __future__ import annotations
 import base64
 import contextlib
 import json
-import os
 import socket
 import statistics
 import subprocess
@@ -27,6 +26,7 @@ from pathlib import Path
 from typing import Any
 
 import httpx
+from tests.support.live_server import operator_env
 
 ALICE = "alice-attack-key"  # the well-behaved tenant
 BOB = "bob-attack-key"  # an authenticated attacker
@@ -125,7 +125,7 @@ def attack_server(tmp: Path, scale: str = "small") -> Iterator[AttackServer]:
     config.write_text(server_toml(scale))
     port = free_port()
     log_path = tmp / "server.log"
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")}
+    env = operator_env()
     cmd = [sys.executable, "-m", "wasm_runner.cli", "serve", "--config", str(config),
            "--port", str(port), "--log-level", "info"]  # fmt: skip
     with log_path.open("wb") as log:

@@ -6,7 +6,6 @@ sessions go on."""
 
 from __future__ import annotations
 
-import os
 import shutil
 import socket
 import subprocess
@@ -18,7 +17,7 @@ import httpx
 import pytest
 
 from tests.support.browser import stop_process
-from tests.support.live_server import session_cell, session_state, wait_until
+from tests.support.live_server import operator_env, session_cell, session_state, wait_until
 
 TMPFS_MIB = 2
 
@@ -36,7 +35,7 @@ def server(tmp_path_factory: pytest.TempPathFactory) -> Iterator[tuple[str, Path
     folder = tmp_path_factory.mktemp("full-disk") / "paused-sessions"
     folder.mkdir()
     port = _free_port()
-    env = {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_")}
+    env = operator_env()
     env.update(WASM_RUNNER_AUTH="off", WASM_RUNNER_SNAPSHOT_DIR=str(folder), WASM_RUNNER_PRESTART="0")
     mount = f'mount -t tmpfs -o size={TMPFS_MIB}m,mode=0700 tmpfs "$0" && exec "$@"'
     command = [unshare, "--user", "--map-root-user", "--mount", "sh", "-c", mount, str(folder),

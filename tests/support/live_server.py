@@ -6,6 +6,7 @@
 from __future__ import annotations
 
 import base64
+import os
 import socket
 import threading
 import time
@@ -58,6 +59,14 @@ def wait_until(predicate, timeout: float = 60.0, step: float = 0.05) -> bool:  #
             return True
         time.sleep(step)
     return bool(predicate())
+
+
+def operator_env() -> dict[str, str]:
+    """This process's environment for a ``wasm-runner`` started as an operator would: none of
+    the ``WASM_RUNNER_`` settings of the test run, except where compiled modules are cached (a
+    CI run compiles into its own cache folder; a server that looked in the default one would
+    compile everything again there)."""
+    return {k: v for k, v in os.environ.items() if not k.startswith("WASM_RUNNER_") or k == "WASM_RUNNER_CACHE"}
 
 
 @contextmanager
