@@ -53,10 +53,16 @@ MAX_WASM_STACK = 24 << 20
 # Every module a run uses is compiled by Cranelift, wasmtime's optimising compiler, at its default
 # optimisation level, with wasmtime's parallel compilation (one function per core at a time).
 # QUICK: Winch, wasmtime's baseline compiler, compiles with a fraction of Cranelift's CPU time
-# (16% for the small runtime), into code ~2x slower; it cannot compile the default runtime with fuel
-# metering, so it is used for one thing only: the run that builds an image from our own set-up
-# code (images.py), without fuel (the wall deadline holds) and without a cache file, when the
-# Cranelift module it would otherwise need is not compiled yet (serve's first start).
+# (16% for the small runtime, about 12-25% for the default runtime's images), into code ~1.3-1.9x
+# slower for the same fuel. Since wasmtime 50 it compiles the default runtime with fuel metering
+# (49 failed: "Illegal fuel state"). Its modules are never cached to disk and serve two things:
+# - the run that builds an image from our own set-up code (images.py), without fuel (the wall
+#   deadline holds), when the Cranelift module it would otherwise need is not compiled yet;
+# - the quick tier of serve's first start (sandbox/default.py, ``quick_first``): runs of the
+#   default runtime, with fuel, from a Winch module while Cranelift compiles the module behind
+#   it; new runs move to Cranelift's code when it is ready. A CPU limit counts the same wasm
+#   operations (fuel) with either, so on the quick tier it allows up to ~2x the CPU time; the
+#   wall limit holds as always (docs/security.md, "How the runtimes are compiled").
 CRANELIFT = "cranelift"
 QUICK = "winch"
 _WASMTIME_STRATEGY = {CRANELIFT: 1, QUICK: 2}  # wasmtime_strategy_t (wasmtime-py: auto/cranelift only)
@@ -77,7 +83,7 @@ def _config(fuel: bool, compiler: str = CRANELIFT) -> wt.Config:
     cfg.memory_init_cow = True
     set_async_stack_size(cfg, MAX_WASM_STACK)  # wasmtime refuses a max_wasm_stack above it
     cfg.max_wasm_stack = MAX_WASM_STACK
-    if compiler == CRANELIFT:  # the quick engine serves one instance: no pool of slots
+    if compiler == CRANELIFT:  # the quick engine serves first-start runs only: no pool of slots
         use_pooling(cfg)
     else:  # wasmtime 50's Winch refuses the modules (exception types) without it
         cfg.gc_support = True
@@ -162,16 +168,18 @@ def get_engine(fuel: bool = True, compiler: str = CRANELIFT) -> wt.Engine:
         return eng
 
 
-def quick_module(rt: Runtime, progress: Callable[[str], None] | None = None) -> tuple[wt.Engine, wt.Module]:
-    """``rt``'s module compiled by the quick compiler, without fuel, not cached: for the one run
-    that builds an image when the Cranelift module is not compiled yet (see ``QUICK``)."""
+def quick_module(rt: Runtime, progress: Callable[[str], None] | None = None,
+                 fuel: bool = False) -> tuple[wt.Engine, wt.Module]:
+    """``rt``'s module compiled by the quick compiler, not cached: without fuel for the one run
+    that builds an image, with fuel for the quick tier's runs (see ``QUICK``)."""
     say = progress or stderr_progress
     data = rt.module.read_bytes()
     if hashlib.sha256(data).hexdigest() != rt.module_sha256:
         raise RuntimeError(f"{rt.module} changed after it was verified; not compiling it")
-    eng = get_engine(False, QUICK)
+    eng = get_engine(fuel, QUICK)
     start = time.monotonic()
-    say(f"compiling the {rt.name} runtime with the quick compiler for the image's set-up run")
+    say(f"compiling the {rt.name} runtime with the quick compiler "
+        + ("for runs until Cranelift's module is ready" if fuel else "for the image's set-up run"))
     mod = wt.Module(eng, data)
     say(f"compiled the {rt.name} runtime (quick) in {time.monotonic() - start:.1f} s")
     return eng, mod

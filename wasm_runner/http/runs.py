@@ -33,12 +33,13 @@ log = logging.getLogger("wasm_runner.http")
 
 def server_sandbox(runtime: str, image: str | None = None) -> Any:
     """The process-wide sandbox for ``runtime`` and ``image`` (the image only counts for the
-    default runtime; blocking: the first call loads the module)."""
+    default runtime; blocking: the first call loads the module, or on a first start compiles
+    the quick tier while Cranelift's module compiles behind it: ``default.default_sandbox``)."""
     from ..runtimes import RuntimeUnavailable
     from ..sandbox import default_sandbox
 
     try:
-        return default_sandbox(runtime, image if runtime == "default" else None)
+        return default_sandbox(runtime, image if runtime == "default" else None, quick_first=True)
     except RuntimeUnavailable as exc:
         raise ApiError(
             503, "runtime_unavailable", f"runtime {runtime!r} is not installed here: {exc}"
@@ -52,10 +53,11 @@ def sandbox_made(runtime: str, image: str | None) -> bool:
 
 
 def prepare_estimate(runtime: str, image: str | None) -> float:
-    """About how many seconds making that sandbox takes here (0: all cached)."""
+    """About how many seconds making that sandbox takes here (0: all cached; the quick tier's
+    compile when it has one)."""
     from ..sandbox.default import prepare_estimate as estimate
 
-    return estimate(runtime, image)
+    return estimate(runtime, image, quick_first=True)
 
 
 def ready_within(warmup: Warmup, timeout: float) -> Prepare:

@@ -74,6 +74,7 @@ class Sandbox:
         progress: Callable[[str], None] | None = None,
         prestart: int | None = None,
         image: str | None = None,
+        compiler: str = engine.CRANELIFT,
     ) -> None:
         """``prestart`` keeps that many plain instances started ahead of time (pool ``plain``;
         default ``pool.default_prestart()``: 2, or ``WASM_RUNNER_PRESTART``; 0: none); runs that
@@ -84,10 +85,15 @@ class Sandbox:
         ``plain`` (the default: the runtime's snapshot with CPython's C-stack window corrected)
         or ``datascience`` (numpy, pandas and matplotlib imported too); built and compiled once,
         cached (images.py). A run's ``memory_mb`` counts what it adds beyond the memory its
-        module (runtime or image) starts with (``memory_cap``)."""
+        module (runtime or image) starts with (``memory_cap``).
+
+        ``compiler``: ``engine.CRANELIFT`` (the default: compiled once, cached) or ``engine.QUICK``
+        (Winch: compiled in a fraction of the time into slower code, never cached; serve's quick
+        tier while Cranelift compiles, see ``default.default_sandbox``)."""
         self.runtime: Runtime = get_runtime(runtime)
         self.fuel = fuel
-        self.engine = engine.get_engine(fuel)
+        self.compiler = compiler
+        self.engine = engine.get_engine(fuel, compiler)
         if self.runtime.kind == "reactor":
             self.image: str | None = images.check_name(image or images.DEFAULT_IMAGE)
         elif image is not None:
@@ -129,7 +135,10 @@ class Sandbox:
             self.add_pool("plain", size=self.prestart)
 
     def _load(self, rt: Runtime) -> None:
-        self.module = engine.get_module(rt, self.fuel, self._progress)
+        if self.compiler == engine.CRANELIFT:
+            self.module = engine.get_module(rt, self.fuel, self._progress)
+        else:
+            self.module = engine.quick_module(rt, self._progress, self.fuel)[1]
         self._module_sha256 = rt.module_sha256
         self._reference: Reference | None = None
         linker = wt.Linker(self.engine)
@@ -160,7 +169,7 @@ class Sandbox:
         def layout() -> Workspace:
             return self.new_workspace(Limits(), None, None, None, False, placeholders=True)
 
-        if engine.is_compiled(base, self.fuel):  # the plain image is compiled already: use it
+        if self.compiler == engine.CRANELIFT and engine.is_compiled(base, self.fuel):  # plain is compiled: use it
             self._load(base)
             return images.run_setup(self.engine, self.fuel, self.pre, code, layout, start_thread)
         # else a quick compile for this one run of our own code (engine.QUICK), not the
@@ -436,6 +445,12 @@ class Sandbox:
             raise InvalidLimits(f"the snapshot's memory ({state.header['memory_pages'] * PAGE >> 20} MiB) is over "
                                 f"these limits' memory ({self.memory_cap(limits) >> 20} MiB)")
         return Session(self._session_host(), limits, data_dir, out_dir, None, restore=state)
+
+    def close_pools(self) -> None:
+        """Drop every pool's prestarted instances and stop refilling them; the pools stay named
+        (a run that names one starts its own instance). For a retired quick-tier sandbox."""
+        for p in list(self.pools.values()):
+            p.close()
 
     def close(self) -> None:
         for p in list(self.pools.values()):

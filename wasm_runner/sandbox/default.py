@@ -1,9 +1,18 @@
 """The process-wide sandboxes (one per runtime and image) behind ``wasm_runner.run`` and the
-server, and how long making one would take here (``prepare_estimate``, for ``warmup``)."""
+server, and how long making one would take here (``prepare_estimate``, for ``warmup``).
+
+The quick tier (the server's first start, ``quick_first``): while the Cranelift module of a
+default-runtime sandbox is not compiled, the process-wide sandbox is first made with the quick
+compiler (``engine.QUICK``, Winch: about a quarter of the compile time, slower code, with fuel),
+and a thread makes the Cranelift one behind it; once that is ready it replaces the quick one
+for every new run, and the quick one's prestarted instances are dropped (never used for a run).
+A run or session already on the quick one ends there. The small runtime compiles in seconds: no
+quick tier."""
 
 from __future__ import annotations
 
 import atexit
+import logging
 import os
 import threading
 from collections.abc import Mapping
@@ -18,9 +27,13 @@ from ..runtimes import Runtime, get_runtime
 from . import wrapper
 from .core import Sandbox
 
-__all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "is_made", "prepare_estimate", "run", "sandbox_key"]
+__all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "is_made", "prepare_estimate", "run",
+           "sandbox_key"]
+
+log = logging.getLogger("wasm_runner.sandbox")
 
 _default_sandboxes: dict[tuple[str, str | None], Sandbox] = {}
+_replaced: list[Sandbox] = []  # quick-tier sandboxes replaced by Cranelift's: closed at exit
 _default_lock = threading.Lock()
 _making: dict[tuple[str, str | None], threading.Lock] = {}  # one maker per key; others wait
 
@@ -29,8 +42,9 @@ _making: dict[tuple[str, str | None], threading.Lock] = {}  # one maker per key;
 def close_default_sandboxes() -> None:
     """Warm slots and run folders of the process-wide sandboxes go with the process."""
     with _default_lock:
-        boxes = list(_default_sandboxes.values())
+        boxes = list(_default_sandboxes.values()) + _replaced
         _default_sandboxes.clear()
+        _replaced.clear()
     for sb in boxes:
         sb.close()
 
@@ -42,10 +56,11 @@ def sandbox_key(runtime: str | None = None, image: str | None = None) -> tuple[s
     return (name, image or DEFAULT_IMAGE) if name == "default" else (name, None)
 
 
-def default_sandbox(runtime: str | None = None, image: str | None = None) -> Sandbox:
+def default_sandbox(runtime: str | None = None, image: str | None = None, *, quick_first: bool = False) -> Sandbox:
     """The process-wide sandbox of ``runtime`` (and ``image``, default runtime only), made on
     first use. Making one (a compile, the first time on a machine) holds up only callers of the
-    same runtime and image."""
+    same runtime and image. ``quick_first`` (the server): the quick tier while Cranelift's
+    module is compiled (see the module's docstring)."""
     key = sandbox_key(runtime, image)
     with _default_lock:
         sb = _default_sandboxes.get(key)
@@ -56,10 +71,36 @@ def default_sandbox(runtime: str | None = None, image: str | None = None) -> San
         with _default_lock:
             sb = _default_sandboxes.get(key)
         if sb is None:
-            sb = Sandbox(key[0], image=key[1])
+            quick = quick_first and key[0] == "default" and prepare_estimate(*key) > 0
+            sb = Sandbox(key[0], image=key[1], compiler=engine.QUICK if quick else engine.CRANELIFT)
             with _default_lock:
                 _default_sandboxes[key] = sb
+            if quick:
+                log.warning("the %s/%s runtime runs on its quick tier (Winch) while Cranelift compiles it", *key)
+                threading.Thread(target=_replace_quick, args=(key, sb), name=f"wasm-runner-cranelift-{key[1]}",
+                                 daemon=True).start()  # fmt: skip
         return sb
+
+
+def _replace_quick(key: tuple[str, str | None], quick: Sandbox) -> None:
+    """Make the Cranelift sandbox of ``key`` and put it in place of ``quick`` for new runs."""
+    try:
+        full = Sandbox(key[0], image=key[1])
+    except Exception:  # noqa: BLE001 - the quick tier goes on serving; the log says why
+        log.error("compiling the %s/%s runtime with Cranelift failed; its quick tier goes on", *key, exc_info=True)
+        return
+    with _default_lock:
+        if _default_sandboxes.get(key) is not quick:  # closed meanwhile (the process is ending)
+            retire = full
+        else:
+            _default_sandboxes[key] = full
+            _replaced.append(quick)
+            retire = None
+    if retire is not None:
+        retire.close()
+        return
+    quick.close_pools()  # its prestarted instances are never handed to a run
+    log.warning("the %s/%s runtime now runs Cranelift's code (its quick tier is retired)", *key)
 
 
 def is_made(runtime: str | None = None, image: str | None = None) -> bool:
@@ -68,11 +109,12 @@ def is_made(runtime: str | None = None, image: str | None = None) -> bool:
         return sandbox_key(runtime, image) in _default_sandboxes
 
 
-def prepare_estimate(runtime: str | None = None, image: str | None = None) -> float:
+def prepare_estimate(runtime: str | None = None, image: str | None = None, *, quick_first: bool = False) -> float:
     """About how many seconds making the process-wide sandbox of ``runtime`` and ``image`` takes
-    on this machine now: 0 when it is made or its module is compiled; else the compile, and for
-    an image made by running code and not built yet, the set-up run (after a quick compile when
-    the plain image is not compiled either) before it."""
+    on this machine now: 0 when it is made or its module is compiled; else the compile (the
+    quick tier's with ``quick_first``, default runtime), and for an image made by running code
+    and not built yet, the set-up run (after a quick compile when the plain image is not
+    compiled either) before it."""
     name, image = sandbox_key(runtime, image)
     if is_made(name, image):
         return 0.0
@@ -80,23 +122,24 @@ def prepare_estimate(runtime: str | None = None, image: str | None = None) -> fl
     size = rt.module.stat().st_size
     if image is None:  # a command runtime: its module with a larger stack (images.ensure_command)
         return _compile_left(rt, images.command_path(rt), "stack", size)
+    compiler = engine.QUICK if quick_first else engine.CRANELIFT
     path = images.image_path(rt, image, wrapper.BOOT_SOURCE)
     if not images.via_turn(image) or images.ready(path):
-        return _compile_left(rt, path, image, size)
+        return _compile_left(rt, path, image, size, compiler)
     plain = images.image_path(rt, "plain", wrapper.BOOT_SOURCE)
     setup = images.SETUP_CPU_S.get(image, 10.0)
-    if images.ready(plain) and engine.is_compiled(images.image_runtime(rt, "plain", plain)):
+    if not quick_first and images.ready(plain) and engine.is_compiled(images.image_runtime(rt, "plain", plain)):
         before = engine.cpu_estimate(setup, parallel=False)
     else:
         before = engine.compile_estimate(size, engine.QUICK) + engine.cpu_estimate(
             setup * engine.QUICK_SLOWDOWN, parallel=False)
-    return before + engine.compile_estimate(size)  # the image's module: about the runtime's size
+    return before + engine.compile_estimate(size, compiler)  # the image's module: about the runtime's size
 
 
-def _compile_left(rt: Runtime, path: Path, name: str, size: int) -> float:
+def _compile_left(rt: Runtime, path: Path, name: str, size: int, compiler: str = engine.CRANELIFT) -> float:
     if images.ready(path) and engine.is_compiled(images.image_runtime(rt, name, path)):
         return 0.0
-    return engine.compile_estimate(size)
+    return engine.compile_estimate(size, compiler)
 
 
 def default_sandboxes() -> list[Sandbox]:
