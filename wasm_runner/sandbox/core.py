@@ -16,6 +16,7 @@ import shutil
 import tempfile
 import threading
 import time
+import weakref
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any
@@ -446,11 +447,14 @@ class Sandbox:
                                 f"these limits' memory ({self.memory_cap(limits) >> 20} MiB)")
         return Session(self._session_host(), limits, data_dir, out_dir, None, restore=state)
 
-    def close_pools(self) -> None:
-        """Drop every pool's prestarted instances and stop refilling them; the pools stay named
-        (a run that names one starts its own instance). For a retired quick-tier sandbox."""
+    def retire(self) -> None:
+        """No more prestarted instances: every pool's are dropped and none are started again (the
+        pools stay named: a run that names one starts its own instance), and the run folder goes
+        when the last reference to the sandbox does (runs and sessions on it end there first).
+        For a quick-tier sandbox that Cranelift's replaced (``default.default_sandbox``)."""
         for p in list(self.pools.values()):
             p.close()
+        weakref.finalize(self, shutil.rmtree, self._base, True)
 
     def close(self) -> None:
         for p in list(self.pools.values()):

@@ -5,9 +5,9 @@ The quick tier (the server's first start, ``quick_first``): while the Cranelift 
 default-runtime sandbox is not compiled, the process-wide sandbox is first made with the quick
 compiler (``engine.QUICK``, Winch: about a quarter of the compile time, slower code, with fuel),
 and a thread makes the Cranelift one behind it; once that is ready it replaces the quick one
-for every new run, and the quick one's prestarted instances are dropped (never used for a run).
-A run or session already on the quick one ends there. The small runtime compiles in seconds: no
-quick tier."""
+for every new run, and the quick one is retired: its prestarted instances are dropped (never
+used for a run), and its module is freed once the runs and sessions already on it have ended.
+The small runtime compiles in seconds: no quick tier."""
 
 from __future__ import annotations
 
@@ -33,7 +33,6 @@ __all__ = ["close_default_sandboxes", "default_sandbox", "default_sandboxes", "i
 log = logging.getLogger("wasm_runner.sandbox")
 
 _default_sandboxes: dict[tuple[str, str | None], Sandbox] = {}
-_replaced: list[Sandbox] = []  # quick-tier sandboxes replaced by Cranelift's: closed at exit
 _default_lock = threading.Lock()
 _making: dict[tuple[str, str | None], threading.Lock] = {}  # one maker per key; others wait
 
@@ -42,9 +41,8 @@ _making: dict[tuple[str, str | None], threading.Lock] = {}  # one maker per key;
 def close_default_sandboxes() -> None:
     """Warm slots and run folders of the process-wide sandboxes go with the process."""
     with _default_lock:
-        boxes = list(_default_sandboxes.values()) + _replaced
+        boxes = list(_default_sandboxes.values())
         _default_sandboxes.clear()
-        _replaced.clear()
     for sb in boxes:
         sb.close()
 
@@ -90,16 +88,13 @@ def _replace_quick(key: tuple[str, str | None], quick: Sandbox) -> None:
         log.error("compiling the %s/%s runtime with Cranelift failed; its quick tier goes on", *key, exc_info=True)
         return
     with _default_lock:
-        if _default_sandboxes.get(key) is not quick:  # closed meanwhile (the process is ending)
-            retire = full
-        else:
+        ending = _default_sandboxes.get(key) is not quick  # closed meanwhile: the process is ending
+        if not ending:
             _default_sandboxes[key] = full
-            _replaced.append(quick)
-            retire = None
-    if retire is not None:
-        retire.close()
+    if ending:
+        full.close()
         return
-    quick.close_pools()  # its prestarted instances are never handed to a run
+    quick.retire()  # its prestarted instances are never handed to a run; its module goes with it
     log.warning("the %s/%s runtime now runs Cranelift's code (its quick tier is retired)", *key)
 
 
