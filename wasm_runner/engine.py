@@ -53,7 +53,7 @@ MAX_WASM_STACK = 24 << 20
 # Every module a run uses is compiled by Cranelift, wasmtime's optimising compiler, at its default
 # optimisation level, with wasmtime's parallel compilation (one function per core at a time).
 # QUICK: Winch, wasmtime's baseline compiler, compiles with a fraction of Cranelift's CPU time
-# (16% for the small runtime, about 12-25% for the default runtime's images), into code ~1.3-1.9x
+# (16% for the small runtime, 12-28% for the default runtime's images), into code ~1.3-1.9x
 # slower for the same fuel. Since wasmtime 50 it compiles the default runtime with fuel metering
 # (49 failed: "Illegal fuel state"). Its modules are never cached to disk and serve two things:
 # - the run that builds an image from our own set-up code (images.py), without fuel (the wall
