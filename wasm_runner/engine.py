@@ -193,8 +193,9 @@ QUICK_SLOWDOWN = 2.0  # how much more CPU time the quick compiler's code takes (
 
 def compile_estimate(size: int, compiler: str = CRANELIFT) -> float:
     """About how many seconds (wall clock) compiling ``size`` bytes of wasm takes here now:
-    its CPU time spread over this process's cores, less the share other work takes of them."""
-    return cpu_estimate(size / 2**20 * COMPILE_CPU_S_PER_MIB[compiler], parallel=True)
+    its CPU time spread over this process's cores (Cranelift's; Winch's keeps about one busy:
+    its CPU time is about its wall time in every measurement), less the share other work takes."""
+    return cpu_estimate(size / 2**20 * COMPILE_CPU_S_PER_MIB[compiler], parallel=compiler == CRANELIFT)
 
 
 def cpu_estimate(cpu_seconds: float, *, parallel: bool) -> float:
