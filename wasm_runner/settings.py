@@ -512,6 +512,9 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
     audit_code: Literal["hash", "full"] = field(default="hash", metadata=rule(one_of("hash", "full"), _text))
     # exercises (wasm_runner.exercises): the folder served at /api/exercises, or None
     exercises_dir: Path | None = field(default=None, metadata=rule(env=_text))
+    # a first start's quick tier (sandbox/default.py): Winch's code answers while Cranelift compiles;
+    # off: server-tier runs wait for Cranelift's module (docs/security.md)
+    quick_tier: bool = field(default=True, metadata=rule(env=_on_off))
 
     def check(self) -> None:
         """Raise ``ConfigError`` when a setting is out of its range or settings contradict each other."""

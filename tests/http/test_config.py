@@ -161,3 +161,13 @@ def test_cluster_secret_is_not_read_from_the_toml_file(tmp_path: Path) -> None:
     missing.write_text(f'[server]\ncluster_secret_file = "{tmp_path / "nope"}"\n', encoding="utf-8")
     with pytest.raises(ConfigError, match="cannot read cluster_secret_file"):
         load_config(missing, env={})
+
+
+def test_quick_tier_is_on_unless_turned_off(tmp_path: Path) -> None:
+    assert load_config(env={}, auth=False).quick_tier is True
+    cfg = tmp_path / "server.toml"
+    cfg.write_text("[server]\nquick_tier = false\n")
+    assert load_config(cfg, env={}, auth=False).quick_tier is False
+    assert load_config(env={"WASM_RUNNER_QUICK_TIER": "off"}, auth=False).quick_tier is False
+    with pytest.raises(ConfigError, match="WASM_RUNNER_QUICK_TIER"):
+        load_config(env={"WASM_RUNNER_QUICK_TIER": "later"})

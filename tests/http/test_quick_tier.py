@@ -34,6 +34,8 @@ preload = []
 
 QUICK = "runs on its quick tier (Winch)"
 CRANELIFT = "now runs Cranelift's code"
+QUICK_COMPILE = "compiling the default-plain runtime with the quick compiler"
+CRANELIFT_COMPILE = "compiling the default-plain runtime once"
 
 
 def test_an_empty_cache_answers_from_the_quick_tier_then_from_cranelift(tmp_path: Path) -> None:
@@ -80,3 +82,43 @@ def test_an_empty_cache_answers_from_the_quick_tier_then_from_cranelift(tmp_path
         proc.wait(timeout=60)
     assert [p.name.split("-")[1] for p in cache.glob("*.cwasm")] == ["plain"]  # Cranelift's, cached
     assert "Traceback" not in log_file.read_text()
+
+
+def test_quick_tier_off_waits_for_cranelift(tmp_path: Path) -> None:
+    """``WASM_RUNNER_QUICK_TIER=off`` (``[server] quick_tier = false``): an operator who wants no
+    caller code on Winch's code gets none; the first start prepares Cranelift's module only."""
+    cache = tmp_path / "cache"
+    config = tmp_path / "server.toml"
+    config.write_text(CONFIG.replace("[server]\n", "[server]\nqueue_timeout_seconds = 1\n"))
+    log_file = tmp_path / "serve.log"
+    env = {**os.environ, "WASM_RUNNER_CACHE": str(cache), "WASM_RUNNER_BROWSER_SNAPSHOT": "off",
+           "WASM_RUNNER_QUICK_TIER": "off", "COLUMNS": "400"}
+    env.pop("WASM_RUNNER_CONFIG", None)
+    port = free_port()
+    url = f"http://127.0.0.1:{port}"
+    with log_file.open("w") as log:
+        proc = subprocess.Popen(
+            [sys.executable, "-m", "wasm_runner.cli", "serve", "--no-auth", "--port", str(port),
+             "--config", str(config), "--log-level", "warning"],
+            stderr=log, text=True, env=env,
+        )  # fmt: skip
+    try:
+        def preparing() -> bool:
+            try:
+                r = httpx.get(url + "/readyz", timeout=30)
+            except httpx.TransportError:
+                return False
+            return r.status_code == 503 and any(p["state"] == "preparing" for p in r.json().get("runtimes", []))
+
+        assert wait_until(preparing, timeout=300, step=0.5), log_file.read_text()[-3000:]
+        # what is compiled is said before the compile starts: Cranelift's module, never Winch's
+        assert wait_until(lambda: CRANELIFT_COMPILE in log_file.read_text(), timeout=120, step=0.5), \
+            log_file.read_text()[-3000:]
+        run = httpx.post(url + "/api/run", json={"code": "print(6 * 7)"}, timeout=120)
+        assert run.status_code == 503 and run.json()["error"]["code"] == "warming"  # not a Winch run
+        assert httpx.get(url + "/healthz", timeout=30).json()["status"] == "ok"
+    finally:
+        proc.terminate()
+        proc.wait(timeout=120)
+    logs = log_file.read_text()
+    assert QUICK_COMPILE not in logs and QUICK not in logs, logs[-3000:]

@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import logging
 import threading
+from collections.abc import Callable
 from typing import Any
 
 from ..execution import Job
@@ -31,15 +32,16 @@ __all__ = ["ProfilePools", "RunRecord", "prepare_estimate", "ready_within", "res
 log = logging.getLogger("wasm_runner.http")
 
 
-def server_sandbox(runtime: str, image: str | None = None) -> Any:
+def server_sandbox(runtime: str, image: str | None = None, *, quick_tier: bool = True) -> Any:
     """The process-wide sandbox for ``runtime`` and ``image`` (the image only counts for the
     default runtime; blocking: the first call loads the module, or on a first start compiles
-    the quick tier while Cranelift's module compiles behind it: ``default.default_sandbox``)."""
+    the quick tier, unless ``quick_tier`` is off, while Cranelift's module compiles behind it:
+    ``default.default_sandbox``)."""
     from ..runtimes import RuntimeUnavailable
     from ..sandbox import default_sandbox
 
     try:
-        return default_sandbox(runtime, image if runtime == "default" else None, quick_first=True)
+        return default_sandbox(runtime, image if runtime == "default" else None, quick_first=quick_tier)
     except RuntimeUnavailable as exc:
         raise ApiError(
             503, "runtime_unavailable", f"runtime {runtime!r} is not installed here: {exc}"
@@ -52,12 +54,12 @@ def sandbox_made(runtime: str, image: str | None) -> bool:
     return is_made(runtime, image)
 
 
-def prepare_estimate(runtime: str, image: str | None) -> float:
+def prepare_estimate(runtime: str, image: str | None, *, quick_tier: bool = True) -> float:
     """About how many seconds making that sandbox takes here (0: all cached; the quick tier's
-    compile when it has one)."""
+    compile when it has one and ``quick_tier`` is on)."""
     from ..sandbox.default import prepare_estimate as estimate
 
-    return estimate(runtime, image, quick_first=True)
+    return estimate(runtime, image, quick_first=quick_tier)
 
 
 def ready_within(warmup: Warmup, timeout: float) -> Prepare:
@@ -84,10 +86,12 @@ def resident_mb(profile: Any, runtime: str, limits: Limits) -> int:
 
 class ProfilePools:
     """The profiles' warm pools: each profile with a ``pool_size`` keeps that many instances of
-    its sandbox warm, started on its first run (or at start-up: ``start``)."""
+    its sandbox warm, started on its first run (or at start-up: ``start``, from ``sandbox``: the
+    server's ``server_sandbox``)."""
 
-    def __init__(self) -> None:
+    def __init__(self, sandbox: Callable[[str, str | None], Any] = server_sandbox) -> None:
         self._lock = threading.Lock()
+        self._sandbox = sandbox
 
     def pool_for(self, sandbox: Any, profile: Any) -> str | None:
         """The profile's warm pool on ``sandbox`` (started on first use), or None without one."""
@@ -105,7 +109,7 @@ class ProfilePools:
         for profile in profiles.values():
             if profile.pool_size > 0:
                 try:
-                    self.pool_for(server_sandbox(profile.runtime, profile.image), profile)
+                    self.pool_for(self._sandbox(profile.runtime, profile.image), profile)
                 except ApiError:
                     log.warning("profile %s: runtime %s unavailable, no warm pool", profile.name, profile.runtime)
 

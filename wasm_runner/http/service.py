@@ -284,9 +284,12 @@ class Service:
             downloads.download_ttl_seconds, downloads.download_store_bytes,
             downloads.download_tenant_bytes, directory=self.directory,
         )  # fmt: skip
-        self.pools = ProfilePools()  # the profiles' warm pools
+        # the process-wide sandboxes, with or without a first start's quick tier (``quick_tier``)
+        self.sandbox = functools.partial(server_sandbox, quick_tier=config.quick_tier)
+        self.pools = ProfilePools(self.sandbox)  # the profiles' warm pools
         # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
-        self.warmup = Warmup(server_sandbox, estimate=prepare_estimate, made=sandbox_made)
+        self.warmup = Warmup(self.sandbox, made=sandbox_made,
+                             estimate=functools.partial(prepare_estimate, quick_tier=config.quick_tier))
         record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
         # idle sessions paused to disk (None: never), in the folder replicas share
         self.snapshots = snapshot_store(config, self.shared.replica_id if self.shared else None)
@@ -300,7 +303,7 @@ class Service:
             )  # fmt: skip
         # the executor is handed parts, never the service: no part calls back into it
         self.executor = Executor(
-            server_sandbox,
+            self.sandbox,
             gate=AdmissionGate(self.admission, self.metrics, self.leases, self.lifecycle),
             on_done=record.record,
             pool_for=self.pools.pool_for,
@@ -346,7 +349,6 @@ class Service:
         return snapshot_secret(self.config)
 
     # -- sandboxes -------------------------------------------------------------------------
-    sandbox = staticmethod(runs.server_sandbox)  # (runtime, image) -> the process-wide sandbox, or 503
     resident_mb = staticmethod(runs.resident_mb)  # what a run or session holds of the memory budget
 
     def profile_runtimes(self) -> list[tuple[str, str | None]]:
