@@ -16,7 +16,10 @@ pytestmark = pytest.mark.timeout(900)
 
 
 def _server(tmp_path: Path, *extra: str) -> StdioServerParameters:
-    env = {k: v for k, v in os.environ.items() if k in ("PATH", "HOME", "LANG", "XDG_CACHE_HOME")}
+    # a chat client's environment, and where compiled modules are cached (a CI run's own folder:
+    # without it the server would compile the default runtime again into the user's cache)
+    keep = ("PATH", "HOME", "LANG", "XDG_CACHE_HOME", "WASM_RUNNER_CACHE")
+    env = {k: v for k, v in os.environ.items() if k in keep}
     env["TMPDIR"] = str(tmp_path)  # every folder the server makes lands here, so we can check it
     return StdioServerParameters(
         command=str(Path(sys.executable).parent / "wasm-runner"),  # the installed console script
