@@ -154,9 +154,16 @@ def test_embed_on_an_allowed_course_page_loads_and_checks_the_server_only_exampl
     shadow = "document.getElementById('ex').shadowRoot"
     assert page.evaluate(f"Array.from({shadow}.querySelectorAll('.instructions h2, .instructions h3'), (e) => e.textContent)") == ["Add two numbers"]
     assert page.evaluate("document.getElementById('ex').getCode()") == ADD.starter
-    page.evaluate("document.getElementById('ex').getCode = () => %r" % ADD.solution)
+    # the student writes the solution in the element's editor (it loads on its own, maybe after
+    # the exercise: code given before it is there would be replaced by the editor's)
+    poll(page, "document.getElementById('ex').editor", timeout=60)
+    page.evaluate("document.getElementById('ex').editor.setCode(%r)" % ADD.solution)
+    assert page.evaluate("document.getElementById('ex').getCode()") == ADD.solution
     page.evaluate(f"{shadow}.querySelector('.check-button').click()")
-    poll(page, f"{shadow}.querySelector('.check-summary').textContent.startsWith('7 of 7')", timeout=180)
+    summary = f"{shadow}.querySelector('.check-summary').textContent"
+    poll(page, f"{summary} && !{summary}.startsWith('Checking')", timeout=180)  # it ended
+    said = page.evaluate(summary)
+    assert said.startswith("7 of 7"), said
     assert page.evaluate(f"{shadow}.querySelector('.check-where').textContent") == "Checked on the server."
     result = page.evaluate("document.getElementById('run').run()")
     assert result["status"] == "ok" and result["stdout"] == "42\n" and result["tier"] == "server", result

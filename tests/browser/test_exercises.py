@@ -239,7 +239,8 @@ def test_embed_element_checks_an_exercise_and_shows_turtles(course):
     assert page.evaluate(f"{shadow}.querySelector('.instructions h2').textContent") == "Mean of numbers"
     assert page.evaluate(f"{shadow}.querySelector('.check-button').textContent") == "Check"
     poll(page, "document.getElementById('ex').runner.browserInfo", timeout=READY_SECONDS)
-    page.evaluate("document.getElementById('ex').getCode = () => %s" % json.dumps(MEAN.solution))
+    poll(page, "document.getElementById('ex').editor", timeout=60)  # the student's editor is there
+    page.evaluate("document.getElementById('ex').editor.setCode(%s)" % json.dumps(MEAN.solution))
     page.evaluate(f"{shadow}.querySelector('.check-button').click()")
     poll(page, f"{shadow}.querySelector('.check-summary').textContent.startsWith('7 of 7')", timeout=180)
     assert page.evaluate(f"{shadow}.querySelectorAll('.check-pass .check-mark').length") == 7
