@@ -217,6 +217,38 @@ describe("limits and stop", () => {
     assert.equal((await run("print(sum(range(10)))")).stdout, "45\n");
   });
 
+  test("a Stop pressed while a run starts ends it as stopped, on a fresh runtime and a used one", async () => {
+    // A long program: finding its imports and compiling it take a while, so the Stop lands while
+    // the run is starting (in Pyodide's own Python, before this fix an internal error), or at
+    // the program's first line, or in its loop: whichever, the student sees "stopped".
+    const body = "x = 1\n".repeat(4000);
+    const programs = [
+      ["fresh", body + "while True:\n    pass", 5],
+      ["fresh", body + "while True:\n    pass", 60],
+      ["used", body + "while True:\n    pass", 0],
+      ["used", body + "while True:\n    pass", 5],
+      ["used", "import asyncio\n" + body + "while True:\n    await asyncio.sleep(0)", 5],
+    ];
+    const seen = [];
+    for (const [runtime, code, delayMs] of programs) {
+      if (runtime === "fresh") {
+        // a C-level loop: only a fresh runtime ends it; wait until that one is loaded
+        assert.equal((await stopAfter("import collections, itertools\nprint('go', flush=True)\ncollections.deque(itertools.count(), maxlen=0)", "go", 150)).status, "cancelled");
+        await controller.prefetch();
+      } else {
+        assert.equal((await run("print('warm')")).stdout, "warm\n");
+      }
+      const id = nextId++;
+      const pending = controller.run({ id, code });
+      await new Promise((resolve) => setTimeout(resolve, delayMs));
+      controller.stop(id);
+      const result = await pending;
+      seen.push(`${runtime} +${delayMs} ms: ${result.status} (${result.message.split("\n")[0]})`);
+    }
+    assert.deepEqual(seen.filter((line) => !/: cancelled \(The run was stopped\.\)$/.test(line)), [], seen.join("; "));
+    assert.equal((await run("print('after')")).stdout, "after\n");
+  });
+
   test("deep recursion is a RecursionError, not a dead runtime", async () => {
     const result = await run("def f(n):\n    return f(n + 1)\nf(0)");
     assert.equal(result.status, "error");

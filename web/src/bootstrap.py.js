@@ -241,9 +241,12 @@ def _run(code, filename):
     _reset(filename, code)
     namespace = sys.modules["__main__"].__dict__
     try:
+        # A Stop can land from here on; one pressed while the run was starting lands now.
+        _host.interrupts(True)
         _patch_show()
         compiled = _compile(code, filename)
         if compiled.co_flags & inspect.CO_COROUTINE:
+            _host.interrupts(False)  # _run_async starts it again, after its own _reset
             return None
         exec(compiled, namespace)
         result = ("ok", 0)
@@ -256,6 +259,7 @@ async def _run_async(code, filename):
     _reset(filename, code)
     namespace = sys.modules["__main__"].__dict__
     try:
+        _host.interrupts(True)
         await eval(_compile(code, filename), namespace)
         result = ("ok", 0)
     except BaseException as exc:

@@ -379,6 +379,15 @@ export class RunController {
         this.stoppedResult(run, result);
       }
     }
+    if (run.stopReason && result.status === STATUS.INTERNAL_ERROR && !fatal) {
+      // The interrupt of a Stop (or a limit) landed in the runtime's own code rather than the
+      // program's: the run ends as what was asked (stopped, timed out), and the runtime,
+      // interrupted somewhere it should not be, is replaced.
+      this.stoppedResult(run, result);
+      this.kill(run.worker);
+      this.respawns += 1;
+      this.ensureWorker();
+    }
     if (fatal) {
       result.status = STATUS.ERROR;
       result.exit_code = null;

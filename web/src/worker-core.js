@@ -329,8 +329,9 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     flush() {
       flushAll();
     },
+    // On only while a program runs (_run turns it on after its set-up): a Stop that arrived
+    // while the run was starting (packages, set-up) is kept, and lands at the program's start.
     interrupts(on) {
-      if (on) Atomics.store(control, SLOT.INTERRUPT, 0);
       pyodide.setInterruptBuffer(on ? control : undefined);
     },
     // Calls of the page's functions (host functions): over the channel input() uses.
@@ -461,7 +462,9 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     const loaded = performance.now();
     if (config.marks) config.marks.pyodide_loaded = performance.timeOrigin + loaded;
     runtimeName = `pyodide-${pyodide.version}`;
-    pyodide.setInterruptBuffer(control);
+    // No interrupt buffer until a program runs: a Stop must never land in Pyodide's own Python
+    // (finding a program's imports, loading packages) and fail the runtime there.
+    pyodide.setInterruptBuffer(undefined);
     pyodide.setStdout({ write: (b) => write("stdout", b), isatty: false });
     pyodide.setStderr({ write: (b) => write("stderr", b), isatty: false });
     jspi = typeof WebAssembly.Suspending === "function";
@@ -500,7 +503,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     await ready;
     if (timers) timers.clear(); // nothing a previous run left behind fires during this one
     const started = performance.now();
-    Atomics.store(control, SLOT.INTERRUPT, 0);
+    // The slot is cleared when a run ends (below) and by the controller before it sends a run;
+    // not here: a Stop of this run may already be in it.
     const filename = typeof request.filename === "string" && request.filename ? request.filename : "<string>";
     current = {
       id: request.id,
@@ -542,7 +546,6 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       // Without isolation, input() suspends the stack (JSPI: callPromising + run_sync); with
       // it, a plain call is enough (input() waits with Atomics) and keeps asyncio out of the way.
       post(message("status", { id: run.id, text: "running" })); // packages loaded: the wall clock starts
-      host.interrupts(true);
       let pair = jspi && !shared ? await runPy.callPromising(request.code, filename) : runPy(request.code, filename);
       if (pair === undefined || pair === null) pair = await runPyAsync(request.code, filename);
       [outcome, exitCode] = pair.toJs();
@@ -604,6 +607,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     } catch {
       // a crashed runtime; the controller replaces it
     }
+    // What this run's Stop or output cap left in the slot does not reach the next run.
+    Atomics.store(control, SLOT.INTERRUPT, 0);
     current = null;
     post(message("done", { id: run.id, result, fatal }));
   }
