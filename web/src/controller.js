@@ -384,19 +384,22 @@ export class RunController {
       // program's: the run ends as what was asked (stopped, timed out), and the runtime,
       // interrupted somewhere it should not be, is replaced.
       this.stoppedResult(run, result);
-      this.kill(run.worker);
-      this.respawns += 1;
-      this.ensureWorker();
+      this.replaceWorker(run.worker);
     }
     if (fatal) {
       result.status = STATUS.ERROR;
       result.exit_code = null;
       result.message = `The Python runtime crashed (often very deep recursion) and was restarted. ${result.message}`;
-      this.kill(run.worker);
-      this.respawns += 1;
-      this.ensureWorker();
+      this.replaceWorker(run.worker);
     }
     this.settle(run, result);
+  }
+
+  /** End a runtime that cannot be trusted to run the next program, and start the next one. */
+  replaceWorker(state) {
+    this.kill(state);
+    this.respawns += 1;
+    this.ensureWorker();
   }
 
   settle(run, result) {
