@@ -49,8 +49,8 @@ import math
 from collections.abc import Callable
 from typing import Any
 
-__all__ = ["PlainDataError", "TooLarge", "to_tagged", "from_tagged", "dumps", "loads", "describe_type",
-           "is_plain", "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
+__all__ = ["PlainDataError", "TooLarge", "to_tagged", "from_tagged", "dumps", "loads", "parse_json",
+           "json_values", "describe_type", "is_plain", "MAX_DEPTH", "MAX_ITEMS", "MAX_BYTES", "PLAIN_TYPES"]
 
 MAX_DEPTH = 100
 MAX_ITEMS = 1_000_000
@@ -345,17 +345,47 @@ def _no_constant(name: str) -> Any:
     raise PlainDataError(f"{name} is not JSON (a non-finite float is a $float tag)")
 
 
-def loads(text: str | bytes, *, handle: Handler | None = None, max_depth: int = MAX_DEPTH,
-          max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES) -> Any:
-    """The value tagged JSON ``text`` stands for, within the bounds (``PlainDataError`` else)."""
-    if len(text) > max_bytes:
+_SMALL_JSON = 64 << 10  # below this many bytes a parse cannot build much: no count first
+
+
+def json_values(data: bytes, limit: int = MAX_ITEMS) -> int:
+    """At most how many values ``json.loads(data)`` builds before it ends or fails: one, plus one
+    for every ``[``, ``{``, ``,`` and ``:`` outside strings (what separates or opens values).
+
+    Counted with a few passes of ``bytes`` methods (C loops), copying ``data`` at most twice: an
+    escaped backslash or quote is dropped, then the text between quotes is left out. For text
+    that is not JSON the count may be off only after the first place the parser fails. Past
+    ``limit`` strings the count stops there (the text has more than ``limit`` values already)."""
+    plain = data.replace(b"\\\\", b"").replace(b'\\"', b"")
+    quotes = plain.count(b'"')
+    if quotes // 2 > limit:  # more strings than the bound: no need to split them out
+        return quotes // 2
+    outside = b"".join(plain.split(b'"')[0::2])
+    return 1 + sum(outside.count(c) for c in (b"[", b"{", b",", b":")) + quotes // 2
+
+
+def parse_json(data: str | bytes, *, max_bytes: int = MAX_BYTES, max_items: int = MAX_ITEMS) -> Any:
+    """``json.loads`` of text another world wrote, bounded before the parse starts: at most
+    ``max_bytes`` of text (``TooLarge``) and ``max_items`` values (``PlainDataError``), so that
+    what the parse builds stays within a small multiple of the text (a string's characters, up to
+    4 bytes each) plus ``max_items`` objects. Non-finite constants (``NaN``) are refused."""
+    if len(data) > max_bytes:
         raise TooLarge(f"more than {max_bytes} bytes")
+    raw = data.encode("utf-8", "surrogatepass") if isinstance(data, str) else bytes(data)
+    if len(raw) > _SMALL_JSON and json_values(raw, max_items) > max_items:
+        raise PlainDataError(f"more than {max_items} values")
     try:
-        data = json.loads(text, parse_constant=_no_constant)
+        return json.loads(raw, parse_constant=_no_constant)
     except PlainDataError:
         raise
     except (ValueError, RecursionError, UnicodeDecodeError) as e:
         raise PlainDataError(f"not valid JSON ({type(e).__name__})") from None
+
+
+def loads(text: str | bytes, *, handle: Handler | None = None, max_depth: int = MAX_DEPTH,
+          max_items: int = MAX_ITEMS, max_bytes: int = MAX_BYTES) -> Any:
+    """The value tagged JSON ``text`` stands for, within the bounds (``PlainDataError`` else)."""
+    data = parse_json(text, max_bytes=max_bytes, max_items=max_items)
     try:
         return from_tagged(data, handle=handle, max_depth=max_depth, max_items=max_items)
     except RecursionError:

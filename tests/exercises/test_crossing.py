@@ -10,6 +10,7 @@ import pytest
 
 from wasm_runner import Limits
 from wasm_runner.exercises import check_code, load_exercise
+from wasm_runner.exercises.crossing import check_message
 from wasm_runner.sandbox import default_sandbox
 
 QUICK = Limits(cpu_seconds=2, wall_seconds=8, memory_mb=256)
@@ -312,3 +313,66 @@ def test_a_stuck_student_call_fails_its_check_naming_the_limit(mean_ex):
         assert not c["passed"] and c["limit"] in ("cpu", "wall"), c
         assert "infinite loop" in c["message"]
     assert default_sandbox().run("print(6 * 7)").stdout == "42\n"
+
+
+# teacher asserts that a student's own abs, len, isinstance, sorted, all or round would make pass
+# with a wrong mean, were the student's names to shadow the test's builtins (issue 39)
+SHADOW_TOML = '''
+title = "shadow"
+[[tests]]
+name = "hidden"
+hidden = true
+source = """
+def test_abs():
+    assert abs(mean([0.1, 0.4]) - 0.25) < 1e-9
+
+def test_len():
+    assert len([m for m in [mean([1, 3])] if m == 2]) == 1
+
+def test_isinstance():
+    got = mean([1, 3])
+    assert isinstance(got, str) or got == 2
+
+def test_sorted():
+    assert sorted([mean([3, 1]), 1]) == [1, 2]
+
+def test_all():
+    assert all(mean(xs) == 2 for xs in ([1, 3], [2]))
+
+def test_round():
+    assert round(mean([1, 2]), 1) == 1.5
+
+def test_own_abs_is_reachable():
+    import solution
+    assert solution.abs(-3) == 0
+"""
+'''
+
+SHADOWING = (
+    "def abs(x):\n    return 0\n"
+    "def len(x):\n    return 1\n"
+    "def isinstance(*a):\n    return True\n"
+    "def sorted(xs):\n    return [1, 2]\n"
+    "def all(xs):\n    return True\n"
+    "def round(x, n=0):\n    return 1.5\n"
+    "__builtins__ = {'abs': abs, 'len': len, 'isinstance': isinstance, 'sorted': sorted,\n"
+    "                'all': all, 'round': round, 'AssertionError': Exception}\n"
+    "def mean(xs):\n    return -1.0\n"
+)
+
+
+def test_a_students_builtins_never_stand_in_for_the_tests(tmp_path: Path):
+    path = tmp_path / "shadow.toml"
+    path.write_text(SHADOW_TOML)
+    checks = {c["name"]: c for c in check_code(load_exercise(path), SHADOWING, limits=QUICK)["checks"]}
+    # every value check fails with the wrong mean, and the teacher can still reach the student's
+    # own abs through the module
+    assert checks.pop("test_own_abs_is_reachable")["passed"]
+    assert checks and not any(c["passed"] for c in checks.values()), checks
+    assert default_sandbox().run("print(6 * 7)").stdout == "42\n"
+
+
+def test_the_host_drops_private_names_from_the_students_ready():
+    msg = check_message("student", {"op": "ready", "names": {
+        "__builtins__": {"abs": 1}, "_helper": 2, "mean": 3}})
+    assert msg == {"op": "ready", "names": {"mean": 3}}

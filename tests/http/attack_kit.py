@@ -416,6 +416,19 @@ def json_amplification(server: AttackServer, bodies: int, body_mib: float) -> di
     return {"attacker_got": counts(in_threads(bodies, one)), "body_bytes": len(wide)}
 
 
+REPORT_FLOOD = ("import os\nb = bytearray(b'[')\nb += b'{{}},' * (({mib} << 20) // 3)\nb += b'{{}}]'\n"
+                "os.write(0, b)\n")
+
+
+def report_flood(server: AttackServer, mib: int) -> dict[str, Any]:
+    """An authenticated run whose program writes ``mib`` MiB of JSON (``[{},{},...]``) to fd 0,
+    where the wrapper's reports go (issue 39: the host parsed it whole, ~27 bytes a byte)."""
+    with server.client(BOB, source="127.0.0.15") as c:
+        r = c.post("/api/run", json={"code": REPORT_FLOOD.format(mib=mib), "profile": "analyst"})
+        body = r.json()
+        return {"attacker_got": f"{r.status_code} {body.get('status')}", "message": body.get("message", "")}
+
+
 def slow_bodies(server: AttackServer, uploads: int, body_mib: float, vanish: bool) -> dict[str, Any]:
     """Authenticated uploads declaring ``body_mib`` MiB that stall 200 bytes short; then either
     wait for the server (``vanish=False``) or disconnect (``vanish=True``)."""

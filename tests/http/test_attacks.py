@@ -28,6 +28,7 @@ from tests.http.attack_kit import (
     json_amplification,
     measure,
     rebinding,
+    report_flood,
     session_hog,
     slow_bodies,
     slowloris,
@@ -116,6 +117,15 @@ def test_json_amplification_is_refused_before_parsing(target: AttackServer) -> N
     assert figures["attacker_got"] == {
         "413 json_too_complex": 4, "413 json_too_deep": 4,
     }, figures  # fmt: skip
+
+
+def test_a_report_flood_on_fd_0_costs_the_host_no_more_than_the_guests_memory(target: AttackServer) -> None:
+    # the run's guest (256 MB analyst profile) holds the 64 MiB it writes in its own memory; the
+    # host copies and parses none of it (it used to build about 1.7 GB of objects from it)
+    figures = measure(target, lambda: report_flood(target, mib=64))
+    _held(figures, rss=False)
+    assert figures["rss_peak_growth_mb"] < 256 + RSS_BOUND_MB, figures
+    assert figures["attacker_got"] == "200 internal_error" and "over its bound" in figures["message"], figures
 
 
 def test_slow_bodies_time_out_and_vanishing_clients_are_quiet(target: AttackServer) -> None:

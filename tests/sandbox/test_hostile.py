@@ -302,3 +302,25 @@ def test_ctypes_is_not_available(sandbox: Sandbox) -> None:
     r = sandbox.run("import ctypes\nctypes.CDLL(None)", limits=FAST)
     assert r.status is Status.ERROR
     assert "Error" in r.stderr
+
+
+# ---- the control channel: reports the program forges (issue 39) ---------------------------------
+def test_a_forged_report_does_not_end_a_session_cell(default_sandbox: Sandbox) -> None:
+    """A program that writes a report of its own on fd 0 and keeps computing: its cell ends
+    when the program does (here at its CPU limit), not when the forged report arrives, so the
+    slot admission gave it is held while it computes."""
+    with default_sandbox.session(limits=FAST) as s:
+        r = s.run("import os\nos.write(0, b'{\"exit\": 0, \"outputs\": []}')\nwhile True: pass")
+        assert r.status is Status.CPU_LIMIT and r.limit == "cpu", (r.status, r.message)
+    still_works(default_sandbox)
+
+
+def test_a_report_flood_on_fd_0_ends_the_run_unharmed(default_sandbox: Sandbox) -> None:
+    """64 MiB of JSON written where the wrapper's reports go: refused before it is copied or
+    parsed (the host used to build ~27 bytes of objects per byte), the run ends as an internal
+    error that says why (iovecs that point many times at one buffer: tests/wasi/test_fd_calls.py;
+    this CPython has no os.writev)."""
+    code = "import os\nb = bytearray(b'[')\nb += b'{},' * ((64 << 20) // 3)\nb += b'{}]'\nos.write(0, b)\n"
+    r = default_sandbox.run(code, limits=Limits(cpu_seconds=5, wall_seconds=30, memory_mb=256))
+    assert r.status is Status.INTERNAL_ERROR and "over its bound" in r.message, (r.status, r.message)
+    still_works(default_sandbox)

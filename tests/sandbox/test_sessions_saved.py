@@ -4,6 +4,7 @@ random state), and a tampered, foreign or other-version snapshot is refused befo
 
 from __future__ import annotations
 
+import gc
 import json
 import os
 import struct
@@ -13,7 +14,7 @@ import pytest
 from wasm_runner import Sandbox, WasmRunnerError
 from wasm_runner.sandbox import sealing
 from wasm_runner.sandbox.sealing import SnapshotRefused, read_label, seal
-from wasm_runner.sandbox.session_state import SnapshotFailed
+from wasm_runner.sandbox.session_state import SnapshotFailed, State
 
 SECRET = b"a test secret of 32 bytes ......"
 
@@ -297,6 +298,28 @@ def test_forks_are_independent_and_reseeded(default_sandbox: Sandbox) -> None:
         finally:
             for x in (a, b, same):
                 x.close()
+
+
+def test_resumed_and_forked_sessions_keep_no_copy_of_their_state(default_sandbox: Sandbox) -> None:
+    """Once in the instance, a saved state (its whole body: memory pages, files) is not kept on
+    the host beside it for the session's life, uncounted (issue 39, item 6)."""
+    def states() -> int:
+        gc.collect()
+        return sum(1 for o in gc.get_objects() if type(o) is State)
+
+    with default_sandbox.session() as s:
+        assert s.run("big = bytes(8 << 20)\nopen('/scratch/f', 'wb').write(b'x' * 100_000)").ok
+        snap = s.snapshot(owner="k", secret=SECRET)
+        copies = s.fork(2)
+    resumed = default_sandbox.resume(snap, owner="k", secret=SECRET)
+    try:
+        assert states() == 0
+        for x in (*copies, resumed):
+            r = x.run("print(len(big), len(open('/scratch/f', 'rb').read()))")
+            assert r.ok and r.stdout == f"{8 << 20} 100000\n", r.stderr
+    finally:
+        for x in (*copies, resumed):
+            x.close()
 
 
 def test_a_datascience_session_resumes_with_its_dataframe(datascience_sandbox: Sandbox) -> None:

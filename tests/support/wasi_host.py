@@ -20,7 +20,8 @@ MEM_SIZE = 1 << 16
 class Host:
     """One guest's host side: ``/scratch`` (writable) and ``/data`` (read-only) grants."""
 
-    def __init__(self, root: Path, *, max_bytes: int = 1 << 20, max_files: int = 100) -> None:
+    def __init__(self, root: Path, *, max_bytes: int = 1 << 20, max_files: int = 100,
+                 mem_size: int = MEM_SIZE) -> None:
         root.mkdir(parents=True, exist_ok=True)
         self.scratch = root / "scratch"
         self.data = root / "data"
@@ -33,7 +34,7 @@ class Host:
         self.quota = DiskQuota(max_bytes, max_files)
         self.io = GuestIO(self.grants, self.quota, ["python", "-c", "pass"])
         self.io.control = False  # the program runs: fd 0 is its stdin
-        self.mem = BytesMem(MEM_SIZE)
+        self.mem = BytesMem(mem_size)
         self._next = 4096  # a bump allocator in guest memory for arguments
         current.io = self.io
 
@@ -47,7 +48,7 @@ class Host:
     def alloc(self, n: int) -> int:
         ptr = self._next
         self._next += (n + 7) & ~7
-        assert self._next < MEM_SIZE, "harness memory exhausted"
+        assert self._next < self.mem.size, "harness memory exhausted"
         return ptr
 
     def put(self, data: bytes) -> tuple[int, int]:

@@ -4,7 +4,8 @@ bad guest pointers, with host calls driven directly (``tests/support/wasi_host.p
 from __future__ import annotations
 
 import struct
-from collections.abc import Iterator
+import tracemalloc
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -12,9 +13,10 @@ from tests.support.wasi_host import DATA_FD, MEM_SIZE, SCRATCH_FD, Host
 
 from wasm_runner.grants import Grant
 from wasm_runner.wasi.abi import (
-    EBADF, EFAULT, EINVAL, EISDIR, EMFILE, ENOENT, ENOSPC, ESPIPE, FDFLAG_APPEND, O_CREAT, O_TRUNC,
+    CALL_MAGIC, EBADF, EFAULT, EINVAL, EISDIR, EMFILE, ENOENT, ENOSPC, ESPIPE, FDFLAG_APPEND, O_CREAT, O_TRUNC,
     SUCCESS,
 )
+from wasm_runner.wasi.control import MAX_CALL_BYTES, MAX_REPORT_BYTES
 from wasm_runner.wasi.fdtable import MAX_FDS
 
 
@@ -208,6 +210,77 @@ def test_the_control_channel_hands_over_a_job_and_takes_reports(host: Host) -> N
     host.io.end_jobs()
     assert host.read(0, 16) == (SUCCESS, b"")  # no job will come: the run ends
     assert host.io.stop_reason == "closed"
+
+
+# ---- what a write's bytes may cost the host (issue 39, items 1 and 3) ----------------------------
+def _many(h: Host, chunk: bytes, count: int, head: bytes = b"", tail: bytes = b"") -> tuple[int, int, int]:
+    """(iovec array, total bytes) of ``head``, then ``count`` iovecs all pointing at one buffer
+    holding ``chunk``, then ``tail``: a few KiB of guest memory that ask for far more."""
+    buf = h.put(chunk)
+    vecs = ([h.put(head)] if head else []) + [buf] * count + ([h.put(tail)] if tail else [])
+    return h.iovecs(vecs), len(vecs), len(head) + count * len(chunk) + len(tail)
+
+
+def _peak(fn: Callable[[], object]) -> tuple[object, int]:
+    """(what ``fn`` returned, the most memory Python allocated meanwhile)."""
+    tracemalloc.start()
+    try:
+        got = fn()
+        return got, tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+
+
+def test_a_write_of_1024_iovecs_copies_only_what_can_be_used(tmp_path: Path) -> None:
+    h = _small(tmp_path, max_bytes=100)
+    try:
+        iov, n, total = _many(h, b"x" * 32768, 1024)  # 32 MiB asked for, 32 KiB in memory
+        out = h.alloc(4)
+        h.io.stdout.cap = 1000
+        err, peak = _peak(lambda: h.call("fd_write", 1, iov, n, out))
+        assert err == SUCCESS and h.io.stdout.size == 1000 and h.io.stop_reason == "output"
+        assert peak < 1 << 20, peak  # not 32 MiB: only the room under the cap was copied
+        _, fd = h.open("f", oflags=O_CREAT, write=True)
+        err, peak = _peak(lambda: h.call("fd_write", fd, iov, n, out))
+        assert err == SUCCESS and h.u32(out) == 100 and peak < 1 << 20, peak  # the quota's room
+        assert h.quota.refused and (h.scratch / "f").stat().st_size == 100
+        assert h.call("fd_pwrite", fd, iov, n, 0, out) == SUCCESS and h.u32(out) == 100
+        assert h.call("fd_pwrite", fd, iov, n, 100, out) == ENOSPC
+        # a read asks the host for no more than MAX_READ_BYTES at once
+        assert h.call("fd_read", fd, iov, n, out) == SUCCESS
+    finally:
+        h.close()
+
+
+def test_reports_on_fd_0_are_bounded_before_they_are_parsed(tmp_path: Path) -> None:
+    host = Host(tmp_path / "big", mem_size=1 << 20)
+    host.io.control = True
+    out = host.alloc(4)
+    # 12 MiB of [{},{},...]: under the report's byte bound, but 4 million values (the host used
+    # to build them all: about 27 bytes of objects per byte written)
+    iov, n, total = _many(host, b"{}," * 10922, 384, head=b"[", tail=b"{}]")
+    assert MAX_REPORT_BYTES > total > 12_000_000
+    err, peak = _peak(lambda: host.call("fd_write", 0, iov, n, out))
+    assert err == EINVAL and host.io.reports == []
+    assert peak < 48 << 20, peak  # the text's copies, no objects
+    assert host.io.stop_reason is None  # refused; the wrapper's failing report ends the run
+    # past the byte bound: the run ends as an internal error, nothing copied
+    iov, n, total = _many(host, b"{}," * 21845, 1000, head=b"[", tail=b"{}]")
+    assert total > MAX_REPORT_BYTES
+    err, peak = _peak(lambda: host.call("fd_write", 0, iov, n, out))
+    assert err == EINVAL and peak < 1 << 20, peak
+    assert host.io.stop_reason == "internal" and "over its bound" in (host.io.internal_error or "")
+    # a host call past its bound likewise (the magic first, then 1,000 x 64 KiB)
+    host.io.stop_reason = None
+    host.io.host_call = lambda request, stop: b"{}"
+    iov, n, total = _many(host, b"x" * 65535, 1000, head=CALL_MAGIC)
+    assert total > MAX_CALL_BYTES
+    err, peak = _peak(lambda: host.call("fd_write", 0, iov, n, out))
+    assert err == EINVAL and peak < 1 << 20 and host.io.stop_reason == "internal"
+    # a report of ordinary size still goes through
+    assert host.write(0, b'{"exit": 0, "outputs": []}')[0] == SUCCESS
+    assert host.io.reports == [{"exit": 0, "outputs": []}]
+    host.close()
 
 
 # ---- bad pointers -----------------------------------------------------------------------------

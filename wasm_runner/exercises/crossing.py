@@ -32,6 +32,10 @@ __all__ = ["Bridge", "ProtocolError", "program", "run_test_check", "split_limits
 
 AGENT_FILE = "<wasm-runner check>"
 MAX_TEXT = 1 << 20  # printed output, messages: characters per field
+# one message of either side's, at most, checked before it is parsed (a guest wrote it): its
+# values (each at most 4 MiB and 200,000 items: guest/check_agent.py) and printed output
+MAX_MESSAGE_BYTES = 16 << 20
+MAX_MESSAGE_VALUES = 250_000
 SIDES = ("student", "test")
 POLL_S = 0.05
 
@@ -158,7 +162,10 @@ def check_message(side: str, msg: Any) -> dict[str, Any]:
         names = msg.get("names")
         if type(names) is not dict:
             raise ProtocolError("the student's names must be an object")
-        return {"op": "ready", "names": _value(names)}
+        # only public names cross (``__builtins__``, ``__wr_compare`` and the like never reach
+        # the test's globals); the test's side also keeps builtins' names out of its globals
+        public = {k: v for k, v in names.items() if type(k) is str and not k.startswith("_")}
+        return {"op": "ready", "names": _value(public)}
     if op == "hello" and side == "test":
         return {"op": "hello"}
     if op == "done" and side == "test":
@@ -194,8 +201,11 @@ class Bridge:
     def call(self, side: str, request: bytes, stop: Callable[[], str | None]) -> bytes | None:
         other = "test" if side == "student" else "student"
         try:
-            msg = check_message(side, json.loads(request))
+            msg = check_message(side, codec.parse_json(request, max_bytes=MAX_MESSAGE_BYTES,
+                                                      max_items=MAX_MESSAGE_VALUES))
         except (ValueError, RecursionError) as e:
+            if isinstance(e, codec.PlainDataError) and not isinstance(e, ProtocolError):
+                return self._refuse(side, f"a message that is not JSON within its bounds ({e})")
             return self._refuse(side, str(e) if isinstance(e, ProtocolError) else "a message that is not JSON")
         with self.cv:
             self.calls += 1

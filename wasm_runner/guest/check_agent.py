@@ -21,6 +21,10 @@ import sys
 
 CALL_MAGIC = b"WRHC"
 CAPTURE_MAX = 1 << 20  # characters of printed output one call brings back
+# one value that crosses, at most (a bigger one crosses as a handle, or fails the call): the host
+# takes messages of at most 16 MiB and 250,000 values (exercises/crossing.py)
+VALUE_MAX_BYTES = 4 << 20
+VALUE_MAX_ITEMS = 200_000
 MAX_FRAMES = 40
 STUDENT_ACTIONS = ("call", "getattr", "setattr", "delattr", "op")
 # operators a proxy forwards: no operand, or one the test gives that is not an expected value
@@ -238,7 +242,8 @@ class Link:
         return remote
 
     def encode(self, value):
-        return self.codec.to_tagged(value, handle=self.export)
+        return self.codec.to_tagged(value, handle=self.export, max_bytes=VALUE_MAX_BYTES,
+                                    max_items=VALUE_MAX_ITEMS)
 
     def decode(self, data):
         return self.codec.from_tagged(data, handle=self.resolve)
@@ -528,10 +533,19 @@ def test_main(codec, judging, transport):
     names = link.decode(hello.get("names") or {})
     solution = type(sys)("solution")
     solution.__file__ = student_file
-    vars(solution).update(names)
     sys.modules["solution"] = sys.modules["student"] = solution
-    ns = {"__name__": "tests", "__file__": tests_file}
-    ns.update(names)
+    # the test's globals get a copy of the builtins taken before any of the student's names, and
+    # only the student's public names that are not builtins: a student's ``abs``, ``len`` or
+    # ``isinstance`` never stands in for the one the test calls (``solution.abs`` reaches it)
+    import builtins
+    pristine = dict(vars(builtins))
+    ns = {"__name__": "tests", "__file__": tests_file, "__builtins__": dict(pristine)}
+    ns_builtins = ns["__builtins__"]
+    for key, value in names.items() if type(names) is dict else ():
+        if type(key) is str and not key.startswith("_"):
+            setattr(solution, key, value)
+            if key not in pristine:
+                ns[key] = value
 
     def compare(left, op, right, source, msg=None):
         judging.assert_compare(left, op, right, source, msg, _remote_type_name)
@@ -550,6 +564,12 @@ def test_main(codec, judging, transport):
         record["message"] = describe(exc)
     else:
         record["passed"] = True
+    intact = (ns.get("__wr_compare") is compare and ns.get("__wr_truth") is judging.assert_true
+              and ns.get("__builtins__") is ns_builtins and len(ns_builtins) == len(pristine)
+              and all(ns_builtins.get(key, pristine) is value for key, value in pristine.items()))
+    if not intact:
+        record["passed"] = False
+        record["message"] = "The test's helpers or builtins were replaced while it ran."
     finish()
 
 

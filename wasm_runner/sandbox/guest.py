@@ -277,7 +277,9 @@ class Guest:
                 io.memory = mem
             if self.restore is not None:  # a saved session: its state, then at rest
                 assert io.memory is not None
-                self.restore(self, store, io.memory)
+                restore, self.restore = self.restore, None  # the saved state (the whole body)
+                restore(self, store, io.memory)  # is not kept once it is in the instance
+                del restore
                 self._rest(store, exports)
             elif self.rest:  # a session that rests between cells: entered through turn, with
                 # the program of its command line (``wrapper.argv``: python -c PROGRAM), or the

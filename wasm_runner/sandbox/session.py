@@ -194,7 +194,9 @@ class Session:
             # wait for the cell's report (the wrapper flips to the control channel) or the end
             hard_stop = time.monotonic() + WARMUP_SECONDS + cell.wall_seconds + 5.0
             while not g.done.wait(0.01):
-                if io.reports and io.control:
+                # the cell ended when the wrapper reported AND came back for its next job (or to
+                # rest): a report the program forged on fd 0 ends nothing while it still runs
+                if io.reports and io.control and (io.idle or (cell_no and g.cells_returned >= cell_no)):
                     break
                 if cell_no and g.cells_returned >= cell_no and not io.reports:
                     g.cancel()  # the wrapper came back without a report: the instance is not trusted

@@ -20,11 +20,16 @@ import time
 from collections.abc import Callable
 from typing import Any
 
+from .. import codec
 from .abi import CONTROL_MAGIC
 
-__all__ = ["ControlChannel", "HostCall", "MAX_CALL_BYTES"]
+__all__ = ["ControlChannel", "HostCall", "MAX_CALL_BYTES", "MAX_REPORT_BYTES", "MAX_REPORT_VALUES"]
 
 MAX_CALL_BYTES = 32 << 20  # one host call's request or answer, at most
+# one report of the wrapper's (how the job ended, and its rich outputs, which the host keeps up
+# to 16 MiB: sandbox.classify.MAX_OUTPUTS_BYTES), at most; and the values its JSON may hold
+MAX_REPORT_BYTES = 17 << 20
+MAX_REPORT_VALUES = 100_000
 
 # (request, stop) -> answer, or None to abandon the call: ``stop()`` returns why the run must
 # end (limit, cancel) or None; a call that blocks polls it and gives up when it says so.
@@ -111,8 +116,8 @@ class ControlChannel:
         (``Guest.recover_output``), and where its pace flag is (``tick``, set by the host every
         ``PACE_S`` while the guest runs: how the wrapper knows time passed without a clock call).
         """
-        try:
-            report = json.loads(data.decode())
+        try:  # bounded before the parse starts: a guest writes these bytes
+            report = codec.parse_json(data, max_bytes=MAX_REPORT_BYTES, max_items=MAX_REPORT_VALUES)
         except (ValueError, UnicodeDecodeError):
             return False
         if isinstance(report, dict) and "outbuf" in report and set(report) <= {"outbuf", "tick"}:

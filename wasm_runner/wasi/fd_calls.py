@@ -21,6 +21,7 @@ from .abi import (
     FT_SYMLINK, FT_UNKNOWN, STDIO_RIGHTS, SUCCESS, Mem, filestat,
 )
 from .fdtable import Fd, lookup
+from .control import MAX_CALL_BYTES, MAX_REPORT_BYTES
 from .guestio import GuestIO, current_io, memory
 
 __all__ = [
@@ -31,24 +32,56 @@ __all__ = [
 ]
 
 
+# one read's bytes, at most: the host allocates what a read asks for before it reads (a file's
+# read of 1,024 iovecs of 512 MiB each would ask for 512 GiB); a read past it is short
+MAX_READ_BYTES = 16 << 20
+
+
+def _gather(m: Mem, vecs: list[tuple[int, int]], limit: int) -> bytes:
+    """The first ``limit`` bytes the iovecs point at: a write's bytes are copied out of the
+    guest only as far as they can be used, never 1,024 times one large buffer."""
+    parts, left = [], max(limit, 0)
+    for p, ln in vecs:
+        if left <= 0:
+            break
+        take = min(ln, left)
+        parts.append(m.read(p, take))
+        left -= take
+    return b"".join(parts)
+
+
+def _too_much(io: GuestIO, what: str, size: int, bound: int) -> int:
+    """A write to the control channel past its bound: the run ends as an internal error, before
+    any of it was copied out of the guest."""
+    io.internal_error = f"the guest wrote {size} bytes as {what} on fd 0, over its bound of {bound}"
+    io.stop("internal")
+    return EINVAL
+
+
 def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> int:
     io, m = current_io(), memory(caller)
-    data = b"".join(m.read(p, ln) for p, ln in m.iovecs(iovs, n))
+    vecs = m.iovecs(iovs, n)
+    total = sum(ln for _, ln in vecs)
     if fd in (1, 2):
         if io.fds.get(fd) is None:
             return EBADF
         stream = io.stdout if fd == 1 else io.stderr
-        if not stream.write(data):
+        # what fits under the cap, and one byte more to see that it did not
+        if not stream.write(_gather(m, vecs, stream.cap - stream.size + 1)):
             io.stop("output")
-        m.u32(nwritten, len(data))
+        m.u32(nwritten, min(total, 0xFFFFFFFF))
         return SUCCESS
-    if fd == 0 and data[:4] == CALL_MAGIC:  # a host call: its answer is what fd 0 reads next
-        if not io.take_call(data[4:]):
-            return EINVAL
-        m.u32(nwritten, len(data))
-        return SUCCESS
-    if fd == 0:  # the wrapper's reports on the control channel
-        if not io.take_report(data):
+    if fd == 0:  # a host call or one of the wrapper's reports: bounded before it is copied
+        if _gather(m, vecs, len(CALL_MAGIC)) == CALL_MAGIC:  # a host call: its answer is what fd 0 reads next
+            if total > len(CALL_MAGIC) + MAX_CALL_BYTES:
+                return _too_much(io, "a host call", total - len(CALL_MAGIC), MAX_CALL_BYTES)
+            if not io.take_call(_gather(m, vecs, total)[len(CALL_MAGIC):]):
+                return EINVAL
+            m.u32(nwritten, min(total, 0xFFFFFFFF))
+            return SUCCESS
+        if total > MAX_REPORT_BYTES:
+            return _too_much(io, "a report", total, MAX_REPORT_BYTES)
+        if not io.take_report(_gather(m, vecs, total)):
             return EINVAL
         if io.tick_addr is not None and io.tick_host is None:
             io.tick_host = _pace_flag(m, io.tick_addr)
@@ -57,15 +90,24 @@ def fd_write(caller: wt.Caller, fd: int, iovs: int, n: int, nwritten: int) -> in
                 # paces it, so a fast printer goes to blocks after BURST lines instead of
                 # writing line by line until the first timed flag (10-50 ms of lines)
                 ctypes.memset(io.tick_host, 2, 1)
-        m.u32(nwritten, len(data))
+        m.u32(nwritten, min(total, 0xFFFFFFFF))
         return SUCCESS
     f = lookup(io, fd, "file")
     if not f.writable:
         return EBADF
     pos = os.lseek(f.host_fd, 0, os.SEEK_END if f.append else os.SEEK_CUR)
+    data = _gather(m, m.iovecs(iovs, n), _room_at(io, f, pos))
     written = _write_at(io, f, data, pos, positional=False)
     m.u32(nwritten, written)
     return SUCCESS
+
+
+def _room_at(io: GuestIO, f: Fd, pos: int) -> int:
+    """How many bytes of a write at ``pos`` are copied out of the guest: those the disk quota
+    lets it write (the file's bytes from ``pos`` on, then the quota's room), and one more, so
+    that a longer write still finds the quota full as before (a short write, or ENOSPC)."""
+    room = os.fstat(f.host_fd).st_size + io.quota.room() - pos
+    return max(room, 0) + 1
 
 
 PACE_MAGIC = b"WRTK"  # follows the wrapper's one-byte pace flag
@@ -107,7 +149,7 @@ def fd_pwrite(caller: wt.Caller, fd: int, iovs: int, n: int, offset: int, nwritt
     f = lookup(io, fd, "file")
     if not f.writable:
         return EBADF
-    data = b"".join(m.read(p, ln) for p, ln in m.iovecs(iovs, n))
+    data = _gather(m, m.iovecs(iovs, n), _room_at(io, f, offset))
     m.u32(nwritten, _write_at(io, f, data, offset, positional=True))
     return SUCCESS
 
@@ -115,7 +157,7 @@ def fd_pwrite(caller: wt.Caller, fd: int, iovs: int, n: int, offset: int, nwritt
 def fd_read(caller: wt.Caller, fd: int, iovs: int, n: int, nread: int) -> int:
     io, m = current_io(), memory(caller)
     vecs = m.iovecs(iovs, n)
-    want = sum(ln for _, ln in vecs)
+    want = min(sum(ln for _, ln in vecs), MAX_READ_BYTES)  # a short read past it, as POSIX allows
     if fd == 0:
         data = io.read_stdin(want)
     else:
@@ -142,7 +184,7 @@ def fd_pread(caller: wt.Caller, fd: int, iovs: int, n: int, offset: int, nread: 
     io, m = current_io(), memory(caller)
     f = lookup(io, fd, "file")
     vecs = m.iovecs(iovs, n)
-    data = os.pread(f.host_fd, sum(ln for _, ln in vecs), offset)
+    data = os.pread(f.host_fd, min(sum(ln for _, ln in vecs), MAX_READ_BYTES), offset)
     _scatter(m, vecs, data)
     m.u32(nread, len(data))
     return SUCCESS
