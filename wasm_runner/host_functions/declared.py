@@ -9,7 +9,8 @@ tables of the server's config): what each is, where a call goes, who may use it.
                    required = ["order_id"], additionalProperties = false }
     url = "https://shop.example/api/tools/lookup_order"  # or entry_point = "shop.tools:lookup_order"
     secret_file = "/run/secrets/lookup_order"            # the endpoint's own secret (url only)
-    allow = ["10.1.2.3"]       # loopback or private addresses the endpoint may reach (default none)
+    allow = ["10.1.2.3"]       # loopback or private addresses the endpoint may reach, the only
+                               # ones an http:// URL may (default none)
     timeout_seconds = 10
     keys = ["chat-app"]        # API keys that may use it ("*": every caller); none: nobody
     profiles = ["analyst"]     # the profiles it may run under; none: every profile
