@@ -62,6 +62,8 @@ def obj(**properties: Any) -> dict[str, Any]:
     ({"minimum": 0}, math.nan, "q: nan is not a number that minimum can compare"),
     ({"multipleOf": 2}, math.inf, "q: inf is not a number that multipleOf can compare"),
     ({"maximum": 100}, 1 + 2j, "q: (1+2j) is not a number that maximum can compare"),
+    # keys that would be one key as text cannot be judged: refused whatever the schema
+    ({}, {1: "a", "1": "b"}, "a dict whose keys collide as text ('1') cannot be checked"),
     # nested: a tuple inside a "$"-keyed dict
     ({"properties": {"ids": {"maxItems": 1}}}, {"$k": 0, "ids": (1, 2)}, "q/ids: [1, 2] is too long"),
 ])
