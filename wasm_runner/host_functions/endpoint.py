@@ -89,7 +89,7 @@ def check_address(address: str, allow: tuple[Network, ...]) -> ipaddress.IPv4Add
         inside, form = None, ""
         if ip in _NAT64:
             inside, form = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "a NAT64 address (64:ff9b::/96)"
-        elif ip.sixtofour is not None:
+        elif ip in _SIX_TO_FOUR and ip.sixtofour is not None:
             inside, form = ip.sixtofour, "a 6to4 address (2002::/16)"
         elif ip in _NAT64_LOCAL:
             raise _refused(ip, "a local-use NAT64 address (64:ff9b:1::/48)")
