@@ -9,7 +9,8 @@ tables of the server's config): what each is, where a call goes, who may use it.
                    required = ["order_id"], additionalProperties = false }
     url = "https://shop.example/api/tools/lookup_order"  # or entry_point = "shop.tools:lookup_order"
     secret_file = "/run/secrets/lookup_order"            # the endpoint's own secret (url only)
-    allow = ["10.1.2.3"]       # loopback or private addresses the endpoint may reach (default none)
+    allow = ["10.1.2.3"]       # loopback or private addresses the endpoint may reach, the only
+                               # ones an http:// URL may (default none)
     timeout_seconds = 10
     keys = ["chat-app"]        # API keys that may use it ("*": every caller); none: nobody
     profiles = ["analyst"]     # the profiles it may run under; none: every profile
@@ -17,9 +18,10 @@ tables of the server's config): what each is, where a call goes, who may use it.
 A request names the functions it wants (``functions`` in ``POST /api/run``); each must be
 declared and allowed for the caller's key and profile. The guest calls them with positional or
 keyword arguments; they are bound to ``parameters``' properties in order, as an object, checked
-against the schema (in codec.py's tagged JSON form: the form the endpoint receives) and sent to
-the endpoint (``endpoint.py``: signed, naming the key and the user) or passed to the entry point
-as keyword arguments. ``Catalog`` holds the declared functions with their secrets loaded and
+against the schema (in codec.py's tagged JSON form: the form the endpoint receives; each tag
+also as the value it stands for, ``_schema_view``) and sent to the endpoint (``endpoint.py``:
+signed, naming the key and the user) or passed to the entry point as keyword arguments. Only the
+parameters the schema declares (``DeclaredFunction.declares``) get through. ``Catalog`` holds the declared functions with their secrets loaded and
 entry points imported; ``Catalog.for_caller`` makes a run's ``HostFunctions``.
 """
 
@@ -28,8 +30,11 @@ from __future__ import annotations
 import importlib
 import inspect
 import json
+import math
+import re
 from collections.abc import Callable, Mapping, Sequence
 from dataclasses import dataclass, field
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -69,6 +74,16 @@ class DeclaredFunction:
     @property
     def parameter_names(self) -> list[str]:
         return list(self.parameters.get("properties", {}))
+
+    def declares(self, key: str) -> bool:
+        """Whether the keyword ``key`` is a parameter of the schema: one of its ``properties``,
+        matched by its ``patternProperties``, or any when it sets ``additionalProperties`` to
+        anything but false. Others never reach the function (the default schema declares none)."""
+        if key in self.parameters.get("properties", {}):
+            return True
+        if any(re.search(p, key) for p in self.parameters.get("patternProperties", {})):
+            return True
+        return self.parameters.get("additionalProperties", False) is not False
 
 
 def _strings(value: Any, what: str) -> tuple[str, ...]:
@@ -158,10 +173,114 @@ def _bind(fn: DeclaredFunction, args: Sequence[Any], kwargs: Mapping[str, Any]) 
 
 
 def _check(fn: DeclaredFunction, validator: jsonschema.protocols.Validator, arguments: dict[str, Any]) -> None:
-    error = next(iter(validator.iter_errors(codec.to_tagged(arguments))), None)
+    """The arguments against the schema (``ValueError`` naming where and why), then against the
+    parameters it declares (``TypeError`` for a keyword it does not: it never reaches the function)."""
+    try:
+        error = next(iter(validator.iter_errors(_schema_view(codec.to_tagged(arguments)))), None)
+    except _Uncheckable as e:
+        raise ValueError(f"{fn.name}(): {e}") from None
     if error is not None:
         where = "/".join(str(p) for p in error.absolute_path) or "the arguments"
         raise ValueError(f"{fn.name}(): {where}: {error.message[:300]}")
+    for key in arguments:
+        if not fn.declares(key):
+            raise TypeError(f"{fn.name}() got an unexpected keyword argument {key[:100]!r} (not a parameter "
+                            "its schema declares)")
+
+
+# -- what a schema sees: the tagged form, each tag carrying the value it stands for -------------
+_ARRAY_KEYWORDS = frozenset({"items", "prefixItems", "maxItems", "minItems", "uniqueItems", "contains",
+                             "unevaluatedItems"})
+_STRING_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
+_NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
+
+
+class _Uncheckable(ValueError):
+    """Arguments a schema cannot be asked about (a dict whose keys collide as text)."""
+
+
+class _Tag(dict[str, Any]):
+    """A tag of codec's tagged form (``{"$tuple": [...]}``) as a schema sees it: still that object
+    (what the endpoint receives: ``type`` and a schema describing the tag judge it as before), and
+    also the value it stands for, which the schema's array, string and number keywords check (a
+    tuple or set as an array, bytes by their length and bytes, an int of any size or a non-finite
+    float as a number): a schema without ``type`` no longer lets a tag pass unchecked."""
+
+    value: Any
+
+
+def _tag(data: dict[str, Any], value: Any) -> _Tag:
+    tag = _Tag(data)
+    tag.value = value
+    return tag
+
+
+def _schema_view(data: Any) -> Any:
+    """The tagged form ``data`` (of ``codec.to_tagged``) as the schema sees it: a dict of any keys
+    (``{"$dict": [...]}``: ``$``-prefixed or non-text keys) as the object it is, a non-text key
+    as its tagged JSON text; every other tag a ``_Tag``."""
+    if type(data) is list:
+        return [_schema_view(v) for v in data]
+    if type(data) is not dict:
+        return data
+    if len(data) == 1:
+        ((key, body),) = data.items()
+        if key == "$dict":
+            out: dict[str, Any] = {}
+            for k, v in body:
+                name = k if type(k) is str else json.dumps(k, separators=(",", ":"), ensure_ascii=False)
+                if name in out:
+                    raise _Uncheckable(f"a dict whose keys collide as text ({name[:100]!r}) cannot be "
+                                       "checked against the schema")
+                out[name] = _schema_view(v)
+            return out
+        if key in ("$tuple", "$set", "$frozenset"):
+            items = [_schema_view(v) for v in body]
+            return _tag({key: items}, items)
+        if key in ("$bytes", "$int", "$float", "$complex"):
+            return _tag(data, codec.from_tagged(data))
+    return {k: _schema_view(v) for k, v in data.items()}
+
+
+def _keyword(name: str, check: Any) -> Any:
+    """Draft 2020-12's keyword ``name``, also applied to the value a ``_Tag`` stands for."""
+    def keyword(validator: Any, value: Any, instance: Any, schema: Any) -> Any:
+        if type(instance) is _Tag:
+            v = instance.value
+            if name in _ARRAY_KEYWORDS and type(v) is list:
+                instance = v
+            elif name in _STRING_KEYWORDS and type(v) is bytes:
+                yield from _bytes_keyword(name, value, v)
+                return
+            elif name in _NUMBER_KEYWORDS and type(v) in (int, float, complex):
+                if type(v) is complex or v != v or (name == "multipleOf" and v in (math.inf, -math.inf)):
+                    yield jsonschema.ValidationError(f"{v!r} is not a number that {name} can compare")
+                    return
+                instance = v
+        try:
+            yield from check(validator, value, instance, schema)
+        except (OverflowError, ValueError):  # an int too large to divide by a float or to show
+            if type(instance) is not int:
+                raise
+            if name == "multipleOf" and (Fraction(instance) / Fraction(value)).denominator == 1:
+                return
+            yield jsonschema.ValidationError(f"an int of {instance.bit_length()} bits is not within {name} {value}")
+    return keyword
+
+
+def _bytes_keyword(name: str, value: Any, data: bytes) -> Any:
+    if name == "maxLength" and len(data) > value:
+        yield jsonschema.ValidationError(f"the bytes are longer than {value} ({len(data)} bytes)")
+    elif name == "minLength" and len(data) < value:
+        yield jsonschema.ValidationError(f"the bytes are shorter than {value} ({len(data)} bytes)")
+    elif name == "pattern" and not re.search(value, data.decode("latin-1")):
+        yield jsonschema.ValidationError(f"the bytes do not match {value!r}")
+
+
+_Validator = jsonschema.validators.extend(
+    jsonschema.Draft202012Validator,
+    {name: _keyword(name, jsonschema.Draft202012Validator.VALIDATORS[name])
+     for name in _ARRAY_KEYWORDS | _STRING_KEYWORDS | _NUMBER_KEYWORDS})
 
 
 class Catalog:
@@ -170,7 +289,7 @@ class Catalog:
 
     def __init__(self, declared: Mapping[str, DeclaredFunction]) -> None:
         self.declared = dict(declared)
-        self._validators = {n: jsonschema.Draft202012Validator(f.parameters) for n, f in self.declared.items()}
+        self._validators = {n: _Validator(f.parameters) for n, f in self.declared.items()}
         self._targets: dict[str, Callable[..., Any]] = {}
         self._endpoints: dict[str, Endpoint] = {}
         for name, fn in self.declared.items():

@@ -10,21 +10,28 @@ saw, and authorizes the call for the key and user named (``verify`` does all of 
 ``200`` with ``{"value": ...}`` (tagged), or ``{"error": {"type": ..., "message": ...}}``, which
 the guest gets as an exception of that name.
 
-The endpoint's name is resolved once per call and the connection goes to that address (no second
-lookup for a rebinding name to answer differently); an address that is loopback, private,
-link-local or otherwise not public is refused unless the operator listed it (``allow``), so a
-function cannot be pointed at Redis or at the replicas' internal hop. Redirects are never
-followed; the answer is read up to ``MAX_ANSWER_BYTES``.
+The endpoint's name is resolved once per call, on a lookup thread (never on the loop the call
+runs on; given up after the timeout), and the connection goes to that address (no second lookup
+for a rebinding name to answer differently); an address that is loopback, private, link-local or
+otherwise not public is refused unless the operator listed it (``allow``), so a function cannot be
+pointed at Redis or at the replicas' internal hop: IPv6 forms holding an IPv4 address (mapped,
+NAT64, 6to4) are judged by that address, IPv4-compatible and site-local ones refused
+(``check_address``). ``http://`` goes only to a listed address (the signed body crosses in the
+clear); elsewhere it takes ``https://``. Redirects are never followed; the answer is read up to
+``MAX_ANSWER_BYTES``.
 """
 
 from __future__ import annotations
 
+import asyncio
+import concurrent.futures
 import hashlib
 import hmac
 import ipaddress
 import json
 import secrets
 import socket
+import threading
 import time
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
@@ -55,17 +62,45 @@ def parse_allow(entries: Iterable[str]) -> tuple[Network, ...]:
     return tuple(ipaddress.ip_network(e, strict=False) for e in entries)
 
 
+_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the well-known prefix, an IPv4 address inside
+_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local-use translation
+_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")  # RFC 3056: an IPv4 address inside
+_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291: deprecated, an IPv4 address inside
+_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # RFC 3879: deprecated, private in practice
+_NOT_PUBLIC = "a loopback, private or reserved address"
+
+
+def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, what: str) -> EndpointError:
+    return EndpointError(f"the app's endpoint resolves to {ip}, {what} the operator did not allow")
+
+
 def check_address(address: str, allow: tuple[Network, ...]) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """``address`` when an endpoint may connect to it: public (globally routable), or listed in
-    ``allow``; ``EndpointError`` else. An IPv4 address written as IPv6 is judged as IPv4."""
+    """``address`` when an endpoint may connect to it: listed in ``allow``, or public (globally
+    routable); ``EndpointError`` naming the rule else. An IPv4 address written as IPv6 is judged as
+    IPv4: mapped (``::ffff:a.b.c.d``) as that address; NAT64 (``64:ff9b::/96``) and 6to4
+    (``2002::/16``) by the IPv4 address inside; IPv4-compatible (``::a.b.c.d``), local-use NAT64
+    (``64:ff9b:1::/48``) and site-local (``fec0::/10``) are refused."""
     ip = ipaddress.ip_address(address.split("%", 1)[0])
     if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
         ip = ip.ipv4_mapped
     if any(ip in net for net in allow):
         return ip
+    if isinstance(ip, ipaddress.IPv6Address):
+        inside, form = None, ""
+        if ip in _NAT64:
+            inside, form = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "a NAT64 address (64:ff9b::/96)"
+        elif ip in _SIX_TO_FOUR and ip.sixtofour is not None:
+            inside, form = ip.sixtofour, "a 6to4 address (2002::/16)"
+        elif ip in _NAT64_LOCAL:
+            raise _refused(ip, "a local-use NAT64 address (64:ff9b:1::/48)")
+        elif ip in _IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are judged below
+            raise _refused(ip, "an IPv4-compatible address (::/96, deprecated)")
+        elif ip in _SITE_LOCAL:
+            raise _refused(ip, "a site-local address (fec0::/10, deprecated)")
+        if inside is not None and (not inside.is_global or inside.is_multicast):
+            raise _refused(ip, f"{form} for {inside}, {_NOT_PUBLIC}")
     if not ip.is_global or ip.is_multicast:
-        raise EndpointError(f"the app's endpoint resolves to {ip}, a loopback, private or reserved address "
-                            "the operator did not allow")
+        raise _refused(ip, _NOT_PUBLIC)
     return ip
 
 
@@ -107,6 +142,9 @@ def verify(secret: bytes, headers: dict[str, str], body: bytes, nonces: Nonces, 
 
 
 Resolver = Callable[[str, int], list[str]]
+LOOKUP_THREADS = 16  # lookups in progress at once (each bounded by its endpoint's timeout)
+_lookups: list[concurrent.futures.ThreadPoolExecutor] = []
+_lookups_lock = threading.Lock()
 
 
 def _resolve(host: str, port: int) -> list[str]:
@@ -114,9 +152,21 @@ def _resolve(host: str, port: int) -> list[str]:
     return [str(info[4][0]) for info in infos]
 
 
+def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
+    """The threads names are resolved on (their own: a hung lookup holds neither the loop nor its
+    default executor, and does not delay the loop's shutdown)."""
+    with _lookups_lock:
+        if not _lookups:
+            _lookups.append(concurrent.futures.ThreadPoolExecutor(LOOKUP_THREADS,
+                                                                  thread_name_prefix="wasm-runner-endpoint-dns"))
+        return _lookups[0]
+
+
 @dataclass(frozen=True)
 class Endpoint:
-    """One function's endpoint: its URL, its secret, the non-public addresses it may reach."""
+    """One function's endpoint: its URL, its secret, the non-public addresses it may reach (and
+    the addresses ``http://`` may go to: only those). ``resolver`` looks a name up (blocking: it
+    runs on a thread of its own, within ``timeout_seconds``); tests give their own."""
 
     url: str
     secret: bytes = field(repr=False)
@@ -131,23 +181,50 @@ class Endpoint:
         if len(self.secret) < 16:
             raise ValueError("an endpoint's secret must have at least 16 bytes")
 
-    def target(self) -> tuple[str, str, str]:
-        """(the URL to connect to, with the checked address; the Host header; the name for TLS):
-        the name resolved once, its first address checked."""
+    def _host_port(self) -> tuple[str, int]:
         parts = urlsplit(self.url)
-        host = parts.hostname or ""
-        port = parts.port or (443 if parts.scheme == "https" else 80)
-        try:
-            addresses = self.resolver(host, port)
-        except OSError as e:
-            raise EndpointError(f"the app's endpoint {host} cannot be resolved ({e.strerror or e})") from None
+        return parts.hostname or "", parts.port or (443 if parts.scheme == "https" else 80)
+
+    def _checked(self, addresses: list[str]) -> tuple[str, str, str]:
+        """The target for the name's addresses: its first one checked (``check_address``), and
+        ``http://`` only to an address in ``allow`` (the signed body crosses in the clear)."""
+        parts = urlsplit(self.url)
+        host, port = self._host_port()
         if not addresses:
             raise EndpointError(f"the app's endpoint {host} has no address")
         ip = check_address(addresses[0], self.allow)
+        if parts.scheme == "http" and not any(ip in net for net in self.allow):
+            raise EndpointError(f"the app's endpoint is http:// and its address {ip} is not in allow: the signed "
+                                "body would cross in the clear (use https://, or list the address)")
         literal = f"[{ip}]" if ip.version == 6 else str(ip)
         netloc = f"{literal}:{port}"
         host_header = parts.netloc.rsplit("@", 1)[-1]
         return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host_header, host
+
+    def target(self) -> tuple[str, str, str]:
+        """(the URL to connect to, with the checked address; the Host header; the name for TLS):
+        the name resolved once, here and now (blocking), its first address checked."""
+        host, port = self._host_port()
+        try:
+            addresses = self.resolver(host, port)
+        except OSError as e:
+            raise EndpointError(f"the app's endpoint {host} cannot be resolved ({e.strerror or e})") from None
+        return self._checked(addresses)
+
+    async def resolve(self) -> tuple[str, str, str]:
+        """``target()`` without blocking the loop: the lookup runs on a lookup thread and is given
+        up after ``timeout_seconds``."""
+        host, port = self._host_port()
+        loop = asyncio.get_running_loop()
+        try:
+            addresses = await asyncio.wait_for(loop.run_in_executor(_lookup_threads(), self.resolver, host, port),
+                                               self.timeout_seconds)
+        except TimeoutError:
+            raise EndpointError(f"the app's endpoint {host} could not be resolved within "
+                                f"{self.timeout_seconds:g} s") from None
+        except OSError as e:
+            raise EndpointError(f"the app's endpoint {host} cannot be resolved ({e.strerror or e})") from None
+        return self._checked(addresses)
 
     async def call(self, name: str, arguments: dict[str, Any], *, key: str, user: str | None,
                    request_id: str) -> Any:
@@ -155,7 +232,7 @@ class Endpoint:
         body = json.dumps({"function": name, "arguments": codec.to_tagged(arguments), "key": key, "user": user,
                            "request_id": request_id}, separators=(",", ":"), ensure_ascii=False).encode()
         timestamp, nonce = str(int(time.time())), secrets.token_hex(16)
-        url, host_header, sni = self.target()
+        url, host_header, sni = await self.resolve()
         headers = {"Host": host_header, "Content-Type": "application/json", "X-Wasm-Runner-Function": name,
                    "X-Wasm-Runner-Timestamp": timestamp, "X-Wasm-Runner-Nonce": nonce,
                    "X-Wasm-Runner-Signature": sign(self.secret, timestamp, nonce, body)}
