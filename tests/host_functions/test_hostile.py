@@ -7,6 +7,7 @@ the rules refuse, and the next run works."""
 from __future__ import annotations
 
 import json
+import tracemalloc
 from typing import Any
 
 import pytest
@@ -91,6 +92,27 @@ def test_a_huge_raw_request_ends_the_run_naming_the_limit(default_sandbox: Sandb
     r = default_sandbox.run(code, functions={"f": f}, limits=Limits(wall_seconds=60, memory_mb=512))
     assert r.status is Status.HOST_BYTES_LIMIT and r.limit == "host_bytes"
     assert f.calls == [] and "after" not in r.stdout
+    still_works(default_sandbox)
+
+
+def test_a_value_bomb_within_host_call_bytes_is_refused_before_it_is_parsed(default_sandbox: Sandbox) -> None:
+    """12 MiB of [{},{},...] (4 million values) under a 16 MiB host_call_bytes: refused by the
+    count of values before the parse (issue 39: the host built ~27 bytes of objects a byte)."""
+    f = Counter()
+    code = RAW + ("print(json.dumps(raw(b'{\"op\": \"host\", \"name\": \"f\", \"args\": [['"
+                  " + b'{},' * (4 << 20) + b'{}]]}')))")
+    tracemalloc.start()  # the host's own allocations (the guest's memory is not Python's)
+    try:
+        r = default_sandbox.run(code, functions=HostFunctions({"f": f}),
+                                limits=Limits(wall_seconds=60, memory_mb=512, host_call_bytes=16 << 20))
+        peak = tracemalloc.get_traced_memory()[1]
+    finally:
+        tracemalloc.stop()
+    assert r.status is Status.OK, (r.status, r.stderr)
+    assert peak < 64 << 20, peak  # the request's copies, not 4 million objects
+    answer = json.loads(r.stdout)
+    assert answer["error"]["type"] == "ValueError" and "more than" in answer["error"]["message"], answer
+    assert f.calls == []
     still_works(default_sandbox)
 
 

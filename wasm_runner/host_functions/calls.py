@@ -194,8 +194,10 @@ class HostCalls:
             raise _Ended("host_time")
 
     def _parse(self, request: bytes) -> tuple[str, Callable[..., Any], list[Any], dict[str, Any]]:
-        try:
-            msg = json.loads(request.decode("utf-8"))
+        try:  # within host_call_bytes (checked before) and codec's bound on values, counted first
+            msg = codec.parse_json(request)
+        except codec.PlainDataError as e:
+            raise _Refusal("ValueError", f"a host call that is not JSON within its bounds ({e})") from None
         except (ValueError, RecursionError):
             raise _Refusal("ValueError", "a host call that is not JSON") from None
         if type(msg) is not dict or msg.get("op") != "host":
