@@ -4,7 +4,7 @@ An image is the runtime's module with a memory that already holds what every run
 first. ``plain`` is the runtime's own snapshot with CPython's C-stack window corrected (a pure
 rewrite of its memory image, nothing is run). ``datascience`` starts ``plain``, runs its set-up
 through the ``turn`` export (numpy, pandas and matplotlib (Agg) imported and exercised once, the
-guest wrapper defined), and is written from that instance's memory (``snapshot.write_image``).
+guest wrapper defined), and is written from that instance's memory (``preinit.write_image``).
 Both are cached by the hash of everything that went in.
 Every run still gets a brand-new instance of that module; the image only decides what memory
 it starts with (copy-on-write from the compiled module, so untouched pages cost nothing).
@@ -43,7 +43,7 @@ from typing import Any
 
 import wasmtime as wt
 
-from . import snapshot as snap
+from . import preinit as snap
 from .cache import build_lock, cache_dir, private_file_ok
 from .errors import WasmRunnerError
 from .runtimes import Runtime

@@ -41,6 +41,7 @@ from typing import Any
 import jsonschema
 
 from .. import codec
+from ..errors import WasmRunnerError
 from .endpoint import Endpoint, parse_allow
 from .functions import HostFunction, HostFunctions, check_name
 
@@ -195,7 +196,7 @@ _STRING_KEYWORDS = frozenset({"maxLength", "minLength", "pattern"})
 _NUMBER_KEYWORDS = frozenset({"minimum", "maximum", "exclusiveMinimum", "exclusiveMaximum", "multipleOf"})
 
 
-class _Uncheckable(ValueError):
+class _Uncheckable(WasmRunnerError, ValueError):
     """Arguments a schema cannot be asked about (a dict whose keys collide as text)."""
 
 

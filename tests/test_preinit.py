@@ -8,7 +8,7 @@ import struct
 import pytest
 import wasmtime as wt
 
-from wasm_runner import snapshot as snap
+from wasm_runner import preinit as snap
 
 WAT = """
 (module
