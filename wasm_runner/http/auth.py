@@ -314,6 +314,26 @@ class Gatekeeper:
         current_tenant.set(tenant)
         return tenant
 
+    async def failed_attempt(self, client: str) -> ApiError | None:
+        """Count one failed attempt from ``client`` that is not a key (a request with internal-hop
+        headers but no valid signature: ``internal.InternalGuard``) in the same per-address window
+        as a wrong key (``failed_auth_rate``; in Redis with shared state, so every replica counts
+        together). None when counted; when the address is already over, nothing is counted and
+        the ``429 too_many_failed_attempts`` to answer instead is returned (the guard then logs and
+        audits nothing). With shared state ``Refused(503)`` when Redis does not answer."""
+        address = _address_key(client)
+        shared = self._shared
+        if shared is None:
+            if not self._limiter.hit(self._failed_rate, "failed", address):
+                reset_at, _ = self._limiter.get_window_stats(self._failed_rate, "failed", address)
+                return _failed_error(_retry_after(reset_at))
+            return None
+        limiter = self._redis_limiter(shared)
+        if not await shared.call(limiter.hit(self._failed_rate, "failed", address)):
+            reset_at, _ = await shared.call(limiter.get_window_stats(self._failed_rate, "failed", address))
+            return _failed_error(_retry_after(reset_at))
+        return None
+
     def would_authenticate(
         self, headers: Mapping[str, str], query: Mapping[str, str], *, allow_query: bool = False
     ) -> bool:
