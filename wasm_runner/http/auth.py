@@ -40,7 +40,7 @@ from limits.strategies import MovingWindowRateLimiter
 from ..settings import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
-from .users import UserIds
+from .users import USER_TOKEN_HEADER, UserIds, check_user_id
 
 if TYPE_CHECKING:
     from ..scaleout.state import SharedState
@@ -65,6 +65,7 @@ class Tenant:
     # the user's own id, for the app's endpoints of host functions only (signed; never stored,
     # logged or counted: ``user`` is what is)
     user_id: str | None = field(default=None, repr=False, compare=False)
+    user_token: bool = False  # the user was named by a signed user token (not a plain id)
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -205,12 +206,17 @@ class Gatekeeper:
             token_required=key.user_token_required if key is not None else False,
             user=user, user_token=user_token,
         )  # fmt: skip
-        return tenant if found is None else replace(tenant, user=found[1], user_id=found[0])
+        if found is None:
+            return tenant
+        token = user_token if user_token is not None else headers.get(USER_TOKEN_HEADER)
+        return replace(tenant, user=found[1], user_id=found[0], user_token=token is not None)
 
-    def vouched(self, name: str) -> Tenant:
+    def vouched(self, name: str, user: str | None = None, user_token: bool = False) -> Tenant:
         """The tenant another replica authenticated and passed a call on for (its rate counted
         there): the key called ``name`` in this replica's config (replicas share one config), or
-        ``403 internal_forbidden`` for a name this config does not know."""
+        ``403 internal_forbidden`` for a name this config does not know; with the ``user`` (an
+        id) that replica identified (``user_token``: by a signed token), whose ``user_key`` this
+        replica computes the same way (the replicas share the secret it is made with)."""
         tenant: Tenant | None = None
         key = next((k for k in self._keys if k.name == name), None)
         if key is not None:
@@ -219,6 +225,10 @@ class Gatekeeper:
             tenant = anonymous_tenant(self.config, name.removeprefix("anonymous:"))
         if tenant is None:  # a replica with another config: refuse rather than guess
             raise ApiError(403, "internal_forbidden", "the forwarding replica named an unknown tenant")
+        if user is not None:  # checked there already; a signed hop still names a valid id only
+            user = check_user_id(user)
+            tenant = replace(tenant, user=self.users.user_key(name, user), user_id=user,
+                             user_token=user_token)  # fmt: skip
         current_tenant.set(tenant)
         return tenant
 

@@ -8,9 +8,9 @@ counts as a failed attempt of the client's address (``auth.Gatekeeper.failed_att
 ``failed_auth_rate`` window wrong keys count in): an address over it gets ``429
 too_many_failed_attempts`` and is neither logged nor audited again until its window frees, so
 nobody can write audit lines without bound. Balancers in front strip these headers from client
-requests (``docs/scale-out.md``). A valid hop's tenant and client are put in the ASGI scope,
-where ``internal_call`` / ``client_of`` find them (the service's ``caller`` takes the tenant the
-other replica vouched for; no rate is counted twice).
+requests (``docs/scale-out.md``). A valid hop's tenant, user and client are put in the ASGI scope,
+where ``internal_call`` / ``client_of`` find them (the service's ``caller`` takes the tenant and
+the user the other replica vouched for; no rate is counted twice).
 """
 
 from __future__ import annotations

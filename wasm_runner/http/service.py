@@ -374,8 +374,8 @@ class Service:
         ``redis_url``). A call another replica passed on (``internal.InternalGuard`` checked its
         signature) is the tenant that replica vouched for, its rate counted there."""
         call = internal_call(conn)
-        if call is not None:
-            return self.gatekeeper.vouched(call.tenant)
+        if call is not None:  # the user too: its lease, host functions and audit line are here
+            return self.gatekeeper.vouched(call.tenant, call.user, call.user_token)
         try:
             tenant = await self.gatekeeper.check(
                 conn.headers,

@@ -61,7 +61,8 @@ async def _session_or_hop(
     service = service_of(request)
     tenant = await service.caller(request)  # also the tenant of a call another replica passed on
     session_id = request.path_params["session_id"]
-    relayed = await service.hop.session_call(request, session_id, tenant.name)
+    relayed = await service.hop.session_call(request, session_id, tenant.name, tenant.user_id,
+                                             tenant.user_token)  # the user goes with the call
     if relayed is not None:
         return service, tenant, None, relayed
     return service, tenant, service.sessions.get(session_id, tenant), None
