@@ -2,7 +2,8 @@
 127.0.0.1 sharing a real redis-server, hit directly (no balancer). A session call that reaches the
 replica which does not hold the session is passed on with the user it was for, signed
 (``wasm_runner/scaleout/signing.py``), so the owner takes the user's lease, gives host functions
-the user and audits it."""
+the user and audits it; a downloaded snapshot taken with a user token resumes only for that user,
+through either replica (``wasm_runner/sandbox/sealing.py``, version 6)."""
 
 from __future__ import annotations
 
@@ -22,6 +23,7 @@ from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
 from tests.support.replicas import Replica
 
+from wasm_runner.http.users import sign_user_token
 from wasm_runner.scaleout.signing import H_USER, InternalCall, Signer, sign
 
 KEY = "page-hop-key"
@@ -196,3 +198,31 @@ def test_the_users_lease_holds_through_the_other_replica(
         worker.join(30)
     assert results and results[0].status_code == 200
     assert cell(b, other, "print('now')", me).json()["stdout"] == "now\n"
+
+
+# -- downloaded snapshots: the key's id and, with user tokens, the user ------------------------
+
+
+def test_a_snapshot_taken_with_a_user_token_resumes_only_for_that_user(
+    pair: tuple[Replica, Replica, AppEndpoint],
+) -> None:
+    a, b, _ = pair
+    mine = as_user(token=sign_user_token(TOKENS, "page", "student-1", ttl_seconds=600))
+    sid = open_session(a, mine)
+    assert cell(a, sid, "secret_answer = 42", mine).status_code == 200
+    with b.client(KEY) as via_b:  # the snapshot is made by A, for the user B passed on
+        snap = via_b.get(f"/api/sessions/{sid}/snapshot", headers=mine)
+    assert snap.status_code == 200, snap.text
+    octets = {"Content-Type": "application/octet-stream"}
+    classmate = as_user(token=sign_user_token(TOKENS, "page", "student-2", ttl_seconds=600))
+    for replica in (a, b):
+        for someone in (classmate, as_user("student-1"), {}):  # another user; a plain id; no user
+            with replica.client(KEY) as api:
+                r = api.post("/api/sessions/resume", content=snap.content, headers={**octets, **someone})
+            assert r.status_code == 403, r.text
+            assert r.json()["error"]["details"] == [{"reason": "user"}]
+            assert "another user of this key" in r.json()["error"]["message"]
+    with b.client(KEY) as api:
+        resumed = api.post("/api/sessions/resume", content=snap.content, headers={**octets, **mine})
+    assert resumed.status_code == 201, resumed.text
+    assert cell(a, resumed.json()["id"], "print(secret_answer)", mine).json()["stdout"] == "42\n"

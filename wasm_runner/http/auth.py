@@ -66,6 +66,9 @@ class Tenant:
     # logged or counted: ``user`` is what is)
     user_id: str | None = field(default=None, repr=False, compare=False)
     user_token: bool = False  # the user was named by a signed user token (not a plain id)
+    # the API key's own id (its sha256, never shown): a key deleted and made again under the same
+    # name is another key (snapshots bind to it); None with auth off
+    key_id: str | None = field(default=None, repr=False, compare=False)
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -84,7 +87,8 @@ class Tenant:
 def key_tenant(key: ApiKey) -> Tenant:
     """The tenant of an API key (no user yet)."""
     return Tenant(key.name, key.profiles, key.rate, key.max_concurrent,
-                  user_rate=key.user_rate, user_max_concurrent=key.user_max_concurrent)  # fmt: skip
+                  user_rate=key.user_rate, user_max_concurrent=key.user_max_concurrent,
+                  key_id=key.key_sha256)  # fmt: skip
 
 
 def anonymous_tenant(config: ServerConfig, client: str) -> Tenant:
