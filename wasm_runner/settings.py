@@ -297,6 +297,8 @@ class SessionSettings(_Section):
     max_fork_copies: int = field(default=8, metadata=rule(whole_between(1, 64)))  # one fork's copies
     # a snapshot POST /api/sessions/resume takes, at most (its body's bound; sealing's is 512 MiB)
     max_snapshot_bytes: int = field(default=128 << 20, metadata=rule(whole_between(1 << 20, 512 << 20)))
+    # a snapshot GET /api/sessions/{id}/snapshot gives resumes for this long (in its authenticated header)
+    snapshot_expiry_seconds: float = field(default=7 * 86400.0, metadata=rule(seconds))
     # a session that can be saved is paused (its instance freed) after this many idle seconds; 0: never
     session_pause_seconds: float = field(default=120.0, metadata=rule(seconds_or_none))
     # ...and a paused session is kept this long after its last call

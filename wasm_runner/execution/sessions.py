@@ -949,7 +949,8 @@ class SessionStore:
         return made
 
     async def _sealed(self, live: LiveSession, tenant: CallerLike | None, *, owner: str,
-                      secret: bytes | None, then: Callable[[bytes], _T]) -> _T:
+                      secret: bytes | None, then: Callable[[bytes], _T], user: str = "",
+                      expires_at: float | None = None) -> _T:
         """Under ``live.lock``: its state as a sealed snapshot for ``owner`` (its stored one when
         it is paused and that is the same thing, else from its instance, woken for ``tenant``),
         handed to ``then`` on the same worker thread (so what ``then`` adds is of the same
@@ -966,6 +967,7 @@ class SessionStore:
             pausing = self.pausing
             # (an adopted session's folders are still in its stored file: it is woken first)
             stored = (pausing is not None and live.paused and live.saved and owner == live.tenant
+                      and not user and expires_at is None
                       and (secret or None) == (pausing.secret or None)
                       and (live.root is None or live.snapshot_writer is None))  # fmt: skip
             if not stored:
@@ -976,7 +978,8 @@ class SessionStore:
                 if stored:  # paused: its stored snapshot is the same thing
                     assert pausing is not None
                     return then(pausing.store.read(live.id, writer))
-                return then(live.session.snapshot(owner=owner, secret=secret, profile=live.profile.name))
+                return then(live.session.snapshot(owner=owner, secret=secret, profile=live.profile.name,
+                                                  user=user, expires_at=expires_at))
 
             try:
                 done: _T = await self.executor.call(seal)
@@ -988,12 +991,15 @@ class SessionStore:
         return done
 
     async def snapshot(
-        self, live: LiveSession, *, owner: str, secret: bytes | None = None
+        self, live: LiveSession, *, owner: str, secret: bytes | None = None, user: str = "",
+        expires_at: float | None = None,
     ) -> bytes:
         """``live``'s state as a sealed snapshot (``sandbox.Session.snapshot``: encrypted and
-        authenticated for ``owner`` under ``secret``, default the server's); the session goes
+        authenticated for ``owner`` under ``secret``, default the server's; with a ``user`` and
+        ``expires_at``, for that user of ``owner`` only, and until then); the session goes
         on. ``Refused(409)`` while it runs a call, ``Refused(422)`` when it cannot be saved."""
-        blob = await self._sealed(live, None, owner=owner, secret=secret, then=lambda b: b)
+        blob = await self._sealed(live, None, owner=owner, secret=secret, then=lambda b: b, user=user,
+                                  expires_at=expires_at)  # fmt: skip
         self._event("snapshot", live, {"bytes": str(len(blob))})
         if self.listener is not None:
             await self._tell("used", live)
@@ -1011,6 +1017,7 @@ class SessionStore:
         secret: bytes | None = None,
         folders: bytes | None = None,
         saved_id: str | None = None,
+        user: str = "",
     ) -> LiveSession:
         """A new session of ``tenant`` continuing the one ``snapshot`` saved, admitted as
         ``create`` would be (``limits``: the profile's, the most the saved session may have).
@@ -1032,7 +1039,7 @@ class SessionStore:
             sandbox = self.executor.sandbox_for(runtime, profile.image)
             session = sandbox.resume(
                 snapshot, owner=owner, secret=secret, data_dir=_str(data_dir), out_dir=_str(out_dir),
-                within=limits,
+                within=limits, user=user,
             )
             try:
                 limits.tightened(session.limits)  # the saved limits within this profile's
@@ -1067,14 +1074,17 @@ class SessionStore:
         return live
 
     @staticmethod
-    def label(snapshot: bytes, *, owner: str, secret: bytes | None = None) -> tuple[str, str]:
+    def label(snapshot: bytes, *, owner: str, secret: bytes | None = None, user: str = "",
+              need_expiry: bool = False) -> tuple[str, str]:
         """The profile and runtime ``snapshot`` was made under, from its authenticated header
         (``sandbox.sealing.read_label``; the profile is empty when it was made without one); its
-        body is not read. ``Refused`` ``snapshot_refused`` as ``resume`` refuses it."""
+        body is not read. ``Refused`` ``snapshot_refused`` as ``resume`` refuses it (and, with
+        ``need_expiry``, one without an expiry: version 4, made by an older server)."""
         from ..sandbox.sealing import SnapshotRefused, default_secret, read_label
 
         try:
-            label = read_label(snapshot, owner=owner, secret=default_secret() if secret is None else secret)
+            label = read_label(snapshot, owner=owner, secret=default_secret() if secret is None else secret,
+                               user=user, need_expiry=need_expiry)
         except SnapshotRefused as exc:
             raise _refusal(exc) from None
         return label.profile, label.runtime
@@ -1141,9 +1151,10 @@ class SessionStore:
 
 
 def _refusal(exc: Any) -> Refused:
-    """A ``sandbox.SnapshotRefused`` as the faces answer it: 403 when it is another key's."""
+    """A ``sandbox.SnapshotRefused`` as the faces answer it: 403 when it is another key's or
+    another user's."""
     return Refused(
-        403 if exc.reason == "foreign" else 422, "snapshot_refused",
+        403 if exc.reason in ("foreign", "user") else 422, "snapshot_refused",
         f"the snapshot was refused ({exc.reason}): {exc}", details=[{"reason": exc.reason}],
     )  # fmt: skip
 

@@ -26,7 +26,7 @@ from ..mcp.http import McpHttp
 from ..warmup import RETRY_SECONDS
 from ..settings import ServerConfig
 from .errors import install_error_handlers
-from .internal import InternalGuard, audit_refusal
+from .internal import InternalGuard, audit_refusal, limit_refusals
 from .middleware import BodyGuard, CloseWhenBodyUnread, HostGuard, SecurityHeaders
 from .routes import api_routes
 from .serving import install_log_redaction
@@ -109,7 +109,8 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
         ),
         # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (internal.py)
         Middleware(InternalGuard, forwarding=service.forwarding,
-                   on_refused=audit_refusal(service.metrics, service.audit)),
+                   on_refused=audit_refusal(service.metrics, service.audit),
+                   count_refusal=limit_refusals(service.gatekeeper, service.metrics)),
         Middleware(
             CORSMiddleware,
             allow_origins=list(config.cors_origins),

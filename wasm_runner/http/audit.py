@@ -2,7 +2,8 @@
 
 Host-function calls are counted by function and outcome (calls, bytes each way, time), never
 what they passed. Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
-written, only the tenant's name; a user id never either, only its ``user_key`` (``users.py``). Refusals that are not runs (a forged internal-hop request) are
+written, only the tenant's name; a user id never either, only its ``user_key`` (``users.py``). Refusals that are not runs (a forged internal-hop request: at most
+``failed_auth_rate`` of them per address and window, ``internal.InternalGuard``) are
 lines with an ``event`` field instead (``AuditLog.event``).
 """
 

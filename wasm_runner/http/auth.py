@@ -40,7 +40,7 @@ from limits.strategies import MovingWindowRateLimiter
 from ..settings import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
-from .users import UserIds
+from .users import USER_TOKEN_HEADER, UserIds, check_user_id
 
 if TYPE_CHECKING:
     from ..scaleout.state import SharedState
@@ -65,6 +65,10 @@ class Tenant:
     # the user's own id, for the app's endpoints of host functions only (signed; never stored,
     # logged or counted: ``user`` is what is)
     user_id: str | None = field(default=None, repr=False, compare=False)
+    user_token: bool = False  # the user was named by a signed user token (not a plain id)
+    # the API key's own id (its sha256, never shown): a key deleted and made again under the same
+    # name is another key (snapshots bind to it); None with auth off
+    key_id: str | None = field(default=None, repr=False, compare=False)
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -83,7 +87,8 @@ class Tenant:
 def key_tenant(key: ApiKey) -> Tenant:
     """The tenant of an API key (no user yet)."""
     return Tenant(key.name, key.profiles, key.rate, key.max_concurrent,
-                  user_rate=key.user_rate, user_max_concurrent=key.user_max_concurrent)  # fmt: skip
+                  user_rate=key.user_rate, user_max_concurrent=key.user_max_concurrent,
+                  key_id=key.key_sha256)  # fmt: skip
 
 
 def anonymous_tenant(config: ServerConfig, client: str) -> Tenant:
@@ -205,12 +210,17 @@ class Gatekeeper:
             token_required=key.user_token_required if key is not None else False,
             user=user, user_token=user_token,
         )  # fmt: skip
-        return tenant if found is None else replace(tenant, user=found[1], user_id=found[0])
+        if found is None:
+            return tenant
+        token = user_token if user_token is not None else headers.get(USER_TOKEN_HEADER)
+        return replace(tenant, user=found[1], user_id=found[0], user_token=token is not None)
 
-    def vouched(self, name: str) -> Tenant:
+    def vouched(self, name: str, user: str | None = None, user_token: bool = False) -> Tenant:
         """The tenant another replica authenticated and passed a call on for (its rate counted
         there): the key called ``name`` in this replica's config (replicas share one config), or
-        ``403 internal_forbidden`` for a name this config does not know."""
+        ``403 internal_forbidden`` for a name this config does not know; with the ``user`` (an
+        id) that replica identified (``user_token``: by a signed token), whose ``user_key`` this
+        replica computes the same way (the replicas share the secret it is made with)."""
         tenant: Tenant | None = None
         key = next((k for k in self._keys if k.name == name), None)
         if key is not None:
@@ -219,6 +229,10 @@ class Gatekeeper:
             tenant = anonymous_tenant(self.config, name.removeprefix("anonymous:"))
         if tenant is None:  # a replica with another config: refuse rather than guess
             raise ApiError(403, "internal_forbidden", "the forwarding replica named an unknown tenant")
+        if user is not None:  # checked there already; a signed hop still names a valid id only
+            user = check_user_id(user)
+            tenant = replace(tenant, user=self.users.user_key(name, user), user_id=user,
+                             user_token=user_token)  # fmt: skip
         current_tenant.set(tenant)
         return tenant
 
@@ -313,6 +327,26 @@ class Gatekeeper:
             raise
         current_tenant.set(tenant)
         return tenant
+
+    async def failed_attempt(self, client: str) -> ApiError | None:
+        """Count one failed attempt from ``client`` that is not a key (a request with internal-hop
+        headers but no valid signature: ``internal.InternalGuard``) in the same per-address window
+        as a wrong key (``failed_auth_rate``; in Redis with shared state, so every replica counts
+        together). None when counted; when the address is already over, nothing is counted and
+        the ``429 too_many_failed_attempts`` to answer instead is returned (the guard then logs and
+        audits nothing). With shared state ``Refused(503)`` when Redis does not answer."""
+        address = _address_key(client)
+        shared = self._shared
+        if shared is None:
+            if not self._limiter.hit(self._failed_rate, "failed", address):
+                reset_at, _ = self._limiter.get_window_stats(self._failed_rate, "failed", address)
+                return _failed_error(_retry_after(reset_at))
+            return None
+        limiter = self._redis_limiter(shared)
+        if not await shared.call(limiter.hit(self._failed_rate, "failed", address)):
+            reset_at, _ = await shared.call(limiter.get_window_stats(self._failed_rate, "failed", address))
+            return _failed_error(_retry_after(reset_at))
+        return None
 
     def would_authenticate(
         self, headers: Mapping[str, str], query: Mapping[str, str], *, allow_query: bool = False

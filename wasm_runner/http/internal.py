@@ -3,28 +3,34 @@
 ``InternalGuard`` (ASGI middleware). Any request carrying a header that starts with
 ``X-Wasm-Runner-Internal-`` must be a forwardable call with a valid signature made within the
 window and a nonce not seen before (``scaleout.forwarding.Forwarding.check``); otherwise it is
-``403 internal_forbidden``, logged and written to the audit log (``audit_refusal``). Balancers in
-front strip these headers from client requests (``docs/scale-out.md``). A valid hop's tenant and
-client are put in the ASGI scope, where ``internal_call`` / ``client_of`` find them (the service's
-``caller`` takes the tenant the other replica vouched for; no rate is counted twice).
+``403 internal_forbidden``, logged and written to the audit log (``audit_refusal``). Each refusal
+counts as a failed attempt of the client's address (``auth.Gatekeeper.failed_attempt``, the
+``failed_auth_rate`` window wrong keys count in): an address over it gets ``429
+too_many_failed_attempts`` and is neither logged nor audited again until its window frees, so
+nobody can write audit lines without bound. Balancers in front strip these headers from client
+requests (``docs/scale-out.md``). A valid hop's tenant, user and client are put in the ASGI scope,
+where ``internal_call`` / ``client_of`` find them (the service's ``caller`` takes the tenant and
+the user the other replica vouched for; no rate is counted twice).
 """
 
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 
 from starlette.datastructures import Headers
 from starlette.requests import HTTPConnection
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from ..execution import Refused
 from ..scaleout.forwarding import Forwarding
 from ..scaleout.signing import HEADER_PREFIX, InternalCall, target_of
 from .audit import AuditLog
+from .auth import Gatekeeper
 from .errors import ApiError, error_response
 from .metrics import Metrics
 
-__all__ = ["InternalGuard", "audit_refusal", "client_of", "internal_call"]
+__all__ = ["InternalGuard", "audit_refusal", "client_of", "internal_call", "limit_refusals"]
 
 log = logging.getLogger("wasm_runner.http")
 
@@ -47,17 +53,22 @@ def client_of(conn: HTTPConnection) -> str:
 
 class InternalGuard:
     """ASGI middleware: requests with ``X-Wasm-Runner-Internal-*`` headers are checked (see the
-    module docstring); the rest pass untouched. ``on_refused(reason, scope)`` logs and audits."""
+    module docstring); the rest pass untouched. ``on_refused(reason, scope)`` logs and audits;
+    ``count_refusal(client)`` (awaited first) counts the refusal against the client's address and
+    gives the ``429`` to answer instead when the address is over its window (then nothing is
+    logged or audited)."""
 
     def __init__(
         self,
         app: ASGIApp,
         forwarding: Forwarding,
         on_refused: Callable[[str, Scope], None] | None = None,
+        count_refusal: Callable[[str], Awaitable[Refused | None]] | None = None,
     ) -> None:
         self.app = app
         self.forwarding = forwarding
         self.on_refused = on_refused
+        self.count_refusal = count_refusal
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] not in ("http", "websocket") or not any(
@@ -66,9 +77,9 @@ class InternalGuard:
             await self.app(scope, receive, send)
             return
         if scope["type"] == "websocket":  # no session call is carried over a WebSocket hop
-            self._refused("internal headers on a WebSocket", scope)
+            refusal = await self._refusal("internal headers on a WebSocket", scope)
             if "websocket.http.response" in scope.get("extensions", {}):
-                await error_response(_forbidden())(scope, receive, send)
+                await error_response(refusal)(scope, receive, send)
             else:
                 await send({"type": "websocket.close", "code": 1008})
             return
@@ -78,8 +89,7 @@ class InternalGuard:
         target = target_of(path, scope.get("query_string", b""))
         verdict = self.forwarding.check(method, path, target, headers, body)
         if isinstance(verdict, str):
-            self._refused(verdict, scope)
-            await error_response(_forbidden())(scope, receive, send)
+            await error_response(await self._refusal(verdict, scope))(scope, receive, send)
             return
         lost = self.forwarding.lost_here(method, path, headers)
         if lost is not None:
@@ -87,6 +97,20 @@ class InternalGuard:
             return
         scope[SCOPE_KEY] = verdict
         await self.app(scope, _replay(body, more, receive), send)
+
+    async def _refusal(self, reason: str, scope: Scope) -> Refused:
+        """The answer to a refused hop: ``403 internal_forbidden``, logged and audited; or,
+        when its address is over its window of failed attempts, that ``429`` alone."""
+        if self.count_refusal is not None:
+            client = scope.get("client") or ("unknown", 0)
+            try:
+                over = await self.count_refusal(str(client[0]))
+            except Refused as exc:  # Redis does not answer: fail closed, nothing written
+                return exc
+            if over is not None:
+                return over
+        self._refused(reason, scope)
+        return _forbidden()
 
     def _refused(self, reason: str, scope: Scope) -> None:
         client = scope.get("client") or ("unknown", 0)
@@ -134,6 +158,20 @@ def _replay(body: bytes, extra: list[Message], receive: Receive) -> Receive:
         return await receive()
 
     return replayed
+
+
+def limit_refusals(gatekeeper: Gatekeeper, metrics: Metrics) -> Callable[[str], Awaitable[Refused | None]]:
+    """``InternalGuard.count_refusal``: a refused hop is a failed attempt of its address
+    (``Gatekeeper.failed_attempt``); the ``429`` for an address over its window is counted as a
+    rejection (a metric, no log or audit line)."""
+
+    async def count(client: str) -> Refused | None:
+        over = await gatekeeper.failed_attempt(client)
+        if over is not None:
+            metrics.rejections.labels(over.code).inc()
+        return over
+
+    return count
 
 
 def audit_refusal(metrics: Metrics, audit: AuditLog) -> Callable[[str, Scope], None]:

@@ -77,8 +77,10 @@ class Hop:
         if client is not None:
             await client.aclose()
 
-    async def session_call(self, request: Request, session_id: str, tenant: str) -> Response | None:
-        """The owner's answer to this session call of ``tenant``, or None to answer here (the
+    async def session_call(self, request: Request, session_id: str, tenant: str,
+                           user: str | None = None, user_token: bool = False) -> Response | None:
+        """The owner's answer to this session call of ``tenant`` (for its ``user``, an id or None,
+        carried signed: ``user_token`` when a signed token named it), or None to answer here (the
         session is here, unknown, another tenant's, or the call already came by a hop)."""
         if internal_call(request) is not None:
             return None
@@ -86,7 +88,8 @@ class Hop:
             entry = await self.forwarding.session_owner(session_id, tenant)
             if entry is None:
                 return None
-            answer = await self._owner_answer(request, entry, tenant, "session", session_id)
+            answer = await self._owner_answer(request, entry, tenant, "session", session_id,
+                                              user=user, user_token=user_token)  # fmt: skip
             if answer is not _AGAIN:
                 return answer
         return error_response(lost("session"))
@@ -151,7 +154,8 @@ class Hop:
         return await self._owner_answer(request, entry, entry.tenant, "download", token)
 
     async def _owner_answer(
-        self, request: Request, entry: Entry, tenant: str, kind: str, key_id: str
+        self, request: Request, entry: Entry, tenant: str, kind: str, key_id: str,
+        *, user: str | None = None, user_token: bool = False,
     ) -> Response | None:
         """410 for a tombstone or an owner at this replica's own address (it restarted: this
         is the new process), else the owner's answer relayed. A session whose owner is gone
@@ -171,7 +175,7 @@ class Hop:
             return error_response(lost(kind))
         if self.forwarding.restarted_here(entry):
             return await gone()
-        return await self._relay(request, entry, tenant, kind, gone)
+        return await self._relay(request, entry, tenant, kind, gone, user, user_token)
 
     async def _relay(
         self,
@@ -180,6 +184,8 @@ class Hop:
         tenant: str,
         kind: str,
         gone: Callable[[], Awaitable[Response | None]],
+        user: str | None = None,
+        user_token: bool = False,
     ) -> Response | None:
         body = await request.body()
         target = target_of(request.url.path, request.scope.get("query_string", b""))
@@ -187,7 +193,7 @@ class Hop:
             "accept-encoding": "identity",
             **self.forwarding.headers(method=request.scope.get("method", "GET"), target=target,
                                       tenant=tenant, client=client_of(request), entry=entry,
-                                      body=body),  # fmt: skip
+                                      body=body, user=user, user_token=user_token),  # fmt: skip
         }
         for name in ("host", "content-type", "accept"):
             if name in request.headers:

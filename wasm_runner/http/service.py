@@ -348,6 +348,19 @@ class Service:
         """What session snapshots are sealed under (``snapshot_secret``), read on first use."""
         return snapshot_secret(self.config)
 
+    @staticmethod
+    def snapshot_binding(tenant: Tenant) -> tuple[str, str]:
+        """The owner and the user a downloaded snapshot (``GET /api/sessions/{id}/snapshot``,
+        ``POST /api/sessions/resume``) is sealed for: the key's name and its id (a key deleted
+        and made again under the same name is another key), and the user's ``user_key`` when a
+        signed user token named the user (a plain user id is the key holder's word, and the
+        holder may resume its own snapshots for any of its users). With auth off: the client's
+        address, no user."""
+        if tenant.key_id is None:
+            return tenant.name, ""
+        owner = f"{tenant.name}\x00key\x00{tenant.key_id}"
+        return owner, (tenant.user or "") if tenant.user_token else ""
+
     # -- sandboxes -------------------------------------------------------------------------
     resident_mb = staticmethod(runs.resident_mb)  # what a run or session holds of the memory budget
 
@@ -374,8 +387,8 @@ class Service:
         ``redis_url``). A call another replica passed on (``internal.InternalGuard`` checked its
         signature) is the tenant that replica vouched for, its rate counted there."""
         call = internal_call(conn)
-        if call is not None:
-            return self.gatekeeper.vouched(call.tenant)
+        if call is not None:  # the user too: its lease, host functions and audit line are here
+            return self.gatekeeper.vouched(call.tenant, call.user, call.user_token)
         try:
             tenant = await self.gatekeeper.check(
                 conn.headers,

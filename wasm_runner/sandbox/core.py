@@ -422,6 +422,7 @@ class Sandbox:
         data_dir: str | os.PathLike[str] | None = None,
         out_dir: str | os.PathLike[str] | None = None,
         within: Limits | None = None,
+        user: str = "",
     ) -> Session:
         """A new session that continues the one ``snapshot`` saved (``Session.snapshot``), on
         this sandbox's image: its variables, imported modules, random state, files and open
@@ -432,10 +433,11 @@ class Sandbox:
         must be given when the saved session had them (its fd layout must match). ``within`` (a
         profile's limits: the most the saved session may have) bounds what the snapshot may
         inflate to by their memory cap and disk quota, checked before it is inflated (default:
-        ``sealing.MAX_BODY_BYTES``)."""
+        ``sealing.MAX_BODY_BYTES``). ``user``: the user of ``owner`` a snapshot sealed for one
+        (``Session.snapshot(user=...)``) must name; one past its expiry is refused."""
         bound = MAX_BODY_BYTES if within is None else body_bound(self.memory_cap(within), within.disk_bytes)
         body = open_sealed(snapshot, owner=owner, secret=default_secret() if secret is None else secret,
-                           image=self.snapshot_image, max_body=bound)
+                           image=self.snapshot_image, max_body=bound, user=user)
         state = parse(body, 65536)
         try:
             saved = Limits.from_dict(state.header["limits"]).validate()

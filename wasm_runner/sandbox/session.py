@@ -260,7 +260,8 @@ class Session:
         return made
 
     def snapshot(self, *, owner: str = "", secret: bytes | None = None, compress: bool = True,
-                 profile: str = "", note: Mapping[str, int] | None = None) -> bytes:
+                 profile: str = "", note: Mapping[str, int] | None = None, user: str = "",
+                 expires_at: float | None = None) -> bytes:
         """The session's state as a sealed snapshot (``sealing``): its memory (variables,
         imported modules, random state), the files in ``/scratch`` and ``/tmp``, the files it
         keeps open and its limits. ``Sandbox.resume`` with the same ``owner`` and ``secret``
@@ -270,13 +271,15 @@ class Session:
         ``profile`` (a server's profile the session runs under) and its runtime are recorded in
         the snapshot's authenticated header (``sealing.read_label``). ``note`` (at most 8 names
         with whole numbers) is kept in it too and is the resumed session's ``note``.
+        ``user`` (a user of ``owner``) and ``expires_at`` (Unix seconds) bind it further: it then
+        resumes only for that user and only until then (``sealing``, format version 6).
         Raises ``SnapshotFailed`` when it cannot be saved (ended, busy past ``REST_SECONDS``,
         a link in its folders...)."""
         with self._lock:
             body = self._capture(note)
         return seal(body, owner=owner, secret=default_secret() if secret is None else secret,
                     image=self.host.snapshot_image, compress=compress, profile=profile,
-                    runtime=self.host.runtime)
+                    runtime=self.host.runtime, user=user, expires_at=expires_at)
 
     def close(self) -> None:
         """End the instance and remove its folders."""

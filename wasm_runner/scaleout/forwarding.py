@@ -6,9 +6,9 @@ replica B. B authenticates the caller and counts its rate as for any call, then 
 (``directory.py``) who holds the id (``Forwarding.session_owner``, ``download_owner``). If another
 replica A does and the tenant is the caller's, B sends the request on to A's ``advertise_url``
 with the client's body, content type and Host, without the client's API key, and with the signed
-headers (``Forwarding.headers``); the HTTP face relays A's answer as it arrives
-(``http.relay``). A runs the call as if it were local: admission, the tenant check (another key:
-``404``), the audit log and the metrics are A's. A connection A refuses or does not accept within
+headers (``Forwarding.headers``: the tenant, the user inside it and the client's address, signed); the HTTP face relays A's answer as it arrives
+(``http.relay``). A runs the call as if it were local, for the same user: admission (the user's lease too), the
+tenant check (another key: ``404``), the audit log and the metrics are A's. A connection A refuses or does not accept within
 ``CONNECT_TIMEOUT_SECONDS`` (1 s), or a replica that now runs a different process than the
 directory names, means the session is lost: ``410 session_lost`` (a link: ``410 download_lost``,
 ``lost``) at once, and its directory entry becomes a tombstone (``mark_lost``), so every later call
@@ -124,12 +124,15 @@ class Forwarding:
         await self.directory.mark_lost(kind, key_id, entry)
 
     def headers(
-        self, *, method: str, target: str, tenant: str, client: str, entry: Entry, body: bytes
+        self, *, method: str, target: str, tenant: str, client: str, entry: Entry, body: bytes,
+        user: str | None = None, user_token: bool = False,
     ) -> dict[str, str]:
-        """The signed internal headers of a call passed on to ``entry``'s owner."""
+        """The signed internal headers of a call passed on to ``entry``'s owner, for ``tenant``
+        and its ``user`` (an id or None; ``user_token``: named by a signed token)."""
         assert self.signer is not None
         return self.signer.headers(method=method, target=target, tenant=tenant, client=client,
-                                   replica=entry.replica, body=body)  # fmt: skip
+                                   replica=entry.replica, body=body, user=user,
+                                   user_token=user_token)  # fmt: skip
 
     # -- receiving -------------------------------------------------------------------------
     def check(self, method: str, path: str, target: str, headers: Mapping[str, str], body: bytes) -> InternalCall | str:

@@ -22,6 +22,7 @@ owner is gone. Creating and resuming a session is always local.
 from __future__ import annotations
 
 import asyncio
+import time
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -61,7 +62,8 @@ async def _session_or_hop(
     service = service_of(request)
     tenant = await service.caller(request)  # also the tenant of a call another replica passed on
     session_id = request.path_params["session_id"]
-    relayed = await service.hop.session_call(request, session_id, tenant.name)
+    relayed = await service.hop.session_call(request, session_id, tenant.name, tenant.user_id,
+                                             tenant.user_token)  # the user goes with the call
     if relayed is not None:
         return service, tenant, None, relayed
     return service, tenant, service.sessions.get(session_id, tenant), None
@@ -157,7 +159,10 @@ async def snapshot_session(request: Request) -> Response:
     if relayed is not None:
         return relayed
     assert live is not None
-    blob = await service.sessions.snapshot(live, owner=tenant.name, secret=service.snapshot_secret)
+    owner, user = service.snapshot_binding(tenant)  # the key's id, and the user of a user token
+    expires_at = time.time() + service.config.snapshot_expiry_seconds
+    blob = await service.sessions.snapshot(live, owner=owner, secret=service.snapshot_secret, user=user,
+                                           expires_at=expires_at)  # fmt: skip
     return Response(
         blob,
         media_type="application/octet-stream",
@@ -192,8 +197,8 @@ async def resume_session(request: Request) -> Response:
     SNAPSHOT_UPLOADS.take(tenant.name, 1)
     try:
         blob = await read_body(request, service.config.max_snapshot_bytes)
-        owner, secret = tenant.name, service.snapshot_secret
-        recorded, runtime = service.sessions.label(blob, owner=owner, secret=secret)
+        (owner, user), secret = service.snapshot_binding(tenant), service.snapshot_secret
+        recorded, runtime = service.sessions.label(blob, owner=owner, secret=secret, user=user, need_expiry=True)
         if asked is not None and recorded and asked != recorded:
             raise ApiError(
                 422, "profile_mismatch",
@@ -201,7 +206,8 @@ async def resume_session(request: Request) -> Response:
                 "leave out ?profile= (the snapshot says its profile) or name that one",
             )  # fmt: skip
         profile, limits, runtime = service.policy(tenant, recorded or asked, None, runtime or None)
-        live = await service.sessions.resume(tenant, profile, limits, runtime, blob, owner=owner, secret=secret)
+        live = await service.sessions.resume(tenant, profile, limits, runtime, blob, owner=owner, secret=secret,
+                                             user=user)
     except Refused as exc:
         if exc.code == "snapshot_refused":
             reason = (exc.details or [{}])[0].get("reason", "")
