@@ -10,7 +10,7 @@ from __future__ import annotations
 from starlette.applications import Starlette
 
 from wasm_runner.http.app import build_app
-from wasm_runner.http.config import ServerConfig, load_config
+from wasm_runner.settings import ServerConfig, load_config
 from wasm_runner.browser.pages import page_routes
 
 __all__ = ["app", "create_app"]

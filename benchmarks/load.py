@@ -170,14 +170,12 @@ async def drive(url: str, key: str | None, requests: int, concurrency: int, host
 def local_server(max_running: int, max_queue: int) -> Iterator[tuple[str, str]]:
     """This repository's app in this process on a free loopback port, with a fresh API key:
     (base URL, key)."""
-    from wasm_runner.http.config import ApiKey, ServerConfig, hash_key
+    from wasm_runner.settings import AdmissionSettings, ApiKey, ServerConfig, hash_key
 
     key = secrets.token_urlsafe(16)
     config = ServerConfig(
         api_keys=(ApiKey("load", hash_key(key), rate="1000000/minute", max_concurrent=1000),),
-        max_running=max_running,
-        max_queue=max_queue,
-        queue_timeout_seconds=300,
+        admission=AdmissionSettings(max_running=max_running, max_queue=max_queue, queue_timeout_seconds=300),
     )
     with serve_here(config) as url:
         yield url, key

@@ -31,7 +31,7 @@ from mcp import Client
 from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
-from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
+from wasm_runner.settings import DEFAULT_PROFILES, AdmissionSettings, ApiKey, ServerConfig, hash_key
 
 KEY = "bench-key-" + "0" * 16
 
@@ -74,8 +74,7 @@ def main(argv: list[str] | None = None) -> int:
         api_keys=(ApiKey("bench", hash_key(KEY), rate="100000/minute", max_concurrent=64),),
         profiles={"student": DEFAULT_PROFILES["student"]},
         default_profile="student",
-        max_running=args.max_running,
-        max_queue=4 * args.runs,
+        admission=AdmissionSettings(max_running=args.max_running, max_queue=4 * args.runs),
         audit_log=tmp / "audit.jsonl",
     )
     peak = {"value": 0.0}

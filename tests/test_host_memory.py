@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from wasm_runner.host_memory import MIN_BUDGET_MB, available_memory_mb, default_memory_budget_mb
-from wasm_runner.http.config import ServerConfig
+from wasm_runner.settings import ServerConfig
 
 
 def test_default_budget_is_half_the_hosts_memory_shared_by_replicas() -> None:
@@ -17,5 +17,5 @@ def test_default_budget_is_half_the_hosts_memory_shared_by_replicas() -> None:
 
 
 def test_server_config_defaults_to_it_and_an_explicit_budget_wins() -> None:
-    assert ServerConfig().memory_budget_mb == default_memory_budget_mb()
-    assert ServerConfig(memory_budget_mb=4000).memory_budget_mb == 4000
+    assert ServerConfig().admission.memory_budget_mb == default_memory_budget_mb()
+    assert ServerConfig.from_keys(memory_budget_mb=4000).admission.memory_budget_mb == 4000

@@ -191,7 +191,7 @@ def test_every_function_maps_to_a_route_of_the_http_app() -> None:
     from starlette.routing import Match
 
     from wasm_runner.http.app import build_app
-    from wasm_runner.http.config import ServerConfig
+    from wasm_runner.settings import ServerConfig
 
     app = build_app(ServerConfig(auth=False))
     for op, args in ((op, EXAMPLES[op.name]) for op in OPERATIONS):

@@ -4,21 +4,29 @@ Each section is a frozen dataclass; its fields are the ``[server]`` keys of the 
 field declares its rule beside its default (``rule(whole(1))``: a whole number of at least 1), so a
 new setting is one line in one section:
 
-- ``AdmissionSettings``: the running cap, the queue, the memory budget, runs waiting for input, and
-  the caps of callers without a key (auth off).
-- ``SessionSettings``: how many sessions, how long they live, forks and snapshots.
-- ``DownloadSettings``: links to files a run wrote: how long, how many bytes, per key.
-- ``ClientBounds``: what a hostile client may send (docs/security.md, "Hostile clients").
-- ``ScaleOutSettings``: several replicas sharing Redis (docs/configuration.md, "Several replicas").
-- ``ToolSettings``: the MCP tools' limits and caps (``wasm-runner mcp``'s flags; over HTTP
-  ``ServerConfig.tools()``, from the server's profile and caps).
+- ``AdmissionSettings`` (``config.admission``): the running cap, the queue, the memory budget, runs
+  waiting for input, and the caps of callers without a key (auth off).
+- ``SessionSettings`` (``config.sessions``): how many sessions, how long they live, forks and snapshots.
+- ``DownloadSettings`` (``config.downloads``): links to files a run wrote: how long, how many bytes, per key.
+- ``ClientBounds`` (``config.client_bounds``): what a hostile client may send (docs/security.md, "Hostile clients").
+- ``ScaleOutSettings`` (``config.scale_out``): several replicas sharing Redis (docs/configuration.md,
+  "Several replicas").
+- ``ToolSettings`` (not part of ``ServerConfig``): the MCP tools' limits and caps (``wasm-runner
+  mcp``'s flags; over HTTP ``ServerConfig.tools()``, from the server's profile and caps).
 
-``ServerConfig`` is every section at once (their fields, flat, as ``[server]`` has them) plus
-who may call (``auth``, ``api_keys``), the policy profiles (``execution.Policy`` values), and the
-audit log; ``config.admission`` and its siblings are the sections on their own. ``load_config``
-reads the TOML file, then the environment (``environment``: the server's ``WASM_RUNNER_*``
-variables, each named after its field, from ``wasm_runner.environment.variables()``, the one
-reader of the process's variables), then the CLI's flags.
+``ServerConfig`` holds the five sections as fields (``config.admission``, ``config.sessions``,
+``config.downloads``, ``config.client_bounds``, ``config.scale_out``: read a setting through its
+section, ``config.admission.max_running``; there is no flat alias) beside its own fields: who may
+call (``auth``, ``api_keys``), the policy profiles (``execution.Policy`` values), the default
+profile, the runtimes, declared host functions, CORS origins, the audit log, the exercises and the
+quick tier. The file and the environment stay flat: every ``[server]`` key is a field of one
+section or of ``ServerConfig`` itself (``SECTION_OF`` maps a key to its section), so an error names
+the key the operator wrote. ``ServerConfig.from_keys(max_running=4, auth=False)`` builds a config
+from flat keys, ``config.with_(max_running=8)`` is a changed copy (both put each key in its
+section). ``load_config`` reads the TOML file, then the environment (``environment``: the server's
+``WASM_RUNNER_*`` variables, each named after its key, from ``wasm_runner.environment.variables()``,
+the one reader of the process's variables), then the CLI's flags. This module is the settings' one
+import path.
 
 A profile names the limits a run gets (``student``: 2 s CPU, 64 MB; ``analyst``: 30 s CPU, 1 GB and
 a read-only data directory). A request may tighten its profile's limits, never loosen them.
@@ -89,9 +97,9 @@ import math
 import os
 import tomllib
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field, fields, replace
+from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 from limits import parse as parse_rate
@@ -108,11 +116,10 @@ from .limits import InvalidLimits, Limits
 __all__ = [
     "AdmissionSettings", "ApiKey", "ClientBounds", "ConfigError", "DEFAULT_PROFILES", "DownloadSettings",
     "DEFAULT_TOOL_LIMITS", "KEY_MAX_CONCURRENT", "KEY_RATE", "LOOPBACK_HOSTS", "Profile", "ScaleOutSettings",
-    "ServerConfig", "SessionSettings", "ToolSettings", "USER_MAX_CONCURRENT", "USER_RATE", "environment",
-    "hash_key", "is_loopback", "load_config", "server_keys",
+    "SECTION_OF", "SECTIONS", "ServerConfig", "SessionSettings", "ToolSettings", "USER_MAX_CONCURRENT", "USER_RATE",
+    "environment", "hash_key", "is_loopback", "load_config", "server_keys",
 ]  # fmt: skip
 
-S = TypeVar("S")
 Rule = Callable[[str, Any], None]  # (setting, value): raises ConfigError when the value is wrong
 FromText = Callable[[str, str], Any]  # (variable, text) -> value, for a WASM_RUNNER_* variable
 
@@ -244,11 +251,6 @@ class _Section:
             check = f.metadata.get("rule")
             if check is not None:
                 check(f.name, getattr(self, f.name))
-
-
-def section(of: Any, kind: type[S]) -> S:
-    """The ``kind`` section of ``of`` (a ``ServerConfig``): its fields' values, on their own."""
-    return kind(**{f.name: getattr(of, f.name) for f in fields(kind)})  # type: ignore[arg-type]
 
 
 # -- the sections ---------------------------------------------------------------------------------
@@ -496,11 +498,13 @@ DEFAULT_PROFILES: dict[str, Policy] = {
 
 # -- the whole server -----------------------------------------------------------------------------
 @dataclass(frozen=True)
-class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientBounds, ScaleOutSettings):
-    """Everything the HTTP app needs to know: every section's settings (flat, as ``[server]`` has
-    them; ``admission``, ``sessions``, ``downloads``, ``client_bounds``, ``scale_out`` are the
-    sections on their own), who may call, the profiles and the audit log. Built by
-    ``load_config`` or directly (tests)."""
+class ServerConfig(_Section):
+    """Everything the HTTP app needs to know: who may call, the profiles, the audit log and the
+    server's own switches (its fields), and the five sections (``admission``, ``sessions``,
+    ``downloads``, ``client_bounds``, ``scale_out``), read as ``config.admission.max_running``.
+    Built by ``load_config``, or directly: ``ServerConfig(auth=False, admission=AdmissionSettings(
+    max_running=4))``, or from the ``[server]`` file's flat keys: ``ServerConfig.from_keys(auth=False,
+    max_running=4)``; ``config.with_(max_running=8)`` is a copy with settings changed."""
 
     auth: bool = field(default=True, metadata=rule(env=_on_off))
     api_keys: tuple[ApiKey, ...] = ()
@@ -517,9 +521,37 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
     # a first start's quick tier (sandbox/default.py): Winch's code answers while Cranelift compiles;
     # off: server-tier runs wait for Cranelift's module (docs/security.md)
     quick_tier: bool = field(default=True, metadata=rule(env=_on_off))
+    # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
+    admission: AdmissionSettings = field(default_factory=AdmissionSettings)
+    sessions: SessionSettings = field(default_factory=SessionSettings)
+    downloads: DownloadSettings = field(default_factory=DownloadSettings)
+    client_bounds: ClientBounds = field(default_factory=ClientBounds)
+    scale_out: ScaleOutSettings = field(default_factory=ScaleOutSettings)
+
+    @classmethod
+    def from_keys(cls, **keys: Any) -> ServerConfig:
+        """A config from ``[server]``'s flat keys (``max_running=4``), each put into its section,
+        with the config's own fields (``auth``, ``api_keys``, ``profiles`` ...) as they are. An
+        unknown key raises ``TypeError`` (``load_config`` names unknown keys first)."""
+        own, parts = _by_section(keys)
+        for name, values in parts.items():
+            base = own.get(name)
+            own[name] = replace(base, **values) if base is not None else SECTIONS[name](**values)
+        return cls(**own)
+
+    def with_(self, **changes: Any) -> ServerConfig:
+        """This config with ``changes`` (flat ``[server]`` keys or own fields) made; checked again."""
+        own, parts = _by_section(changes)
+        for name, values in parts.items():
+            own[name] = replace(own.get(name, getattr(self, name)), **values)
+        return replace(self, **own)
 
     def check(self) -> None:
-        """Raise ``ConfigError`` when a setting is out of its range or settings contradict each other."""
+        """Raise ``ConfigError`` when a setting is out of its range or settings contradict each other
+        (each section checked its own fields when it was made)."""
+        for name, kind in SECTIONS.items():
+            if not isinstance(getattr(self, name), kind):
+                raise ConfigError(f"{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
         if self.default_profile not in self.profiles:
             raise ConfigError(
                 f"default_profile {self.default_profile!r} is not a profile "
@@ -532,48 +564,28 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
             key.check(self.profiles)
 
     def _check_profile(self, profile: Policy) -> None:
-        if profile.limits.memory_mb > self.memory_budget_mb:
+        admission = self.admission
+        if profile.limits.memory_mb > admission.memory_budget_mb:
             raise ConfigError(
                 f"profile {profile.name!r} allows {profile.limits.memory_mb} MB, more than "
-                f"memory_budget_mb={self.memory_budget_mb}"
+                f"memory_budget_mb={admission.memory_budget_mb}"
             )
         held = profile.limits.memory_mb + (
             RESIDENT_MB.get(profile.image or "", 0) if profile.runtime == "default" else 0
         )  # what a session of this profile holds in the budget (http.runs.resident_mb)
-        if held > self.tenant_memory_mb:
+        if held > admission.tenant_memory_mb:
             raise ConfigError(
                 f"profile {profile.name!r} holds {held} MB (memory_mb and its image's "
                 "resident pages), more than one "
-                f"key's share of the memory budget ({self.tenant_memory_mb} MB = "
-                f"tenant_memory_share {self.tenant_memory_share:g} of memory_budget_mb "
-                f"{self.memory_budget_mb}); raise memory_budget_mb or tenant_memory_share"
+                f"key's share of the memory budget ({admission.tenant_memory_mb} MB = "
+                f"tenant_memory_share {admission.tenant_memory_share:g} of memory_budget_mb "
+                f"{admission.memory_budget_mb}); raise memory_budget_mb or tenant_memory_share"
             )
         if profile.runtime not in RUNTIMES:
             raise ConfigError(f"profile {profile.name!r}: unknown runtime {profile.runtime!r}")
         if profile.image not in image_names():
             raise ConfigError(f"profile {profile.name!r}: unknown image {profile.image!r} "
                               f"(images: {', '.join(image_names())})")
-
-    # -- the sections on their own ---------------------------------------------------------
-    @property
-    def admission(self) -> AdmissionSettings:
-        return section(self, AdmissionSettings)
-
-    @property
-    def sessions(self) -> SessionSettings:
-        return section(self, SessionSettings)
-
-    @property
-    def downloads(self) -> DownloadSettings:
-        return section(self, DownloadSettings)
-
-    @property
-    def client_bounds(self) -> ClientBounds:
-        return section(self, ClientBounds)
-
-    @property
-    def scale_out(self) -> ScaleOutSettings:
-        return section(self, ScaleOutSettings)
 
     def tools(self, profile: str | None = None) -> ToolSettings:
         """The MCP tools' settings on this server (``mcp.http``): ``profile``'s limits and runtime
@@ -583,9 +595,9 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
         return ToolSettings(
             limits=chosen.limits,
             runtime=chosen.runtime,
-            max_sessions=self.max_sessions,
-            idle_seconds=self.session_idle_seconds,
-            max_upload_bytes=self.max_file_in_bytes,
+            max_sessions=self.sessions.max_sessions,
+            idle_seconds=self.sessions.session_idle_seconds,
+            max_upload_bytes=self.client_bounds.max_file_in_bytes,
         )
 
     @property
@@ -597,6 +609,41 @@ class ServerConfig(AdmissionSettings, SessionSettings, DownloadSettings, ClientB
         return self.profiles[name or self.default_profile]
 
 
+# ServerConfig's sections by field name; each section's fields are [server] keys, flat in the file
+SECTIONS: dict[str, type[Any]] = {
+    "admission": AdmissionSettings,
+    "sessions": SessionSettings,
+    "downloads": DownloadSettings,
+    "client_bounds": ClientBounds,
+    "scale_out": ScaleOutSettings,
+}
+# every [server] key a section holds -> that section's field name in ServerConfig
+SECTION_OF: dict[str, str] = {f.name: name for name, kind in SECTIONS.items() for f in fields(kind)}
+
+
+def _own_fields() -> list[Field[Any]]:
+    """ServerConfig's fields that are not sections."""
+    return [f for f in fields(ServerConfig) if f.name not in SECTIONS]
+
+
+def _flat_fields() -> list[Field[Any]]:
+    """Every setting as the file and the environment name it: ServerConfig's own fields, then
+    each section's fields."""
+    return _own_fields() + [f for kind in SECTIONS.values() for f in fields(kind)]
+
+
+def _by_section(settings: Mapping[str, Any]) -> tuple[dict[str, Any], dict[str, dict[str, Any]]]:
+    """``settings`` (flat keys) split: ServerConfig's own (and whole sections), and each section's."""
+    own: dict[str, Any] = {}
+    parts: dict[str, dict[str, Any]] = {}
+    for key, value in settings.items():
+        if key in SECTION_OF:
+            parts.setdefault(SECTION_OF[key], {})[key] = value
+        else:
+            own[key] = value
+    return own, parts
+
+
 def hash_key(key: str) -> str:
     """The sha256 hex digest under which an API key is stored and compared."""
     return hashlib.sha256(key.encode("utf-8")).hexdigest()
@@ -605,7 +652,7 @@ def hash_key(key: str) -> str:
 def server_keys() -> set[str]:
     """The keys of ``[server]``: the settings' fields (keys, profiles and functions have tables of
     their own; the cluster secret is never read from the file, only the file naming it)."""
-    return {f.name for f in fields(ServerConfig)} - {"api_keys", "profiles", "functions", "cluster_secret"} | {
+    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "cluster_secret"} | {
         "cluster_secret_file"
     }
 
@@ -679,7 +726,7 @@ def environment(env: Mapping[str, str]) -> dict[str, Any]:
     how its variable reads, and ``WASM_RUNNER_CLUSTER_SECRET_FILE``. The one place that turns the
     server's variables into settings (with ``load_config``'s ``CONFIG``, ``API_KEYS``, ``DATA_DIR``)."""
     out: dict[str, Any] = {}
-    for f in fields(ServerConfig):
+    for f in _flat_fields():
         read: FromText | None = f.metadata.get("env")
         variable = ENV_PREFIX + f.name.upper()
         if read is None or variable not in env:
@@ -769,6 +816,6 @@ def load_config(
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        return ServerConfig(api_keys=tuple(keys), profiles=profiles, functions=functions, **server)
+        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, **server)
     except TypeError as exc:
         raise ConfigError(str(exc)) from None

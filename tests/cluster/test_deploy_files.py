@@ -20,7 +20,7 @@ from wasm_runner.cli import SUBCOMMANDS
 from wasm_runner.scaleout.launcher.children import require_binary
 from wasm_runner.scaleout.launcher.haproxy import INTERNAL_HEADER_PREFIX, render_config
 from wasm_runner.http.cli import _parser as serve_parser
-from wasm_runner.http.config import ServerConfig, load_config
+from wasm_runner.settings import ServerConfig, load_config
 
 ROOT = Path(__file__).resolve().parents[2]
 DEPLOY = ROOT / "deploy"
@@ -138,16 +138,16 @@ def test_the_manifests_settings_are_real_and_fit_together() -> None:
                      "WASM_RUNNER_CLUSTER_SECRET"}  # fmt: skip
     config = load_config(DEPLOY / "server.toml", env=env)
     # each variable reached the setting it names
-    assert config.redis_url == "redis://wasm-runner-redis:6379/0"
-    assert config.advertise_url == "http://10.0.0.5:8000"
-    assert config.cluster_secret == SECRET and [k.name for k in config.api_keys] == ["site"]
+    assert config.scale_out.redis_url == "redis://wasm-runner-redis:6379/0"
+    assert config.scale_out.advertise_url == "http://10.0.0.5:8000"
+    assert config.scale_out.cluster_secret == SECRET and [k.name for k in config.api_keys] == ["site"]
     # the Redis URL names the Redis Service and its port
     redis_service = _one("Service", "wasm-runner-redis")
     assert redis_service["spec"]["ports"][0]["port"] == 6379
     pod = _one("Deployment", "wasm-runner")["spec"]["template"]["spec"]
-    assert pod["terminationGracePeriodSeconds"] > config.drain_seconds
+    assert pod["terminationGracePeriodSeconds"] > config.scale_out.drain_seconds
     limit = _container()["resources"]["limits"]["memory"]
-    assert limit.endswith("Gi") and int(limit[:-2]) * 1024 > config.memory_budget_mb
+    assert limit.endswith("Gi") and int(limit[:-2]) * 1024 > config.admission.memory_budget_mb
     labels = _one("Deployment", "wasm-runner")["spec"]["template"]["metadata"]["labels"]
     assert _one("Service", "wasm-runner")["spec"]["selector"] == labels
     assert _one("PodDisruptionBudget", "wasm-runner")["spec"]["selector"]["matchLabels"] == labels
@@ -197,9 +197,9 @@ def test_the_compose_file_runs_three_replicas_the_cli_accepts_behind_its_haproxy
         env = {k: "site:" + "k" * 32 if k.endswith("API_KEYS") else SECRET if k.endswith("SECRET") else v
                for k, v in service["environment"].items()}  # fmt: skip
         config = load_config(DEPLOY / "server.toml", env=env, advertise_url=args.advertise_url)
-        assert config.redis_url == "redis://redis:6379/0" and config.cluster_secret == SECRET
+        assert config.scale_out.redis_url == "redis://redis:6379/0" and config.scale_out.cluster_secret == SECRET
         grace = int(service["stop_grace_period"].rstrip("s"))
-        assert grace > config.drain_seconds
+        assert grace > config.scale_out.drain_seconds
         ports[name] = args.port
     (volume,) = compose["haproxy"]["volumes"]
     assert volume.split(":")[0] == "./haproxy.cfg"

@@ -27,7 +27,7 @@ from wasm_runner.scaleout.launcher.haproxy import (
     server_states,
     timeouts_for,
 )
-from wasm_runner.http.config import ServerConfig
+from wasm_runner.settings import ServerConfig
 
 HAPROXY = require_binary("haproxy")
 
@@ -115,10 +115,10 @@ def test_generated_config_is_valid_and_its_timeouts_fit_the_profiles(tmp_path: P
     assert check_config(HAPROXY, cfg) is None
     t = timeouts_for(config)
     longest = max(p.limits.wall_seconds for p in config.profiles.values())
-    assert t["server"] >= config.queue_timeout_seconds + longest
+    assert t["server"] >= config.admission.queue_timeout_seconds + longest
     assert t["tunnel"] >= max(p.limits.input_wait_seconds for p in config.profiles.values())
     assert "balance roundrobin" in text and "cookie" not in text and "stick on" not in text
-    assert f"sc0_conn_cur gt {config.max_connections_per_address} }}" in text  # per client, here
+    assert f"sc0_conn_cur gt {config.client_bounds.max_connections_per_address} }}" in text  # per client, here
     # and a broken file is reported in HAProxy's words, not accepted
     cfg.write_text(text.replace("balance roundrobin", "balance nonsense"))
     complaint = check_config(HAPROXY, cfg) or ""
@@ -201,7 +201,8 @@ def test_a_connection_failure_is_retried_on_another_replica(tmp_path: Path) -> N
 
 def test_the_per_client_connection_cap_is_held_by_the_balancer(tmp_path: Path) -> None:
     live = Backend()
-    child, url, _ = _start_haproxy(tmp_path, [("r1", live.port)], ServerConfig(auth=False, max_connections_per_address=4))
+    config = ServerConfig.from_keys(auth=False, max_connections_per_address=4)
+    child, url, _ = _start_haproxy(tmp_path, [("r1", live.port)], config)
     port = int(url.rsplit(":", 1)[1])
     held = [socket.create_connection(("127.0.0.1", port), timeout=5) for _ in range(4)]
     try:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 from tests.support.live_server import live_server, make_config, wait_until
 
-from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, hash_key
+from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, hash_key
 from wasm_runner.http.service import server_memory_mb
 
 

@@ -5,13 +5,13 @@ from __future__ import annotations
 import pytest
 
 from wasm_runner.http.auth import Gatekeeper
-from wasm_runner.http.config import ApiKey, ServerConfig, hash_key
+from wasm_runner.settings import ApiKey, ServerConfig, hash_key
 from wasm_runner.http.errors import ApiError
 
 
 def gatekeeper(**kw: object) -> Gatekeeper:
     keys = (ApiKey("alice", hash_key("k-alice"), rate="2/minute"), ApiKey("bob", hash_key("k-bob")))
-    return Gatekeeper(ServerConfig(api_keys=keys, **kw))  # type: ignore[arg-type]
+    return Gatekeeper(ServerConfig.from_keys(api_keys=keys, **kw))
 
 
 def test_keys_by_bearer_or_header() -> None:

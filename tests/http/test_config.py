@@ -6,7 +6,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_runner.http.config import ConfigError, hash_key, load_config
+from wasm_runner.settings import ConfigError, hash_key, load_config
 from wasm_runner.limits import InvalidLimits
 
 
@@ -48,7 +48,7 @@ rate = "10/second"
         "WASM_RUNNER_DATA_DIR": str(data),
     }
     config = load_config(cfg, env=env)
-    assert config.max_running == 4  # env beats the file
+    assert config.admission.max_running == 4  # env beats the file
     assert config.cors_origins == ("https://course.example",)
     assert config.profiles["student"].limits.cpu_seconds == 1
     assert config.profiles["student"].limits.memory_mb == 64  # kept from the built-in profile
@@ -122,15 +122,16 @@ drain_seconds = 5
         encoding="utf-8",
     )
     config = load_config(cfg, env={"WASM_RUNNER_ADVERTISE_URL": "http://127.0.0.1:9101"})
-    assert config.shared and config.redis_url == "redis://127.0.0.1:6390/0"
-    assert config.cluster_secret == SECRET  # whitespace around the file's text dropped
-    assert (config.lease_ttl_seconds, config.drain_seconds) == (6, 5)
-    assert config.advertise_url == "http://127.0.0.1:9101"
+    scale_out = config.scale_out
+    assert scale_out.shared and scale_out.redis_url == "redis://127.0.0.1:6390/0"
+    assert scale_out.cluster_secret == SECRET  # whitespace around the file's text dropped
+    assert (scale_out.lease_ttl_seconds, scale_out.drain_seconds) == (6, 5)
+    assert scale_out.advertise_url == "http://127.0.0.1:9101"
     assert SECRET not in repr(config)  # never in logs or a dump of the settings
     env = {"WASM_RUNNER_REDIS_URL": "redis://127.0.0.1:6391", "WASM_RUNNER_CLUSTER_SECRET": "t" * 32}
     from_env = load_config(env=env, auth=False)
-    assert from_env.redis_url == "redis://127.0.0.1:6391" and from_env.cluster_secret == "t" * 32
-    assert not load_config(env={}, auth=False).shared  # one host: nothing shared, nothing needed
+    assert from_env.scale_out.redis_url == "redis://127.0.0.1:6391" and from_env.scale_out.cluster_secret == "t" * 32
+    assert not load_config(env={}, auth=False).scale_out.shared  # one host: nothing shared, nothing needed
 
 
 @pytest.mark.parametrize(

@@ -17,7 +17,7 @@ from websockets.sync.client import connect
 
 import wasm_runner.http.cli as serve_cli
 from wasm_runner.http.admission import Admission, Busy
-from wasm_runner.http.config import ConfigError, ServerConfig, load_config
+from wasm_runner.settings import ConfigError, ServerConfig, load_config
 from wasm_runner.http.downloads import DownloadStore
 from wasm_runner.http.errors import ApiError
 from wasm_runner.http.middleware import host_allowed
@@ -38,16 +38,17 @@ from wasm_runner.http.serving import _RedactTokens, address_key
 )
 def test_bad_hardening_settings_are_refused_clearly(setting: str, value: object, words: str) -> None:
     with pytest.raises(ConfigError, match=words):
-        ServerConfig(**{setting: value})  # type: ignore[arg-type]
+        ServerConfig.from_keys(**{setting: value})
 
 
 def test_a_profile_larger_than_one_keys_share_is_refused(tmp_path: Path) -> None:
     with pytest.raises(ConfigError, match="more than one key's share of the memory budget"):
-        ServerConfig(memory_budget_mb=1100)  # analyst: 1024 + 34 MB > 0.6 x 1100
+        ServerConfig.from_keys(memory_budget_mb=1100)  # analyst: 1024 + 34 MB > 0.6 x 1100
     toml = tmp_path / "s.toml"
     toml.write_text('[server]\nallowed_hosts = ["runner.example.org"]\nmax_header_bytes = 8192\n')
     config = load_config(toml, env={"WASM_RUNNER_ALLOWED_HOSTS": "a.example,b.example"})
-    assert config.allowed_hosts == ("a.example", "b.example") and config.max_header_bytes == 8192
+    bounds = config.client_bounds
+    assert bounds.allowed_hosts == ("a.example", "b.example") and bounds.max_header_bytes == 8192
 
 
 def test_host_names() -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 import httpx
 import pytest
 
-from wasm_runner.http.config import ConfigError, load_config
+from wasm_runner.settings import ConfigError, load_config
 
 GROUPBY = ("import numpy as np, pandas as pd, matplotlib.pyplot as plt\n"
            "df = pd.DataFrame({'g': np.arange(100) % 5, 'v': np.arange(100.0)})\n"

@@ -15,7 +15,7 @@ import httpx
 from tests.support.live_server import live_server, make_config, wait_until
 from tests.http.test_interactive import open_ws, receive, until
 
-from wasm_runner.http.config import ApiKey, hash_key
+from wasm_runner.settings import ApiKey, hash_key
 
 SOLO = "solo-key"
 THINKER = "name = input('Name? ')\nprint('hi', name)"

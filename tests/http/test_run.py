@@ -134,7 +134,7 @@ def test_rate_limit_gives_429_with_retry_after(server: LiveServer) -> None:
 
 def test_every_bad_request_is_a_clear_4xx(api: httpx.Client, server: LiveServer) -> None:
     json_type = {"content-type": "application/json"}
-    too_big = b"x" * (server.config.max_body_bytes + 1)
+    too_big = b"x" * (server.config.client_bounds.max_body_bytes + 1)
     nan_limits = json.dumps({"code": "x", "limits": {"cpu_seconds": float("nan")}})
     bad_b64 = [{"name": "a", "content_base64": "%%%"}]
     bad_name = [{"name": "/etc/x", "content_base64": ""}]

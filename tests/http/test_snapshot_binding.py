@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 from tests.support.live_server import KEY, live_server, make_config
 
-from wasm_runner.http.config import hash_key
+from wasm_runner.settings import hash_key
 from wasm_runner.sandbox import sealing
 
 OCTETS = {"Content-Type": "application/octet-stream"}

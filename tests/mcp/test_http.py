@@ -23,7 +23,7 @@ from starlette.routing import Route
 
 from tests.support import mcp_checks as checks
 from wasm_runner.execution import Caller
-from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
+from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 from wasm_runner.http.service import Service
 from wasm_runner.limits import Limits
 from wasm_runner.mcp.http import McpHttp

@@ -26,7 +26,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 
 from wasm_runner.http.app import build_app
-from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
+from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
 from wasm_runner.http.service import Service, server_memory_mb
 from wasm_runner.limits import Limits
 
@@ -59,7 +59,7 @@ def _config(tmp_path: Path, **overrides: Any) -> ServerConfig:
         "audit_log": tmp_path / "audit.jsonl",
     }
     settings.update(overrides)
-    return ServerConfig(**settings)
+    return ServerConfig.from_keys(**settings)
 
 
 @contextlib.contextmanager

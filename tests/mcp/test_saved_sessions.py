@@ -23,7 +23,7 @@ from mcp.client.streamable_http import streamable_http_client
 from mcp.shared._httpx_utils import create_mcp_http_client
 from tests.support import mcp_checks as checks
 from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config, wait_until
-from wasm_runner.http.config import DEFAULT_PROFILES
+from wasm_runner.settings import DEFAULT_PROFILES
 from wasm_runner.limits import Limits
 
 pytestmark = pytest.mark.timeout(900)

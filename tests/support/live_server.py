@@ -21,7 +21,7 @@ from starlette.applications import Starlette
 
 from server import create_app
 from wasm_runner.http.serving import uvicorn_config
-from wasm_runner.http.config import DEFAULT_PROFILES, ApiKey, Profile, ServerConfig, hash_key
+from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, Profile, ServerConfig, hash_key
 from wasm_runner.limits import Limits
 
 KEY = "alice-key"
@@ -118,7 +118,7 @@ def make_config(tmp_path: Path, **overrides: object) -> ServerConfig:
         "snapshot_dir": str(tmp_path / "paused-sessions"),  # not the user's cache folder
     }
     settings.update(overrides)
-    return ServerConfig(**settings)  # type: ignore[arg-type]
+    return ServerConfig.from_keys(**settings)
 
 
 def b64(data: bytes) -> str:

@@ -1,9 +1,8 @@
 """The HTTP face of wasm-runner: a Starlette app over the sandbox (assembled by ``server.py``).
 
-One module per concept:
+One module per concept (the settings are ``wasm_runner.settings``, read as sections:
+``config.admission``, ``config.client_bounds`` ...):
 
-- ``config``: the settings' old import path; they are ``wasm_runner.settings`` (TOML +
-  ``WASM_RUNNER_*`` environment, in sections).
 - ``auth``: API keys and per-key rate limits; ``users``: user ids within a key; ``admission``:
   global cap, memory budget, queue.
 - ``internal``: the guard of calls another replica passed on (signed, ``X-Wasm-Runner-Internal-*``)

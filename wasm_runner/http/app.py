@@ -99,13 +99,13 @@ def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> S
     middleware = [
         Middleware(CloseWhenBodyUnread),
         Middleware(SecurityHeaders, embed_origins=config.cors_origins),
-        Middleware(HostGuard, allowed_hosts=config.allowed_hosts),
+        Middleware(HostGuard, allowed_hosts=config.client_bounds.allowed_hosts),
         Middleware(
             BodyGuard,
-            max_bytes=config.max_body_bytes,
-            total_seconds=config.body_timeout_seconds,
-            idle_seconds=config.body_idle_seconds,
-            bounds={"/api/sessions/resume": config.max_snapshot_bytes},  # a snapshot's own bound
+            max_bytes=config.client_bounds.max_body_bytes,
+            total_seconds=config.client_bounds.body_timeout_seconds,
+            idle_seconds=config.client_bounds.body_idle_seconds,
+            bounds={"/api/sessions/resume": config.sessions.max_snapshot_bytes},  # a snapshot's own bound
         ),
         # X-Wasm-Runner-Internal-* headers: only a signed hop from another replica (internal.py)
         Middleware(InternalGuard, forwarding=service.forwarding,

@@ -94,9 +94,9 @@ def key_tenant(key: ApiKey) -> Tenant:
 def anonymous_tenant(config: ServerConfig, client: str) -> Tenant:
     """The tenant of a client address when auth is off."""
     return Tenant(
-        f"anonymous:{client}", (), config.anonymous_rate, config.anonymous_max_concurrent,
-        user_rate=config.anonymous_user_rate,
-        user_max_concurrent=config.anonymous_user_max_concurrent, anonymous=True,
+        f"anonymous:{client}", (), config.admission.anonymous_rate, config.admission.anonymous_max_concurrent,
+        user_rate=config.admission.anonymous_user_rate,
+        user_max_concurrent=config.admission.anonymous_user_max_concurrent, anonymous=True,
     )  # fmt: skip
 
 
@@ -179,10 +179,10 @@ class Gatekeeper:
         self.config = config
         self._keys: tuple[ApiKey, ...] = config.api_keys
         self._by_name = {k.name: k for k in config.api_keys}
-        self.users = UserIds(config.cluster_secret)
+        self.users = UserIds(config.scale_out.cluster_secret)
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {}
-        self._failed_rate = parse(config.failed_auth_rate)
+        self._failed_rate = parse(config.client_bounds.failed_auth_rate)
         self._shared = shared
         self._shared_limiter: AsyncMovingWindowRateLimiter | None = None
 

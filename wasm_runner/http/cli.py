@@ -16,7 +16,6 @@ from __future__ import annotations
 import argparse
 import sys
 from collections.abc import Sequence
-from dataclasses import replace
 
 __all__ = ["main"]
 
@@ -88,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         )
         return 2
     wildcard = args.host in ("0.0.0.0", "::", "")
-    if config.allowed_hosts == LOOPBACK_HOSTS and not is_loopback(args.host):
+    if config.client_bounds.allowed_hosts == LOOPBACK_HOSTS and not is_loopback(args.host):
         if wildcard:
             print(
                 f"wasm-runner serve: listening on {args.host or 'every address'} needs the host "
@@ -97,8 +96,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                 file=sys.stderr,
             )
             return 2
-        config = replace(config, allowed_hosts=(*config.allowed_hosts, args.host))
-    if config.shared and config.advertise_url is None:
+        config = config.with_(allowed_hosts=(*config.client_bounds.allowed_hosts, args.host))
+    if config.scale_out.shared and config.scale_out.advertise_url is None:
         if not is_loopback(args.host) or args.port == 0:
             print(
                 "wasm-runner serve: with redis_url set, other replicas must reach this one: pass "
@@ -108,7 +107,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             )
             return 2
         host = f"[{args.host}]" if ":" in args.host else args.host
-        config = replace(config, advertise_url=f"http://{host}:{args.port}")
+        config = config.with_(advertise_url=f"http://{host}:{args.port}")
     if config.locked:
         print(
             "wasm-runner serve: API keys are required but none are configured. Add [[api_keys]] "
@@ -137,7 +136,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             timeout_graceful_shutdown=AFTER_DRAIN_SECONDS,
         ),
         app.state.service.drain,
-        config.drain_seconds,
+        config.scale_out.drain_seconds,
     )
     server.run()
     return 0

@@ -24,12 +24,12 @@ def snapshot_store(config: ServerConfig, writer: str | None) -> SnapshotStore | 
     """Where this server's paused sessions go (``snapshot_dir``, default
     ``<cache>/paused-sessions``; ``writer``: the replica id, else one per process), or None when
     sessions never pause (``session_pause_seconds = 0``)."""
-    if not config.session_pause_seconds:
+    if not config.sessions.session_pause_seconds:
         return None
     from ..cache import cache_dir
 
-    root = Path(config.snapshot_dir) if config.snapshot_dir else cache_dir() / "paused-sessions"
-    return SnapshotStore(root, writer=writer, key_budget_bytes=config.snapshot_key_bytes)
+    root = Path(config.sessions.snapshot_dir) if config.sessions.snapshot_dir else cache_dir() / "paused-sessions"
+    return SnapshotStore(root, writer=writer, key_budget_bytes=config.sessions.snapshot_key_bytes)
 
 
 class SessionRecovery:
@@ -74,7 +74,7 @@ class SessionRecovery:
         if saved is None or not self.readable(session_id, entry):
             return None
         limits = Limits.from_dict(json.loads(saved.limits)).validate()
-        ttl = self.config.session_paused_lifetime_seconds
+        ttl = self.config.sessions.session_paused_lifetime_seconds
         if not await self.directory.take_over(session_id, entry, saved, ttl):
             return False
         log.info("session %s… of a lost replica: resumed here from its snapshot", session_id[:6])

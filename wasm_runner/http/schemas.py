@@ -368,8 +368,9 @@ async def read_model(
     if empty_ok and not raw.strip():
         raw = b"{}"
     config = getattr(getattr(request.app.state, "service", None), "config", None)
-    structure = getattr(config, "max_json_structure", MAX_JSON_STRUCTURE)
-    depth = getattr(config, "max_json_depth", MAX_JSON_DEPTH)
+    bounds = getattr(config, "client_bounds", None)  # ClientBounds; none outside a server's app
+    structure = getattr(bounds, "max_json_structure", MAX_JSON_STRUCTURE)
+    depth = getattr(bounds, "max_json_depth", MAX_JSON_DEPTH)
 
     held = [raw]
     del raw

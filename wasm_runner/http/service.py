@@ -122,8 +122,8 @@ def snapshot_secret(config: ServerConfig) -> bytes:
     from ..sandbox.sealing import default_secret
 
     shared = None
-    if config.cluster_secret:
-        shared = hmac.new(config.cluster_secret.encode(), b"wasm-runner session snapshots",
+    if config.scale_out.cluster_secret:
+        shared = hmac.new(config.scale_out.cluster_secret.encode(), b"wasm-runner session snapshots",
                           hashlib.sha256).digest()  # fmt: skip
     return default_secret(shared)
 
@@ -279,7 +279,7 @@ class Service:
             raise ConfigError(str(exc)) from None
         self.exercises = ExerciseCatalog(config.exercises_dir)  # /api/exercises
         # where sessions and download links live, for every replica (scaleout.directory)
-        self.directory = directory_for(self.shared, config.advertise_url)
+        self.directory = directory_for(self.shared, config.scale_out.advertise_url)
         self.downloads = DownloadStore(
             downloads.download_ttl_seconds, downloads.download_store_bytes,
             downloads.download_tenant_bytes, directory=self.directory,
@@ -308,7 +308,7 @@ class Service:
             on_done=record.record,
             pool_for=self.pools.pool_for,
             memory_for=resident_mb,
-            prepare=ready_within(self.warmup, config.queue_timeout_seconds),
+            prepare=ready_within(self.warmup, config.admission.queue_timeout_seconds),
             # a parked run (waiting for input) keeps its worker thread
             workers=admission.max_running + admission.max_waiting_runs + 4,
             max_sessions=sessions.max_sessions,
@@ -325,10 +325,10 @@ class Service:
         # the internal hop: who holds a session or link, and the call relayed to it
         self.forwarding = Forwarding(
             self.directory, self.sessions.holds,
-            Signer(config.cluster_secret) if config.cluster_secret else None,
+            Signer(config.scale_out.cluster_secret) if config.scale_out.cluster_secret else None,
         )  # fmt: skip
         longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
-        self.hop = Hop(self.forwarding, read_timeout=longest + config.queue_timeout_seconds + 30.0,
+        self.hop = Hop(self.forwarding, read_timeout=longest + config.admission.queue_timeout_seconds + 30.0,
                        recover=None if self.snapshots is None else SessionRecovery(
                            config, self.snapshots, self.directory, self.sessions, self.gatekeeper.vouched))
         # the drain on SIGTERM (http.serving.DrainingServer)
@@ -455,18 +455,18 @@ class Service:
             raise ApiError(422, "invalid_limits", str(exc)) from None
 
     def files_in(self, files: list[FileIn]) -> dict[str, bytes]:
-        if len(files) > self.config.max_files_in:
+        if len(files) > self.config.client_bounds.max_files_in:
             raise ApiError(
-                422, "too_many_files", f"at most {self.config.max_files_in} files may be sent"
+                422, "too_many_files", f"at most {self.config.client_bounds.max_files_in} files may be sent"
             )
         out: dict[str, bytes] = {}
         for f in files:
             content = f.content()
-            if len(content) > self.config.max_file_in_bytes:
+            if len(content) > self.config.client_bounds.max_file_in_bytes:
                 raise ApiError(
                     422, "file_too_large",
                     f"file {f.name!r} is {len(content)} bytes; the limit is "
-                    f"{self.config.max_file_in_bytes} bytes",
+                    f"{self.config.client_bounds.max_file_in_bytes} bytes",
                 )  # fmt: skip
             out[f.name] = content
         return out

@@ -256,24 +256,24 @@ def install_log_redaction() -> None:
 
 def uvicorn_config(app: Any, config: ServerConfig, **kwargs: Any) -> uvicorn.Config:
     """A ``uvicorn.Config`` serving ``app`` with the bounds of ``config`` (see the module doc)."""
-    guard = ConnectionGuard(config.max_connections, config.max_connections_per_address)
+    guard = ConnectionGuard(config.client_bounds.max_connections, config.client_bounds.max_connections_per_address)
     http = type(
         "GuardedH11Protocol",
         (GuardedH11Protocol,),
-        {"guard": guard, "header_timeout": config.header_timeout_seconds},
+        {"guard": guard, "header_timeout": config.client_bounds.header_timeout_seconds},
     )
     ws = type(
         "GuardedWebSocketProtocol",
         (GuardedWebSocketProtocol,),
-        {"guard": guard, "first_message_bytes": config.ws_first_message_bytes},
+        {"guard": guard, "first_message_bytes": config.client_bounds.ws_first_message_bytes},
     )
     install_log_redaction()
     settings: dict[str, Any] = {
         "http": http,
         "ws": ws,
-        "h11_max_incomplete_event_size": config.max_header_bytes,
-        "timeout_keep_alive": config.keep_alive_seconds,
-        "ws_max_size": config.max_body_bytes + WS_MARGIN_BYTES,
+        "h11_max_incomplete_event_size": config.client_bounds.max_header_bytes,
+        "timeout_keep_alive": config.client_bounds.keep_alive_seconds,
+        "ws_max_size": config.client_bounds.max_body_bytes + WS_MARGIN_BYTES,
         "ws_per_message_deflate": False,
         "server_header": False,
     }

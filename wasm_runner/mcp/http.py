@@ -149,7 +149,8 @@ class McpHttp:
             return tenant  # type: ignore[no-any-return]
 
         return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
-                   catalog=service.catalog, locate=service.hop.take_over, max_body_bytes=config.max_body_bytes)
+                   catalog=service.catalog, locate=service.hop.take_over,
+                   max_body_bytes=config.client_bounds.max_body_bytes)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""

@@ -76,7 +76,7 @@ async def get_bundle(request: Request) -> Response:
 async def check_exercise(request: Request) -> Response:
     service, ex = _exercise(request)
     tenant = await service.caller(request)
-    body = await read_model(request, CheckRequest, service.config.max_body_bytes)
+    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
     profile, base_limits, runtime = service.policy(tenant, body.profile, None)
     profile = dataclasses.replace(profile, files_out=False, display=False)
     limits = ex.run_limits(base_limits)

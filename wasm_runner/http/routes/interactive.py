@@ -110,7 +110,7 @@ async def _first_message(
         raise ApiError(413, "body_too_large", f"the run message is over {max_bytes} bytes")
     config = service.config
     message = await asyncio.get_running_loop().run_in_executor(
-        None, decode_json, raw, config.max_json_structure, config.max_json_depth
+        None, decode_json, raw, config.client_bounds.max_json_structure, config.client_bounds.max_json_depth
     )
     who: dict[str, str | None] = {}
     for name in ("api_key", "user", "user_token"):
@@ -124,14 +124,14 @@ async def _first_message(
 async def interactive_endpoint(ws: WebSocket) -> None:
     service = service_of(ws)
     config = service.config
-    if not origin_allowed(ws, config.cors_origins, config.allowed_hosts):
+    if not origin_allowed(ws, config.cors_origins, config.client_bounds.allowed_hosts):
         await ws.close(code=1008, reason="origin not allowed")
         return
     # A key in the handshake (header, subprotocol, query) lets a full-size run message through;
     # without one, the first message is capped small before it is buffered (serving.py).
-    first_max = config.ws_first_message_bytes
+    first_max = config.client_bounds.ws_first_message_bytes
     if service.gatekeeper.would_authenticate(ws.headers, ws.query_params, allow_query=True):
-        first_max = config.max_body_bytes + WS_MARGIN_BYTES
+        first_max = config.client_bounds.max_body_bytes + WS_MARGIN_BYTES
         _set_max_message(ws, first_max)
     offered = ws.scope.get("subprotocols", [])
     await ws.accept(subprotocol=WS_SUBPROTOCOL if WS_SUBPROTOCOL in offered else None)

@@ -20,7 +20,7 @@ __all__ = ["job_from_request", "run_endpoint", "routes"]
 async def job_from_request(service: Service, request: Request, kind: str) -> tuple[Job, RunRequest]:
     """Authenticate, read and validate a run request and resolve its policy (shared with stream)."""
     tenant = await service.caller(request)
-    body = await read_model(request, RunRequest, service.config.max_body_bytes)
+    body = await read_model(request, RunRequest, service.config.client_bounds.max_body_bytes)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     job = Job(
         tenant=tenant,

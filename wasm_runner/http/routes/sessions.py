@@ -49,7 +49,7 @@ __all__ = [
 async def create_session(request: Request) -> Response:
     service = service_of(request)
     tenant = await service.caller(request)
-    body = await read_model(request, SessionCreate, service.config.max_body_bytes, empty_ok=True)
+    body = await read_model(request, SessionCreate, service.config.client_bounds.max_body_bytes, empty_ok=True)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     live = await service.sessions.create(tenant, profile, limits, runtime)
     return SafeJSONResponse(live.describe(), status_code=201)
@@ -89,7 +89,7 @@ async def delete_session(request: Request) -> Response:
 async def _session_job(
     request: Request, service: Service, tenant: Tenant, live: LiveSession, kind: str
 ) -> tuple[Job, SessionRunRequest]:
-    body = await read_model(request, SessionRunRequest, service.config.max_body_bytes)
+    body = await read_model(request, SessionRunRequest, service.config.client_bounds.max_body_bytes)
     limits = service.tighten(live.limits, body.limits)
     job = Job(
         tenant=tenant,
@@ -148,7 +148,7 @@ async def fork_session(request: Request) -> Response:
     if relayed is not None:
         return relayed
     assert live is not None
-    body = await read_model(request, SessionFork, service.config.max_body_bytes, empty_ok=True)
+    body = await read_model(request, SessionFork, service.config.client_bounds.max_body_bytes, empty_ok=True)
     copies = await service.sessions.fork(live, tenant, body.copies, keep_seeds=body.keep_seeds)
     return SafeJSONResponse({"sessions": [c.describe() for c in copies]}, status_code=201)
 
@@ -160,7 +160,7 @@ async def snapshot_session(request: Request) -> Response:
         return relayed
     assert live is not None
     owner, user = service.snapshot_binding(tenant)  # the key's id, and the user of a user token
-    expires_at = time.time() + service.config.snapshot_expiry_seconds
+    expires_at = time.time() + service.config.sessions.snapshot_expiry_seconds
     blob = await service.sessions.snapshot(live, owner=owner, secret=service.snapshot_secret, user=user,
                                            expires_at=expires_at)  # fmt: skip
     return Response(
@@ -196,7 +196,7 @@ async def resume_session(request: Request) -> Response:
         service.policy(tenant, asked, None)
     SNAPSHOT_UPLOADS.take(tenant.name, 1)
     try:
-        blob = await read_body(request, service.config.max_snapshot_bytes)
+        blob = await read_body(request, service.config.sessions.max_snapshot_bytes)
         (owner, user), secret = service.snapshot_binding(tenant), service.snapshot_secret
         recorded, runtime = service.sessions.label(blob, owner=owner, secret=secret, user=user, need_expiry=True)
         if asked is not None and recorded and asked != recorded:

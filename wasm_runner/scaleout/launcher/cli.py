@@ -87,7 +87,7 @@ def main(argv: Sequence[str] | None = None) -> int:
              "WASM_RUNNER_API_KEYS=name:key, or use --no-auth for local use.")  # fmt: skip
         return 2
     allowed = tuple(args.allowed_host or ())
-    if not is_loopback(args.host) and not allowed and config.allowed_hosts == LOOPBACK_HOSTS:
+    if not is_loopback(args.host) and not allowed and config.client_bounds.allowed_hosts == LOOPBACK_HOSTS:
         _say(f"on {args.host} the replicas need the host names clients use: pass --allowed-host "
              "NAME (repeatable) or set allowed_hosts in [server]")  # fmt: skip
         return 2
@@ -101,7 +101,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         allowed_hosts=allowed, log_level=args.log_level, ready_timeout=args.ready_timeout,
         # the replicas share this host's memory: each gets its part of the default budget
         memory_budget_mb=default_memory_budget_mb(shares=args.replicas)
-        if config.memory_budget_mb == default_memory_budget_mb() else None,
+        if config.admission.memory_budget_mb == default_memory_budget_mb() else None,
     )  # fmt: skip
 
     stop = threading.Event()

@@ -74,15 +74,15 @@ def timeouts_for(config: ServerConfig) -> dict[str, int]:
     """HAProxy timeouts (seconds) that fit the longest run and input wait the profiles allow."""
     longest_run = max(p.limits.wall_seconds for p in config.profiles.values())
     longest_wait = max(p.limits.input_wait_seconds for p in config.profiles.values())
-    server = math.ceil(config.queue_timeout_seconds + longest_run + 30)
+    server = math.ceil(config.admission.queue_timeout_seconds + longest_run + 30)
     return {
         "connect": 1,
         "server": server,
         "client": server,
         "tunnel": math.ceil(max(server, longest_wait + 60)),
-        "http-request": math.ceil(config.header_timeout_seconds + 5),
-        "http-keep-alive": math.ceil(config.keep_alive_seconds),
-        "queue": math.ceil(config.queue_timeout_seconds),
+        "http-request": math.ceil(config.client_bounds.header_timeout_seconds + 5),
+        "http-keep-alive": math.ceil(config.client_bounds.keep_alive_seconds),
+        "queue": math.ceil(config.admission.queue_timeout_seconds),
     }
 
 
@@ -91,7 +91,8 @@ def render_config(host: str, port: int, replicas: Sequence[tuple[str, int]], con
     """haproxy.cfg for a frontend on ``host:port`` and ``replicas`` ``(name, port)`` on 127.0.0.1."""
     t = timeouts_for(config)
     # the replica's connection cap from HAProxy's one address, shared by the two backends
-    total = max(2, config.max_connections_per_address - CONNECTION_MARGIN)
+    per_address = config.client_bounds.max_connections_per_address
+    total = max(2, per_address - CONNECTION_MARGIN)
     mcp_maxconn = max(1, total // 4)
     maxconn = total - mcp_maxconn
     lines = [
@@ -117,7 +118,7 @@ def render_config(host: str, port: int, replicas: Sequence[tuple[str, int]], con
         # the replicas see only HAProxy's address: the per-client connection cap is held here
         "    stick-table type ipv6 size 100k expire 60s store conn_cur",
         "    tcp-request connection track-sc0 src",
-        f"    tcp-request connection reject if {{ sc0_conn_cur gt {config.max_connections_per_address} }}",
+        f"    tcp-request connection reject if {{ sc0_conn_cur gt {per_address} }}",
         f"    http-request del-header {INTERNAL_HEADER_PREFIX} -m beg",
         "    http-request del-header X-Forwarded-For",
         "    http-request del-header X-Forwarded-Proto",

@@ -117,7 +117,7 @@ class Cluster:
         self.redis_quiet = False
         self.say(f"redis-server {self.redis_url} (pid {redis_child.pid})")
         extra = {CLUSTER_SECRET_ENV: self.secret}
-        if not self.config.snapshot_dir:  # one folder for every replica's paused sessions
+        if not self.config.sessions.snapshot_dir:  # one folder for every replica's paused sessions
             extra[SNAPSHOT_DIR_ENV] = str(self.workdir / "paused-sessions")
         if self.options.memory_budget_mb is not None:
             extra[MEMORY_BUDGET_ENV] = str(self.options.memory_budget_mb)
@@ -247,7 +247,7 @@ class Cluster:
         """Replicas drain (SIGTERM, then SIGKILL after the drain bound), then HAProxy, then Redis."""
         drain = self.options.drain_seconds
         if drain is None:
-            drain = float(getattr(self.config, "drain_seconds", 30.0))
+            drain = self.config.scale_out.drain_seconds
         replicas = self.replicas
         for part in replicas:
             part.child.stopping = True
