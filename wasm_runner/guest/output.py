@@ -1,5 +1,5 @@
 # A guest program's output, for both tiers: the server's CPython on WASI (guest/runner.py) and
-# the browser's Pyodide (web/src/bootstrap.py.js). Part of the guest package ``_wasm_runner_guest``
+# the browser's Pyodide (guest/browser.py). Part of the guest package ``_wasm_runner_guest``
 # (guest/install.py): plain Python, standard library only, run inside the guest.
 #
 # sys.stdout and sys.stderr share one pending buffer that keeps the order in which the two were

@@ -1,7 +1,8 @@
 # The guest-side wrapper. It runs inside the sandbox (compiled once by the guest itself and loaded
 # with marshal, see sandbox/wrapper.py, after the guest package ``_wasm_runner_guest`` it uses:
 # guest/install.py, output.py, tracebacks.py, limits.py, figures.py, shared with the browser
-# tier), and is trusted by nobody: the host decides every status from what it saw itself. It
+# tier; program.py holds what both tiers do around a program: reseeding, argv, the last
+# expression), and is trusted by nobody: the host decides every status from what it saw itself. It
 # reads jobs from the host's control channel on fd 0 (length-prefixed JSON frames), runs each,
 # and reports on fd 0.
 #
@@ -25,7 +26,7 @@ def _wr_main():
         return step()
     import sys, os, json, gc, io, time
 
-    from _wasm_runner_guest import output, tracebacks, limits, figures
+    from _wasm_runner_guest import output, tracebacks, limits, figures, program
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
     _write, _exit = os.write, os._exit
@@ -64,15 +65,12 @@ def _wr_main():
     # ---- figures: plt.show() puts them in the job's outputs ---------------------------------
     job_outputs = [[]]
 
-    def figures_to(outputs):
-        def emit(data):
-            outputs.append({"kind": "image", "mime": "image/png", "data": data})
-        try:
-            figures.capture(emit)
-        except Exception as e:
-            outputs.append({"kind": "text", "mime": "text/plain", "data": "figure capture failed: %r" % (e,)})
+    def emitter(outputs):
+        def emit(kind, mime, data):
+            outputs.append({"kind": kind, "mime": mime, "data": data})
+        return emit
 
-    figures.ShowBackend.on_show = lambda: figures_to(job_outputs[0])
+    figures.ShowBackend.on_show = lambda: program.show_figures(emitter(job_outputs[0]), figures.capture)
     sys.meta_path.append(figures.ShowBackend)
 
     def find_turtle(name, path=None, target=None):
@@ -132,22 +130,6 @@ def _wr_main():
         except BaseException:
             pass
 
-    def show_value(value, outputs):
-        if value is None:
-            return
-        html = getattr(value, "_repr_html_", None)
-        text = repr(value)
-        if callable(html):
-            try:
-                h = html()
-                if h:
-                    outputs.append({"kind": "table", "mime": "text/html", "data": str(h)})
-            except Exception:
-                pass
-            outputs.append({"kind": "table", "mime": "text/plain", "data": text})
-        else:
-            outputs.append({"kind": "text", "mime": "text/plain", "data": text})
-
     # the program sees (and sets) the recursion limit as in ``python main.py`` (guest/limits.py)
     recursion = limits.RecursionLimit()
     recursion.install()
@@ -158,25 +140,13 @@ def _wr_main():
         recursion.begin(limits.frames_below(sys._getframe()), recursion.get())
         code = job["code"]
         filename = job.get("filename") or "<string>"
+        display = job.get("display")
+        emit = emitter(outputs)
         status = 0
         memory_error = False
-        try:
-            import linecache
-            linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-        except Exception:
-            pass
-        tail = None
-        try:
-            if job.get("display") is True:  # "figures": plots only, no echo of the last value
-                import ast
-                tree = compile(code, filename, "exec", ast.PyCF_ONLY_AST)
-                last = None
-                if tree.body and isinstance(tree.body[-1], ast.Expr):
-                    last = ast.Expression(tree.body.pop().value)
-                body = compile(tree, filename, "exec")
-                tail = compile(last, filename, "eval") if last is not None else None
-            else:
-                body = compile(code, filename, "exec")
+        program.prepare(filename, code)  # sys.argv and the source for tracebacks
+        try:  # "figures": plots only, no echo of the last value
+            body, tail = program.compile_program(code, filename, program.echoes(display))
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
             print_exception(e, 99)
             flush()
@@ -184,8 +154,7 @@ def _wr_main():
         try:
             exec(body, ns)
             if tail is not None:
-                value = eval(tail, ns)
-                show_value(value, outputs)
+                program.show(eval(tail, ns), emit)
         except SystemExit as e:
             status = exit_code_of(e)
         except BaseException as e:
@@ -196,32 +165,12 @@ def _wr_main():
                 memory_error = memory_error or isinstance(again, MemoryError)
                 last_words(type(e).__name__)
             status = 1
-        try:
-            if job.get("display"):
-                figures_to(outputs)
-            svg = figures.turtle_svg()
-            if svg:  # a turtle drawing is the program's output: shown whatever `display` says
-                outputs.append({"kind": "image", "mime": "image/svg+xml", "data": svg})
+        try:  # open figures (as `display` says), the turtle's drawing (always)
+            program.at_end(display, emit, figures.capture, figures.turtle_svg)
             flush()
         except BaseException:
             pass
         return status, outputs, memory_error
-
-    def reseed():
-        # An image or a warm slot imported these before the run and they seeded themselves
-        # then: give every run its own seeds (from the host's random_get), once, at its start.
-        r = sys.modules.get("random")
-        if r is not None:
-            r.seed()
-        npr = sys.modules.get("numpy.random")
-        if npr is not None:
-            try:
-                npr.seed()
-            except Exception:
-                pass
-        t = sys.modules.get("tempfile")
-        if t is not None:
-            t._name_sequence = None
 
     os.environ.clear()
     os.environ.update({"HOME": "/scratch", "LANG": "C.UTF-8", "MPLBACKEND": "module://wasm_runner_show",
@@ -264,7 +213,7 @@ def _wr_main():
                     continue
                 if not seeded or job.get("reseed"):  # a fork's copy: seeds of its own
                     seeded = True
-                    reseed()
+                    program.reseed()  # an image or a warm slot seeded them before the run
                 os.chdir(job.get("cwd", "/scratch"))
                 if job.get("session"):
                     if session_ns is None:
@@ -272,10 +221,7 @@ def _wr_main():
                     ns = session_ns
                 else:
                     ns = main_mod.__dict__
-                    for k in list(ns):
-                        if k not in keep:
-                            del ns[k]
-                sys.argv = [job.get("filename") or "-c"]
+                    program.clear(ns, keep)
                 try:
                     code, outputs, memory_error = run_job(job, ns)
                 except BaseException as e:  # the wrapper itself failed (memory exhausted): still report
@@ -293,16 +239,12 @@ def _wr_main():
                     # the report goes first: should freeing what the program left (a structure nested
                     # a million deep) exhaust the stack, how the program ended is known already
                     os.write(0, report.encode())
-                    for k in list(ns):
-                        if k not in keep:
-                            del ns[k]
+                    program.clear(ns, keep)
                     gc.collect()  # unclosed files are flushed
                     flush()
                     break
                 if not job.get("session"):
-                    for k in list(ns):
-                        if k not in keep:
-                            del ns[k]
+                    program.clear(ns, keep)
                     gc.collect()
                     flush()
                 os.write(0, report.encode())

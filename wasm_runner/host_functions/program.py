@@ -4,7 +4,8 @@ user's code, exactly as the wrapper would run it alone.
 The wrapper (``guest/runner.py``) runs one program per job and knows nothing of host functions.
 A run with functions hands it a two-line loader instead of the user's code: the first line
 runs ``SETUP`` (codec.py and ``guest/host_module.py`` loaded from source as modules, ``host``
-put in ``sys.modules``, the user's code compiled under its own file name and run in the job's
+put in ``sys.modules``, the user's code compiled under its own file name, as the wrapper would
+(the guest package's ``program`` module, ``guest/program.py``), and run in the job's
 namespace), the second (only when the last expression's value is shown) evaluates the user's
 last expression. Everything of ours is compiled under the wrapper's own file name
 (``WRAPPER_FILE``): the wrapper drops those frames from tracebacks, so the user sees the
@@ -45,21 +46,9 @@ def load(name, src):
 host = load('host', host_src)
 host._wr_setup(load('wasm_runner_codec', codec_src), names, docs, max_bytes)
 sys.modules['host'] = host
-sys.argv = [filename]
-try:
-    import linecache
-    linecache.cache[filename] = (len(code), None, code.splitlines(True), filename)
-except Exception:
-    pass
-tail = None
-if show_last:
-    import ast
-    tree = compile(code, filename, 'exec', ast.PyCF_ONLY_AST)
-    if tree.body and isinstance(tree.body[-1], ast.Expr):
-        tail = compile(ast.Expression(tree.body.pop().value), filename, 'eval')
-    body = compile(tree, filename, 'exec')
-else:
-    body = compile(code, filename, 'exec')
+from _wasm_runner_guest import program
+program.prepare(filename, code)
+body, tail = program.compile_program(code, filename, show_last)
 host._wr_keep_last(tail, namespace)
 exec(body, namespace)
 """

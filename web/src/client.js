@@ -8,6 +8,9 @@ const TIERS = ["browser", "server", "auto"];
 const REFUSED = new WeakSet(); // results made here because the server did not run the program
 const STARTED = new WeakSet(); // server results of runs that started there
 
+/** A run's `display` option, the same for both tiers: "figures" unless true or false is asked. */
+const displayOf = (options) => (options.display === true || options.display === false ? options.display : "figures");
+
 /**
  * A runner bound to one wasm-runner server (the asset origin).
  * @param {object} [options]
@@ -164,8 +167,9 @@ export class Runner {
    * Run `code`. Options: tier, stdin, limits, onOutput({stream, text}), onRich(output),
    * onInput(prompt) -> Promise<string|null> (enables interactive input()), onStatus, signal,
    * functions ({name: function}: this page's functions the program may call in the browser
-   * tier, besides those of `expose`). Resolves with the result object; `result.tier` says where
-   * it ran.
+   * tier, besides those of `expose`), display (true: figures and the last expression's value, as
+   * a notebook cell's; "figures", the default: figures only; false: only those plt.show() shows;
+   * the same on both tiers). Resolves with the result object; `result.tier` says where it ran.
    */
   run(code, options = {}) {
     const tier = this.resolveTier(options.tier);
@@ -230,6 +234,7 @@ export class Runner {
         interactive: typeof options.onInput === "function",
         filename: typeof options.filename === "string" ? options.filename : null,
         functions: [...exposed.keys()],
+        display: displayOf(options),
       }));
     });
   }
@@ -239,8 +244,8 @@ export class Runner {
     const body = { code };
     if (options.stdin !== undefined && options.stdin !== null) body.stdin = options.stdin;
     if (options.limits) body.limits = options.limits;
-    // figures from plt.show() and those left open, without echoing the last expression: as in the browser
-    body.display = "figures";
+    // by default figures from plt.show() and those left open, without echoing the last expression
+    body.display = displayOf(options);
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);

@@ -3,7 +3,7 @@
 // Runs inside the sandbox frame in a browser, or directly in Node for tests.
 import {
   HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
-  checkLimits, checkRequest, emptyResult, invalidResult, isFilename, isFunctionNames, isMessage, message,
+  checkLimits, checkRequest, emptyResult, invalidResult, isDisplay, isFilename, isFunctionNames, isMessage, message,
 } from "./protocol.js";
 
 const encoder = new TextEncoder();
@@ -239,13 +239,16 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [] }) {
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures" }) {
     let problem = checkRequest(code, stdin);
     if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
       problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
     }
     if (!problem && functions !== null && functions !== undefined && !isFunctionNames(functions)) {
       problem = "functions must be a list of Python names (letters, digits, _; not starting with _)";
+    }
+    if (!problem && display !== null && display !== undefined && !isDisplay(display)) {
+      problem = "display must be true, false or \"figures\"";
     }
     if (problem) return invalidResult(problem, this.runtimeName());
     const checked = checkLimits(limits);
@@ -284,7 +287,7 @@ export class RunController {
       run.started = performance.now();
       this.armDeadline(run, Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
       if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
-      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions] }));
+      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions], display: isDisplay(display) ? display : "figures" }));
     }
     return run.done;
   }

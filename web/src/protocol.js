@@ -66,6 +66,8 @@ export const isFunctionNames = (v) => Array.isArray(v) && v.length <= 1000 && v.
 const isChunk = (c) => isObject(c) && (c.stream === "stdout" || c.stream === "stderr") && isString(c.text);
 /** A program's file name as tracebacks show it: short, printable, no path separators. */
 export const isFilename = (v) => isString(v) && /^[\w.<>-]{1,64}$/.test(v);
+/** A run's `display`, as the server's API has it: true (figures and the last expression's value), "figures", false. */
+export const isDisplay = (v) => v === true || v === false || v === "figures";
 
 /** The name the playground and the embed give every program, on both tiers. */
 export const STUDENT_FILENAME = "main.py";
@@ -131,7 +133,7 @@ export function checkRequest(code, stdin) {
 // Shapes of messages crossing a boundary. Each returns true only for a well-formed message.
 const SHAPES = {
   // parent -> frame
-  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)),
+  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)) && (m.display === undefined || isDisplay(m.display)),
   "stop": (m) => isRunId(m.id),
   "input": (m) => isRunId(m.id) && (m.text === null || isString(m.text)),
   // a call of the page's functions: the program's request (JSON text; worker -> frame -> page,

@@ -506,6 +506,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     // The slot is cleared when a run ends (below) and by the controller before it sends a run;
     // not here: a Stop of this run may already be in it.
     const filename = typeof request.filename === "string" && request.filename ? request.filename : "<string>";
+    // the last expression's value shown (true), figures only ("figures", the default) or neither
+    const display = request.display === true || request.display === false ? request.display : "figures";
     current = {
       id: request.id,
       limits: request.limits,
@@ -546,8 +548,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       // Without isolation, input() suspends the stack (JSPI: callPromising + run_sync); with
       // it, a plain call is enough (input() waits with Atomics) and keeps asyncio out of the way.
       post(message("status", { id: run.id, text: "running" })); // packages loaded: the wall clock starts
-      let pair = jspi && !shared ? await runPy.callPromising(request.code, filename) : runPy(request.code, filename);
-      if (pair === undefined || pair === null) pair = await runPyAsync(request.code, filename);
+      let pair = jspi && !shared ? await runPy.callPromising(request.code, filename, display) : runPy(request.code, filename, display);
+      if (pair === undefined || pair === null) pair = await runPyAsync(request.code, filename, display);
       [outcome, exitCode] = pair.toJs();
       pair.destroy();
     } catch (error) {
