@@ -39,10 +39,6 @@ def test_the_scan_sees_the_known_errors() -> None:
     assert len(found) >= 20
 
 
-# preinit.py's bytes are part of every image's cache key: editing it rebuilds and recompiles every
-# image (about 20 minutes of CPU on a busy 2-core machine). Its ImageError joins the root together
-# with the next change to the image's inputs (issue 23), and leaves this set then.
-_WITH_THE_NEXT_IMAGE_CHANGE = {"wasm_runner.preinit.ImageError"}
 # codec.py is also shipped as source into both instances of a check (exercises/crossing.py), so it
 # imports the standard library only and its error cannot name the root.
 _STANDARD_LIBRARY_ONLY = {"wasm_runner.codec.PlainDataError", "wasm_runner.codec.TooLarge"}
@@ -51,7 +47,7 @@ _STANDARD_LIBRARY_ONLY = {"wasm_runner.codec.PlainDataError", "wasm_runner.codec
 def test_every_exception_of_the_package_derives_from_the_root() -> None:
     outside = [name for name, cls in _exception_classes().items()
                if cls is not WasmRunnerError and not issubclass(cls, WasmRunnerError)]
-    assert sorted(outside) == sorted(_WITH_THE_NEXT_IMAGE_CHANGE | _STANDARD_LIBRARY_ONLY)
+    assert sorted(outside) == sorted(_STANDARD_LIBRARY_ONLY)
 
 
 @pytest.mark.parametrize(("cls", "standard"), [

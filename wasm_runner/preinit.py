@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its bytes are in every image's cache key (docs/development.md).
 """Pre-initialized wasm modules written from a live instance, the way Wizer does it.
 
 ``write_image`` takes the original module's bytes and the state of an instance that ran to a
@@ -28,6 +29,8 @@ from __future__ import annotations
 import struct
 from collections.abc import Iterator
 from dataclasses import dataclass
+
+from .errors import WasmRunnerError
 
 __all__ = [
     "C_STACK_MARGIN",
@@ -79,7 +82,7 @@ _CONST_OP = {_I32: 0x41, _I64: 0x42, _F32: 0x43, _F64: 0x44}
 _END = 0x0B
 
 
-class ImageError(ValueError):
+class ImageError(WasmRunnerError, ValueError):
     """The module cannot be pre-initialized this way (the reason says why)."""
 
 

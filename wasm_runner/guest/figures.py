@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
 # Figures a program drew, for both tiers: matplotlib's open figures as PNG (at plt.show() and when
 # a run ends) and the window-less turtle's drawing as SVG. Part of the guest package
 # ``_wasm_runner_guest`` (guest/install.py): plain Python, standard library only, run inside the

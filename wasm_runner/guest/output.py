@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
 # A guest program's output, for both tiers: the server's CPython on WASI (guest/runner.py) and
 # the browser's Pyodide (guest/browser.py). Part of the guest package ``_wasm_runner_guest``
 # (guest/install.py): plain Python, standard library only, run inside the guest.

@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
 # Running one program, for both tiers: what the server's runner (guest/runner.py) and the
 # browser's (guest/browser.py, generated into web/src/bootstrap.py.js) do alike around the
 # user's code. Part of the guest package ``_wasm_runner_guest`` (guest/install.py): plain Python,

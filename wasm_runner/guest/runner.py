@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
 # The guest-side wrapper. It runs inside the sandbox (compiled once by the guest itself and loaded
 # with marshal, see sandbox/wrapper.py, after the guest package ``_wasm_runner_guest`` it uses:
 # guest/install.py, output.py, tracebacks.py, limits.py, figures.py, shared with the browser

@@ -1,3 +1,4 @@
+# EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
 # An uncaught exception as a student reads it, for both tiers. Part of the guest package
 # ``_wasm_runner_guest`` (guest/install.py): plain Python, standard library only, run inside the
 # guest.
