@@ -18,150 +18,37 @@ import tempfile
 import threading
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Protocol, TypeVar
+from typing import Any, TypeVar
 
+from ..execution.gate import Claims, Ticket
+from ..execution.job import Job, OutputCallback
+from ..execution.policy import CallerLike, PolicyLike
+from ..execution.refusal import Refused
+from ..execution.running import Runner
 from ..host_functions import InvalidFunctions
 from ..limits import Limits
 from ..result import FileOut, Result
-from .gate import Claims, Ticket
-from .job import Job, OutputCallback
-from .policy import CallerLike, PolicyLike
-from .refusal import Refused
-from .running import Runner
-from .saved_folders import seal_folders, unseal_folders
-from .snapshot_store import Pausing, SavedState, SavedStateMissing, SnapshotStoreFull
-from .snapshot_store import missing_saved as _missing_saved
+from .directory import SessionListener
+from .folders import seal_folders, unseal_folders
+from .live import LiveSession
+from .paused import PausedStoreFull, Pausing, SavedState, SavedStateMissing
+from .paused import missing_saved as _missing_saved
 
-__all__ = ["LiveSession", "SessionListener", "SessionStore"]
+__all__ = ["SessionStore"]
 
 _T = TypeVar("_T")
 
 ORPHAN_SWEEP_SECONDS = 300.0  # how often snapshots without a session are looked for
 ORPHAN_RETRY_SECONDS = 10.0  # ...and how soon after a sweep that failed
 
-log = logging.getLogger("wasm_runner.execution")
+log = logging.getLogger("wasm_runner.sessions")
 
 Folders = tuple[Path | None, Path | None]  # a session's (data_dir, out_dir)
 
 
 def _str(path: Path | None) -> str | None:
     return str(path) if path else None
-
-
-@dataclass(eq=False)
-class LiveSession:
-    """One open session and what the executor tracks about it.
-
-    ``root`` is its private folder when it was opened with ``private_folders`` (``data/`` shown
-    read-only at ``/data``, ``out/`` writable at ``/out``), deleted when the session ends; its
-    files are stored with each of its snapshots, so another process can resume it.
-    """
-
-    id: str
-    tenant: str
-    profile: PolicyLike
-    limits: Limits
-    runtime: str
-    session: Any  # wasm_runner Session
-    reservation: Ticket | None
-    created: float
-    idle_seconds: float
-    max_lifetime_seconds: float
-    root: Path | None = None
-    last_used: float = 0.0
-    calls: int = 0
-    uploaded_bytes: int = 0  # into the private /data
-    lock: asyncio.Lock = field(default_factory=asyncio.Lock)
-    cancel: threading.Event | None = None  # the running call's
-    closed: bool = False
-    seen: dict[str, FileOut] = field(default_factory=dict)  # guest path -> last content seen
-    claim: Ticket | None = None  # its place in a count shared with other processes (Claims)
-    caller: CallerLike | None = field(default=None, repr=False)  # who opened it (caps on resume)
-    # -- pausing (``Pausing``) --
-    paused_lifetime_seconds: float = 0.0  # > 0: it can be paused; kept this long after its last use
-    paused: bool = False  # its instance is freed; ``session`` is None until it is resumed
-    saved_calls: int = -1  # the calls its stored snapshot includes (-1: none stored)
-    saved_bytes: int = 0
-    snapshot_writer: str | None = None  # whose folder its snapshot is in (None: this process's)
-    snapshot_error: dict[str, str] | None = None  # why the last snapshot was not stored
-    saving: asyncio.Future[None] | None = None  # the snapshot being written in the background
-    save_started: bool = False  # ...and it has begun (no longer cancelled by a call)
-    save_tried_at: float | None = None  # when its last save began (monotonic; None: never)
-    lost_cells: list[int] = field(default_factory=list)  # resumed from an older snapshot: the calls lost
-    moved: bool = False  # resumed here after the process that held it was lost (a face says so once)
-
-    @property
-    def data_dir(self) -> Path | None:
-        return self.root / "data" if self.root is not None else None
-
-    @property
-    def alive(self) -> bool:
-        """Open, and its instance usable (or paused, to be resumed by its next call)."""
-        return not self.closed and (self.paused or bool(self.session.alive))
-
-    @property
-    def saved(self) -> bool:
-        """Whether its stored snapshot holds its state now (it may be paused)."""
-        return self.saved_calls == self.calls and self.snapshot_error is None
-
-    @property
-    def can_pause(self) -> bool:
-        return self.paused_lifetime_seconds > 0 and self.snapshot_error is None
-
-    def idle_limit(self) -> float:
-        """Seconds without a call after which it ends."""
-        return self.paused_lifetime_seconds if self.can_pause else self.idle_seconds
-
-    def lifetime_left(self, now: float) -> float:
-        """Seconds until its whole life ends, however it is used (a session that can pause lives
-        at least as long as a paused one is kept)."""
-        lifetime = max(self.max_lifetime_seconds, self.paused_lifetime_seconds if self.can_pause else 0.0)
-        return self.created + lifetime - now
-
-    def expires_in(self, now: float) -> float:
-        return min(self.last_used + self.idle_limit() - now, self.lifetime_left(now))
-
-    def new_files(self, result: Result) -> list[FileOut]:
-        """Files in ``result`` that are new or changed since the previous call; remembers them."""
-        fresh = [f for f in result.files if self.seen.get(f.path) != f]
-        for f in result.files:
-            self.seen[f.path] = f
-        return fresh
-
-    def describe(self, now: float | None = None) -> dict[str, Any]:
-        now = time.monotonic() if now is None else now
-        out: dict[str, Any] = {
-            "id": self.id,
-            "profile": self.profile.name,
-            "runtime": self.runtime,
-            "limits": self.limits.to_dict(),
-            "alive": self.alive,
-            "calls": self.calls,
-            "idle_expires_in": round(max(0.0, self.last_used + self.idle_limit() - now), 3),
-            "lifetime_expires_in": round(max(0.0, self.lifetime_left(now)), 3),
-        }
-        if self.paused_lifetime_seconds > 0:
-            out["paused"] = self.paused
-            out["saved"] = self.saved
-            if self.snapshot_error is not None:
-                out["snapshot_error"] = dict(self.snapshot_error)
-        if self.lost_cells:
-            out["lost_cells"] = list(self.lost_cells)
-        return out
-
-
-class SessionListener(Protocol):
-    """Told when a session opens, is used and closes (the HTTP server's session directory, so
-    other replicas can find a session's owner). ``opened`` may refuse with an exception: the
-    session is then closed and the exception raised to the caller."""
-
-    async def opened(self, live: LiveSession) -> None: ...
-
-    async def used(self, live: LiveSession) -> None: ...
-
-    async def closed(self, live: LiveSession) -> None: ...
 
 
 class SessionStore:
@@ -533,7 +420,7 @@ class SessionStore:
             live.save_started, live.save_tried_at = True, time.monotonic()
             try:
                 size = await asyncio.shield(self.executor.call(save))
-            except SnapshotStoreFull as exc:
+            except PausedStoreFull as exc:
                 live.snapshot_error = {"code": exc.code, "message": exc.message}
                 log.warning("a session snapshot was not stored: %s", exc.message)
             except Exception as exc:  # it ended, a link in its folders, the disk...
@@ -1024,7 +911,7 @@ class SessionStore:
         The snapshot is hostile input: ``Refused`` ``snapshot_refused`` (403 ``foreign``, else
         422; ``details`` name the reason) unless it authenticates for
         ``owner`` and fits this profile's image and limits. Nothing of it is read before.
-        ``folders``: the sealed private folders of a saved state (``saved_folders``): the new
+        ``folders``: the sealed private folders of a saved state (``folders``): the new
         session gets private folders holding their files; ``saved_id`` names it in the audit."""
         from ..limits import InvalidLimits
         from ..sandbox import SnapshotFailed, SnapshotRefused
@@ -1089,7 +976,7 @@ class SessionStore:
             raise _refusal(exc) from None
         return label.profile, label.runtime
 
-    # -- saved states (a handle kept server-side, ``SnapshotStore.save_state``) -----------------
+    # -- saved states (a handle kept server-side, ``PausedStore.save_state``) -----------------
     def _saved_store(self) -> Pausing:
         if self.pausing is None:
             raise Refused(
@@ -1116,7 +1003,7 @@ class SessionStore:
 
         try:
             state = await self._sealed(live, tenant, owner=live.tenant, secret=pausing.secret, then=keep)
-        except SnapshotStoreFull as exc:
+        except PausedStoreFull as exc:
             self._event("save_refused", live, {"reason": exc.code})
             raise Refused(507, exc.code, exc.message) from None
         except ValueError as exc:  # its folders hold too much
@@ -1182,7 +1069,7 @@ def _files_under(folder: Path, guest: str) -> dict[str, FileOut]:
 
 def _restore_folders(root: Path, folders: bytes | None, *, owner: str, secret: bytes | None) -> int:
     """``root``'s ``data/`` and ``out/`` emptied, then filled from ``folders`` (sealed,
-    ``saved_folders``; None: left empty); returns the bytes of ``data/`` (its uploads)."""
+    ``folders``; None: left empty); returns the bytes of ``data/`` (its uploads)."""
     for name in ("data", "out"):
         shutil.rmtree(root / name, ignore_errors=True)
         (root / name).mkdir(mode=0o700)

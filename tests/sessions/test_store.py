@@ -14,7 +14,8 @@ import pytest
 from tests.execution.gates import CountingGate
 
 from wasm_runner import Limits, Sandbox, Status
-from wasm_runner.execution import Caller, CallerLike, Executor, Job, LiveSession, Policy, Refused, Ticket
+from wasm_runner.execution import Caller, CallerLike, Executor, Job, Policy, Refused, Ticket
+from wasm_runner.sessions import LiveSession
 
 T = TypeVar("T")
 ALICE = Caller("alice", max_concurrent=2)
@@ -24,7 +25,7 @@ LIMITS = Limits(memory_mb=64)
 
 
 class Told:
-    """A session listener that writes down what it is told (``execution.SessionListener``)."""
+    """A session listener that writes down what it is told (``sessions.SessionListener``)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
