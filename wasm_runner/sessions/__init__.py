@@ -16,8 +16,14 @@ Where things live (reading order):
   Redis, are ``scaleout.directory``'s;
 - ``folders``: a session's private folders (``/data``, ``/out``): made, copied for a fork, sealed
   with its state and restored;
-- ``paused``: the paused-session store (``PausedStore``, ``PausedStoreFull``, ``SavedState``);
-- ``store``: ``SessionStore``, the one session manager: open, get, run, upload, close, sweep;
+- ``paused``: the paused-session store (``PausedStore``, ``PausedStoreFull``, ``SavedState``) and
+  how a store pauses (``Pausing``: its ``PausedStore``, after how long, for how long);
+- ``SessionStore``, the one session manager, is one class whose jobs are one module each, each a
+  layer of it, imported only downwards: ``base`` (``StoreBase``: the table of open sessions, the
+  caps, what the listener and the audit are told), ``pausing`` (pause idle sessions, save them in
+  the background, wake them, adopt a lost owner's, sweep orphaned snapshots, hand sessions over on
+  a drain), ``forking`` (fork, snapshot, resume, label), ``saved`` (saved states: save, load,
+  delete) and ``store`` (``SessionStore``: open, get, run, upload, close, sweep);
 - ``recovery``: ``SessionRecovery``, a lost owner's session resumed here from its stored state.
 
 The one-instance core stays in ``sandbox/``: ``sandbox/session.py`` (``Session``: one instance's
