@@ -31,7 +31,7 @@ class SavingSessions(ForkingSessions):
     async def save(self, live: LiveSession, tenant: CallerLike) -> SavedState:
         """Keep ``live``'s state (its snapshot, and its private folders' files) on the server under
         a new handle of ``tenant``'s, for ``Pausing.lifetime_seconds``; the session goes on.
-        ``Refused``: 501 without a snapshot store, 409 while it runs a call, 422 when it cannot be
+        ``Refused``: 501 without a paused-session store, 409 while it runs a call, 422 when it cannot be
         saved, 507 (``snapshot_budget``, ``snapshot_disk_full``) when it does not fit: nothing is
         kept and the session stays live."""
         pausing = self._saved_store()
