@@ -290,8 +290,8 @@ class AdmissionSettings(_Section):
 
 @dataclass(frozen=True)
 class SessionSettings(_Section):
-    """Sessions (``execution.SessionStore``): how many live ones in all, idle and lifetime expiry,
-    and idle sessions paused to disk (``execution.snapshot_store``; docs/configuration.md)."""
+    """Sessions (``sessions.SessionStore``): how many live ones in all, idle and lifetime expiry,
+    and idle sessions paused to disk (``sessions.paused``; docs/configuration.md)."""
 
     max_sessions: int = field(default=64, metadata=rule(whole(1)))  # all keys' live ones (a class of 30 fits)
     session_idle_seconds: float = field(default=300.0, metadata=rule(seconds))

@@ -1,7 +1,7 @@
 """A session whose replica died resumes on another (issue 25 item 3): two real ``wasm-runner serve``
 processes on 127.0.0.1 sharing a real redis-server and one snapshot folder; the owner is killed
 with SIGKILL, and the other replica, reached by the next call, resumes the session from its last
-snapshot (``http/relay.py``'s lost path, ``http.recovery.SessionRecovery``) instead of ``410``;
+snapshot (``http/relay.py``'s lost path, ``sessions.SessionRecovery``) instead of ``410``;
 an MCP tool session moves, with its files, to the replica its key's MCP calls reach."""
 
 from __future__ import annotations

@@ -15,7 +15,7 @@ from pathlib import Path
 
 import httpx
 import pytest
-from wasm_runner.execution.snapshot_store import SnapshotStore
+from wasm_runner.sessions import PausedStore
 from tests.support.live_server import OTHER_KEY, LiveServer, live_server, make_config, wait_until
 from tests.support.live_server import session_cell as cell
 from tests.support.live_server import session_state as state
@@ -260,16 +260,16 @@ def test_a_failed_orphan_sweep_is_tried_again_soon(tmp_path: Path, monkeypatch: 
     dead.mkdir(parents=True)
     (dead / "orphanSessionId.snap").write_bytes(b"left behind")
     (store_dir / "deadwriter0002.alive").write_bytes(b"")
-    real_sweep = SnapshotStore.sweep
+    real_sweep = PausedStore.sweep
     failures = []
 
-    def sweep_failing_once(self: SnapshotStore, *args: object, **kw: object) -> int:
+    def sweep_failing_once(self: PausedStore, *args: object, **kw: object) -> int:
         if not failures:
             failures.append(1)
             raise OSError("the disk said no, once")
         return real_sweep(self, *args, **kw)  # type: ignore[arg-type]
 
-    monkeypatch.setattr(SnapshotStore, "sweep", sweep_failing_once)
+    monkeypatch.setattr(PausedStore, "sweep", sweep_failing_once)
     config = make_config(tmp_path, session_pause_seconds=PAUSE_SECONDS, snapshot_dir=str(store_dir))
     with live_server(config) as live:
         assert wait_until(lambda: bool(failures), timeout=60)

@@ -1,4 +1,4 @@
-"""One way into the sandbox for every face: ``Executor`` runs ``Job``s and keeps ``SessionStore``.
+"""One way into the sandbox for every face: ``Executor`` runs ``Job``s and keeps a session store.
 
 Every face describes a guest run as a ``Job`` (who asks, under which policy, what code and input)
 and hands it to an ``Executor``:
@@ -11,9 +11,9 @@ and hands it to an ``Executor``:
 
 ``Executor.run`` admits a job, runs the blocking sandbox call on a worker thread (cancelled when
 the awaiting task is), and reports how it ended; ``Executor.run_sync`` is the same call on the
-caller's thread for code without an event loop (the CLI). ``SessionStore`` is the one session
-manager: per-key and global caps, memory held in the gate for a session's whole life, one call at
-a time, idle and lifetime expiry, and (with ``Pausing``) idle sessions paused to disk.
+caller's thread for code without an event loop (the CLI). ``Executor.sessions`` is its one
+session manager (``wasm_runner.sessions.SessionStore``: the session package, which uses this one's
+runner, jobs, gate, policies and refusal through their modules).
 
 This is a core package: it imports no web or MCP framework. A refusal is a ``Refused`` (status,
 stable code, one plain sentence) that the HTTP face answers as JSON and the MCP face as a tool
@@ -21,11 +21,9 @@ error.
 
 Reading order: ``refusal`` (``Refused``), ``policy`` (``Caller``, ``Policy``: who asks, under which
 policy), ``job`` (``Job``), ``gate`` (admission as the executor sees it: ``Gate``, ``Ticket``,
-``Claims``), ``snapshot_store`` (``SnapshotStore``, ``Pausing``: where paused sessions are
-kept, and sessions saved under a handle: ``SavedState``), ``saved_folders`` (a saved session's
-private folders, sealed), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
-session store uses of its executor), ``sessions`` (``LiveSession``, ``SessionStore``), ``executor``
-(``Executor``, a ``Runner`` with its ``SessionStore``). The
+``Claims``), ``running`` (``Runner``: a job admitted, run on a worker thread, recorded; what the
+session store uses of its executor), ``executor`` (``Executor``, a ``Runner`` with its
+``SessionStore``). The
 names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
 """
 
@@ -34,11 +32,5 @@ from .gate import Claims, Gate, Ticket
 from .job import Job
 from .policy import Caller, CallerLike, Policy, PolicyLike
 from .refusal import Refused
-from .sessions import LiveSession, SessionListener, SessionStore
-from .snapshot_store import Pausing, SavedState, SnapshotStore, SnapshotStoreFull
 
-__all__ = [
-    "Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "LiveSession", "Pausing", "Policy",
-    "PolicyLike", "Refused", "SavedState", "SessionListener", "SessionStore", "SnapshotStore", "SnapshotStoreFull",
-    "Ticket",
-]  # fmt: skip
+__all__ = ["Caller", "CallerLike", "Claims", "Executor", "Gate", "Job", "Policy", "PolicyLike", "Refused", "Ticket"]

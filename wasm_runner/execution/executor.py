@@ -1,6 +1,6 @@
 """``Executor``: the one way every face reaches guests. It admits a ``Job`` (its ``Gate``), runs the
 blocking sandbox call on a worker thread (cancelled when the awaiting task is), records how it
-ended (``on_done``) and keeps the one ``SessionStore``. Admission, the worker threads and the record
+ended (``on_done``) and keeps the one ``sessions.SessionStore``. Admission, the worker threads and the record
 of each run are its ``running.Runner``'s, which the session store uses too.
 
 ``run_sync`` is the same call on the caller's thread for code without an event loop (the CLI).
@@ -15,11 +15,10 @@ from typing import Any, Unpack
 
 from ..host_functions import InvalidFunctions
 from ..result import Result
+from ..sessions import Pausing, SessionListener, SessionStore
 from .gate import Claims
 from .job import Job, OutputCallback
 from .running import MemoryFor, OnDone, PoolFor, Prepare, Runner, RunnerOptions, SandboxFor
-from .sessions import SessionListener, SessionStore
-from .snapshot_store import Pausing
 
 __all__ = ["Executor", "MemoryFor", "OnDone", "PoolFor", "Prepare", "SandboxFor"]
 

@@ -7,9 +7,9 @@ One module per concept (the settings are ``wasm_runner.settings``, read as secti
   global cap, memory budget, queue.
 - ``internal``: the guard of calls another replica passed on (signed, ``X-Wasm-Runner-Internal-*``)
   and who their caller was; ``relay``: a session call or download relayed to the replica that
-  holds it; ``recovery``: where paused sessions are kept, and a lost replica's session resumed
-  here from its snapshot. What replicas share (Redis state, leases, the directory, signing, the drain) is
-  ``wasm_runner.scaleout``.
+  holds it (a lost replica's session is resumed here by ``wasm_runner.sessions.SessionRecovery``).
+  What replicas share (Redis state, leases, the directory, signing, the drain) is
+  ``wasm_runner.scaleout``; sessions themselves are ``wasm_runner.sessions``.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
 - ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
   ``wasm_runner.execution.Executor``: admission as its gate, its one session store (HTTP and MCP

@@ -6,7 +6,7 @@ signed internal headers, never the client's API key) and answers with the owner'
 (status, body, ``Content-Type``, ``Retry-After``, ``X-Request-Id`` ...) as it arrives: an SSE
 stream is relayed chunk by chunk, never buffered (``Relay``). An owner that refuses the connection
 or does not accept it within ``CONNECT_TIMEOUT_SECONDS`` is gone: a session whose entry records a
-snapshot is resumed here (``recover``: ``http.recovery.SessionRecovery``; the call is then answered
+snapshot is resumed here (``recover``: ``sessions.SessionRecovery``; the call is then answered
 here), else ``410 session_lost`` (a link: ``410 download_lost``) and a tombstone in the directory.
 See ``scaleout/forwarding.py``.
 """
@@ -26,7 +26,7 @@ from starlette.responses import Response
 from starlette.types import Message, Receive, Scope, Send
 
 from ..execution import Refused
-from ..scaleout.directory import Entry
+from ..sessions import Entry
 from ..scaleout.forwarding import CONNECT_TIMEOUT_SECONDS, Forwarding, lost
 from ..scaleout.signing import target_of
 from .errors import ApiError, error_response
@@ -254,7 +254,7 @@ class Hop:
 
 _AGAIN = Response(status_code=503)  # a marker: another replica took the session over; look again
 class Recover(Protocol):
-    """A lost owner's session resumed here (``http.recovery.SessionRecovery``)."""
+    """A lost owner's session resumed here (``sessions.SessionRecovery``)."""
 
     async def __call__(self, session_id: str, entry: Entry, tenant: str) -> bool | None:
         """True: resumed here; False: another replica took it over; None: it cannot be."""

@@ -21,9 +21,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import (
-    CallerLike, Executor, Job, Pausing, Policy, PolicyLike, Refused, Ticket,
-)  # fmt: skip
+from ..execution import CallerLike, Executor, Job, Policy, PolicyLike, Refused, Ticket
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
@@ -35,6 +33,7 @@ from ..scaleout.forwarding import Forwarding
 from ..scaleout.leases import Lease, Leases
 from ..scaleout.signing import Signer
 from ..scaleout.state import SharedState
+from ..sessions import Pausing, SessionRecovery, paused_store
 from ..warmup import Warmup
 from .admission import Admission, Busy
 from .admission import Ticket as AdmissionTicket
@@ -48,7 +47,6 @@ from .guests import busy_error
 from .internal import internal_call
 from .metrics import Metrics
 from . import runs
-from .recovery import SessionRecovery, snapshot_store
 from .relay import Hop
 from .runs import ProfilePools, RunRecord, prepare_estimate, ready_within, resident_mb, sandbox_made, server_sandbox
 from .schemas import FileIn, LimitsRequest
@@ -292,7 +290,9 @@ class Service:
                              estimate=functools.partial(prepare_estimate, quick_tier=config.quick_tier))
         record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
         # idle sessions paused to disk (None: never), in the folder replicas share
-        self.snapshots = snapshot_store(config, self.shared.replica_id if self.shared else None)
+        self.snapshots = paused_store(
+            sessions.snapshot_dir, self.shared.replica_id if self.shared else None, sessions.snapshot_key_bytes,
+        ) if sessions.session_pause_seconds else None  # fmt: skip
         pausing = None
         if self.snapshots is not None:
             pausing = Pausing(
@@ -330,7 +330,9 @@ class Service:
         longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
         self.hop = Hop(self.forwarding, read_timeout=longest + config.admission.queue_timeout_seconds + 30.0,
                        recover=None if self.snapshots is None else SessionRecovery(
-                           config, self.snapshots, self.directory, self.sessions, self.gatekeeper.vouched))
+                           self.snapshots, self.directory, self.sessions, self.gatekeeper.vouched,
+                           profiles=config.profiles, runtimes=config.runtimes,
+                           paused_lifetime_seconds=sessions.session_paused_lifetime_seconds))
         # the drain on SIGTERM (http.serving.DrainingServer)
         self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
         held, store = self.admission, self.sessions

@@ -1,4 +1,4 @@
-"""What the MCP tools add to the one session manager (``wasm_runner.execution.SessionStore``).
+"""What the MCP tools add to the one session manager (``wasm_runner.sessions.SessionStore``).
 
 Sessions the tools open live in the same store as the HTTP API's sessions (same caps per key,
 same memory budget, same expiry). Each tool session is opened with a private folder: ``data/``
@@ -17,7 +17,8 @@ from pathlib import Path
 
 from .. import inputs
 from ..errors import WasmRunnerError
-from ..execution import CallerLike, LiveSession, Refused, SessionStore
+from ..execution import CallerLike, Refused
+from ..sessions import LiveSession, SessionStore
 
 __all__ = [
     "Locate", "SessionError", "check_file_name", "find", "find_anywhere", "gone_message", "moved_message",

@@ -12,16 +12,16 @@ process that holds it) and its tenant::
                                    "saved": {"writer": "…", "saved_calls": 3, "calls": 3, …}}
     wasm-runner:download:<token>  the same, for a file link (no "saved")
 
-A session's ``saved`` (``Saved``) records its stored snapshot (``execution.snapshot_store``): whose
+A session's ``saved`` (``sessions.Saved``) records its stored snapshot (``sessions.paused``): whose
 folder it is in, the calls it includes and the calls made, and what another replica needs to
 resume it (profile, runtime, limits, when it opened). When the owner is lost, the replica that
 gets the next call takes the entry over (``take_over``: a compare-and-set, one replica wins) and
-resumes the session from that snapshot (``http.relay``, ``http.recovery.SessionRecovery``).
+resumes the session from that snapshot (``http.relay``, ``sessions.SessionRecovery``).
 
 A session's key lives as long as the session may (``LiveSession.expires_in``: the sooner of its
 idle and lifetime expiry, plus ``GRACE_SECONDS``) and is written again after every call and every snapshot (one SET); it is written
 when the session opens and deleted when it closes (a ``DELETE``, a limit that ended it, expiry,
-drain or shutdown), through the session store's listener (``execution.SessionListener``). A link's
+drain or shutdown), through the session store's listener (``sessions.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
 own, and the first call that finds the owner gone replaces the key by a tombstone for the rest of
 its life (``forwarding.py``: ``410`` at once for every later call too, without trying the owner). A Redis
@@ -34,19 +34,15 @@ The directory says where to go, never whether the caller may: the owner checks t
 from __future__ import annotations
 
 import asyncio
-import json
 import logging
 import time
 from collections.abc import Callable
-from dataclasses import dataclass, field
 from typing import Any
 
-from ..execution import LiveSession
+from ..sessions import Entry, LiveSession, Saved
 from .state import SharedState, SharedStateUnavailable
 
-__all__ = [
-    "Directory", "Entry", "LocalDirectory", "RedisDirectory", "Saved", "directory_for", "GRACE_SECONDS",
-]  # fmt: skip
+__all__ = ["Directory", "LocalDirectory", "RedisDirectory", "directory_for", "GRACE_SECONDS"]
 
 log = logging.getLogger("wasm_runner.scaleout")
 
@@ -64,94 +60,16 @@ return 0
 """
 
 
-@dataclass(frozen=True)
-class Saved:
-    """A session's stored snapshot, as its directory entry records it: whose folder it is in
-    (``writer``), the calls it includes (``saved_calls``) of the calls made (``calls``), and what
-    another replica needs to resume it there (profile, runtime, limits as JSON, when it opened;
-    ``folders``: it has private folders, whose files are stored with the snapshot)."""
-
-    writer: str
-    saved_calls: int
-    calls: int
-    profile: str
-    runtime: str
-    limits: str
-    created_at: float
-    folders: bool = False
-
-    def to_dict(self) -> dict[str, object]:
-        data: dict[str, object] = {
-            "writer": self.writer, "saved_calls": self.saved_calls, "calls": self.calls,
-            "profile": self.profile, "runtime": self.runtime, "limits": json.loads(self.limits),
-            "created_at": self.created_at,
-        }  # fmt: skip
-        if self.folders:
-            data["folders"] = True
-        return data
-
-    @classmethod
-    def from_dict(cls, data: Any) -> Saved:
-        return cls(str(data["writer"]), int(data["saved_calls"]), int(data["calls"]),
-                   str(data["profile"]), str(data["runtime"]),
-                   json.dumps(dict(data["limits"]), sort_keys=True), float(data["created_at"]),
-                   folders=data.get("folders") is True)  # fmt: skip
-
-    @classmethod
-    def of(cls, live: LiveSession, writer: str) -> Saved | None:
-        """What ``live``'s entry records of its snapshot; None when it has none stored yet."""
-        if live.saved_calls < 0:
-            return None
-        return cls(live.snapshot_writer or writer, live.saved_calls, live.calls, live.profile.name,
-                   live.runtime, json.dumps(live.limits.to_dict(), sort_keys=True),
-                   time.time() - (time.monotonic() - live.created), folders=live.root is not None)  # fmt: skip
-
-
-@dataclass(frozen=True)
-class Entry:
-    """Who holds a session or a link: the owner's internal base URL, its process, the tenant;
-    for a session, its stored snapshot (``saved``) when it has one."""
-
-    owner: str
-    replica: str
-    tenant: str
-    lost: bool = False  # the owner is gone: a tombstone, so later calls get 410 at once too
-    saved: Saved | None = None
-    raw: bytes = field(default=b"", compare=False, repr=False)  # as read (a compare-and-set)
-
-    def dumps(self) -> bytes:
-        data: dict[str, object] = {"owner": self.owner, "replica": self.replica, "tenant": self.tenant}
-        if self.lost:
-            data["lost"] = True
-        if self.saved is not None:
-            data["saved"] = self.saved.to_dict()
-        return json.dumps(data).encode()
-
-    @classmethod
-    def loads(cls, raw: bytes | str | None) -> Entry | None:
-        """The entry in ``raw``, or None when it is missing or not one of ours."""
-        if raw is None:
-            return None
-        try:
-            data = json.loads(raw)
-            saved = data.get("saved")
-            entry = cls(str(data["owner"]), str(data["replica"]), str(data["tenant"]),
-                        lost=data.get("lost") is True,
-                        saved=Saved.from_dict(saved) if isinstance(saved, dict) else None,
-                        raw=raw.encode() if isinstance(raw, str) else bytes(raw))  # fmt: skip
-        except (ValueError, KeyError, TypeError):
-            return None
-        return entry
-
-
 class Directory:
-    """The interface: a ``SessionListener`` for the session store, lookups for the hop, and
-    link registration for the download store. This base is the one-host directory."""
+    """The interface: a ``sessions.SessionDirectory`` for the session manager (its listener,
+    ``take_over``, ``snapshots_kept``), lookups for the hop, and link registration for the
+    download store. Its records are ``sessions.Entry`` and ``sessions.Saved``. This base is the
+    one-host directory."""
 
     shared = False
     replica_id = "local"
 
-    # -- execution.SessionListener ---------------------------------------------------------
+    # -- sessions.SessionListener ----------------------------------------------------------
     async def opened(self, live: LiveSession) -> None:
         """A session opened here."""
 
@@ -171,7 +89,7 @@ class Directory:
 
     async def snapshots_kept(self, dead: list[tuple[str, str]]) -> set[tuple[str, str]]:
         """Of (writer, session id) of snapshots whose writer is gone, those another replica may
-        still resume: their session's entry still names them (``execution.Pausing.keep``)."""
+        still resume: their session's entry still names them (``sessions.Pausing.keep``)."""
         return set()
 
     async def take_over(self, session_id: str, old: Entry, saved: Saved, ttl_seconds: float) -> bool:

@@ -21,7 +21,8 @@ import logging
 import time
 from typing import Protocol
 
-from ..execution import Executor, Refused, SessionStore
+from ..execution import Executor, Refused
+from ..sessions import SessionStore
 from ..warmup import Preparation
 from .leases import Leases
 from .state import SharedState

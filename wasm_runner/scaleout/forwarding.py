@@ -27,7 +27,8 @@ import re
 from collections.abc import Callable, Mapping
 
 from ..execution import Refused
-from .directory import Directory, Entry
+from ..sessions import Entry
+from .directory import Directory
 from .signing import H_REPLICA, InternalCall, Signer
 
 __all__ = ["CONNECT_TIMEOUT_SECONDS", "Forwarding", "kind_of", "lost"]

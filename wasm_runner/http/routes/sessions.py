@@ -12,7 +12,7 @@ is only another replica's (a signed internal call; a client's is 404): the sessi
 replica, which resumes it from its snapshot (``relay.Hop.take_over``, for the MCP tools).
 
 A session run answers with the result object plus ``"session": {...}``, whose ``alive`` says
-whether the session is still there for the next call (see ``wasm_runner.execution.SessionStore``).
+whether the session is still there for the next call (see ``wasm_runner.sessions.SessionStore``).
 
 With several replicas a session lives on the replica that opened it; a call for it that reaches
 another replica is passed on to the owner (``relay.py``, ``scaleout/forwarding.py``), or answered ``410 session_lost`` when the
@@ -28,7 +28,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
-from ...execution import LiveSession, Refused
+from ...execution import Refused
+from ...sessions import LiveSession
 from ..auth import Tenant
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect

@@ -1,4 +1,4 @@
-"""A saved session's private folders (``execution.saved_folders``): packed and sealed for the key,
+"""A saved session's private folders (``sessions.folders``): packed and sealed for the key,
 unpacked into fresh folders; an authenticated body is still checked before anything is written
 (paths outside data/ and out/, links, sizes that do not add up)."""
 
@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from wasm_runner.execution.saved_folders import FOLDERS_TAG, seal_folders, unseal_folders
+from wasm_runner.sessions.folders import FOLDERS_TAG, seal_folders, unseal_folders
 from wasm_runner.sandbox.sealing import SnapshotRefused, seal
 
 SECRET = b"a test secret of 32 bytes, fixed"

@@ -1,5 +1,5 @@
-"""Sessions that outlive their replica: where paused sessions are kept (``snapshot_store``) and a
-lost owner's session resumed here from its last snapshot (``SessionRecovery``, the hop's
+"""Sessions that outlive their replica: a lost owner's session resumed here from its last
+snapshot in the paused-session store the replicas share (``SessionRecovery``, the hop's
 ``recover``; docs/scale-out.md, "What a lost replica means for its sessions")."""
 
 from __future__ import annotations
@@ -7,38 +7,29 @@ from __future__ import annotations
 import json
 import logging
 import time
-from collections.abc import Callable
-from pathlib import Path
+from collections.abc import Callable, Collection, Mapping
 
-from ..execution import CallerLike, SessionStore, SnapshotStore
+from ..execution.policy import CallerLike, PolicyLike
 from ..limits import InvalidLimits, Limits
-from ..scaleout.directory import Directory, Entry
-from ..settings import ServerConfig
+from .directory import Entry, SessionDirectory
+from .paused import PausedStore
+from .store import SessionStore
 
-__all__ = ["SessionRecovery", "snapshot_store"]
+__all__ = ["SessionRecovery"]
 
-log = logging.getLogger("wasm_runner.http")
-
-
-def snapshot_store(config: ServerConfig, writer: str | None) -> SnapshotStore | None:
-    """Where this server's paused sessions go (``snapshot_dir``, default
-    ``<cache>/paused-sessions``; ``writer``: the replica id, else one per process), or None when
-    sessions never pause (``session_pause_seconds = 0``)."""
-    if not config.sessions.session_pause_seconds:
-        return None
-    from ..cache import cache_dir
-
-    root = Path(config.sessions.snapshot_dir) if config.sessions.snapshot_dir else cache_dir() / "paused-sessions"
-    return SnapshotStore(root, writer=writer, key_budget_bytes=config.sessions.snapshot_key_bytes)
+log = logging.getLogger("wasm_runner.sessions")
 
 
 class SessionRecovery:
     """A session whose owner is gone, resumed on this replica from the snapshot its directory
-    entry records, in the folder the replicas share (``relay.Hop``'s ``recover``)."""
+    entry records, in the folder the replicas share (``http.relay.Hop``'s ``recover``)."""
 
-    def __init__(self, config: ServerConfig, snapshots: SnapshotStore, directory: Directory,
-                 sessions: SessionStore, vouched: Callable[[str], CallerLike]) -> None:
-        self.config = config
+    def __init__(self, snapshots: PausedStore, directory: SessionDirectory, sessions: SessionStore,
+                 vouched: Callable[[str], CallerLike], *, profiles: Mapping[str, PolicyLike],
+                 runtimes: Collection[str], paused_lifetime_seconds: float) -> None:
+        self.profiles = profiles  # the server's (the replicas share one config)
+        self.runtimes = runtimes
+        self.paused_lifetime_seconds = paused_lifetime_seconds  # how long a paused session is kept
         self.snapshots = snapshots
         self.directory = directory
         self.sessions = sessions
@@ -55,9 +46,9 @@ class SessionRecovery:
                 return self.snapshots.path(session_id, entry.replica).parent.is_dir()
             except (ValueError, OSError):
                 return False
-        if saved.profile not in self.config.profiles:
+        if saved.profile not in self.profiles:
             return False
-        if saved.runtime not in self.config.runtimes or self.sessions.holds(session_id):
+        if saved.runtime not in self.runtimes or self.sessions.holds(session_id):
             return False
         try:
             Limits.from_dict(json.loads(saved.limits)).validate()
@@ -74,12 +65,12 @@ class SessionRecovery:
         if saved is None or not self.readable(session_id, entry):
             return None
         limits = Limits.from_dict(json.loads(saved.limits)).validate()
-        ttl = self.config.sessions.session_paused_lifetime_seconds
+        ttl = self.paused_lifetime_seconds
         if not await self.directory.take_over(session_id, entry, saved, ttl):
             return False
         log.info("session %s… of a lost replica: resumed here from its snapshot", session_id[:6])
         self.sessions.adopt(
-            session_id, self.vouched(tenant), self.config.profiles[saved.profile], limits,
+            session_id, self.vouched(tenant), self.profiles[saved.profile], limits,
             saved.runtime, age_seconds=time.time() - saved.created_at, calls=saved.calls,
             saved_calls=saved.saved_calls, writer=saved.writer, private_folders=saved.folders,
         )  # fmt: skip

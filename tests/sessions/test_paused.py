@@ -1,4 +1,4 @@
-"""The paused sessions' folder (``execution.snapshot_store``), on a real file system: atomic
+"""The paused sessions' folder (``sessions.paused``: ``PausedStore``), on a real file system: atomic
 replacement, the per-key budget, another writer's files, and the orphan sweep (a writer is dead
 when its lock is free); saved states: bound to their key, counted, expired, deleted."""
 
@@ -11,12 +11,11 @@ from pathlib import Path
 
 import pytest
 
-from wasm_runner.execution import SnapshotStore, SnapshotStoreFull
-from wasm_runner.execution.snapshot_store import SavedStateMissing
+from wasm_runner.sessions.paused import PausedStore, PausedStoreFull, SavedStateMissing
 
 
 def test_put_read_replace_and_delete(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path / "snaps", writer="w1", key_budget_bytes=1 << 20)
+    store = PausedStore(tmp_path / "snaps", writer="w1", key_budget_bytes=1 << 20)
     try:
         assert store.put("sess_1", "alice", b"a" * 1000) == 1000
         assert store.put("sess_1", "alice", b"b" * 10) == 10  # replaced, not added
@@ -35,14 +34,14 @@ def test_put_read_replace_and_delete(tmp_path: Path) -> None:
 
 
 def test_a_snapshot_with_its_folders_is_one_file_counted_whole_and_adopted_whole(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=100)
-    other = SnapshotStore(tmp_path, writer="w2", key_budget_bytes=100)
+    store = PausedStore(tmp_path, writer="w1", key_budget_bytes=100)
+    other = PausedStore(tmp_path, writer="w2", key_budget_bytes=100)
     try:
         size = store.put("tool", "alice", b"s" * 40, b"f" * 30)
         assert size > 70 and store.used("alice") == size  # the folders count in the key's budget
         assert store.read_parts("tool") == (b"s" * 40, b"f" * 30)
         assert store.read("tool") == b"s" * 40  # the snapshot alone (a pause on this process)
-        with pytest.raises(SnapshotStoreFull):  # over the budget with its folders: the old file stays
+        with pytest.raises(PausedStoreFull):  # over the budget with its folders: the old file stays
             store.put("tool", "alice", b"s" * 40, b"f" * 60)
         assert store.read_parts("tool") == (b"s" * 40, b"f" * 30)
         store.release("tool")  # handed over (a live writer gives its count up first)
@@ -56,14 +55,14 @@ def test_a_snapshot_with_its_folders_is_one_file_counted_whole_and_adopted_whole
 
 
 def test_a_key_over_its_budget_is_refused_and_its_old_snapshot_kept(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=100)
+    store = PausedStore(tmp_path, writer="w1", key_budget_bytes=100)
     try:
         store.put("one", "alice", b"1" * 60)
-        with pytest.raises(SnapshotStoreFull) as refused:
+        with pytest.raises(PausedStoreFull) as refused:
             store.put("two", "alice", b"2" * 60)
         assert refused.value.code == "snapshot_budget" and "budget" in refused.value.message
         store.put("two", "bob", b"2" * 60)  # another key's budget is its own
-        with pytest.raises(SnapshotStoreFull):
+        with pytest.raises(PausedStoreFull):
             store.put("one", "alice", b"1" * 101)
         assert store.read("one") == b"1" * 60  # the refused write changed nothing
     finally:
@@ -71,9 +70,9 @@ def test_a_key_over_its_budget_is_refused_and_its_old_snapshot_kept(tmp_path: Pa
 
 
 def test_orphans_are_swept_and_a_live_writers_files_are_not(tmp_path: Path) -> None:
-    mine = SnapshotStore(tmp_path, writer="mine")
-    alive = SnapshotStore(tmp_path, writer="alive")
-    dead = SnapshotStore(tmp_path, writer="dead")
+    mine = PausedStore(tmp_path, writer="mine")
+    alive = PausedStore(tmp_path, writer="alive")
+    dead = PausedStore(tmp_path, writer="dead")
     try:
         mine.put("held", "t", b"h")
         mine.put("orphan", "t", b"o")
@@ -104,7 +103,7 @@ def test_orphans_are_swept_and_a_live_writers_files_are_not(tmp_path: Path) -> N
 
 
 def test_saved_states_are_the_keys_own_counted_and_deletable(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path, writer="w1", key_budget_bytes=1000)
+    store = PausedStore(tmp_path, writer="w1", key_budget_bytes=1000)
     try:
         saved = store.save_state("alice", b"s" * 300, b"f" * 100, profile="chat", runtime="default",
                                  lifetime_seconds=3600)  # fmt: skip
@@ -122,11 +121,11 @@ def test_saved_states_are_the_keys_own_counted_and_deletable(tmp_path: Path) -> 
                 store.load_state(hostile, "alice")
         # saved states count in the key's budget with its paused sessions
         assert store.used("alice") == saved.size and store.used("bob") == 0
-        with pytest.raises(SnapshotStoreFull) as full:
+        with pytest.raises(PausedStoreFull) as full:
             store.put("sess", "alice", b"p" * (1000 - saved.size + 1))
         assert full.value.code == "snapshot_budget"
         store.put("sess", "alice", b"p" * 100)
-        with pytest.raises(SnapshotStoreFull):
+        with pytest.raises(PausedStoreFull):
             store.save_state("alice", b"s" * 500, None, profile="chat", runtime="default", lifetime_seconds=60)
         assert store.delete_state(saved.handle, "alice")
         with pytest.raises(SavedStateMissing):
@@ -139,7 +138,7 @@ def test_saved_states_are_the_keys_own_counted_and_deletable(tmp_path: Path) -> 
 
 
 def test_expired_saved_states_are_refused_and_swept(tmp_path: Path) -> None:
-    store = SnapshotStore(tmp_path, writer="w1")
+    store = PausedStore(tmp_path, writer="w1")
     try:
         short = store.save_state("alice", b"a", None, profile="p", runtime="r", lifetime_seconds=0.2)
         swept = store.save_state("bob", b"b", None, profile="p", runtime="r", lifetime_seconds=0.2)
@@ -166,12 +165,12 @@ def test_a_keys_budget_counts_every_writers_folder(tmp_path: Path) -> None:
     """Replicas sharing the folder share one budget per key: each writer's paused sessions count
     in the others' checks, a deletion gives the bytes back to all, a snapshot taken over from a
     dead writer is counted once, and a dead writer's counts go with its folder."""
-    one = SnapshotStore(tmp_path, writer="one", key_budget_bytes=100)
-    two = SnapshotStore(tmp_path, writer="two", key_budget_bytes=100)
+    one = PausedStore(tmp_path, writer="one", key_budget_bytes=100)
+    two = PausedStore(tmp_path, writer="two", key_budget_bytes=100)
     try:
         one.put("a", "alice", b"a" * 60)
         assert two.used("alice") == 60 and two.used("bob") == 0
-        with pytest.raises(SnapshotStoreFull) as refused:
+        with pytest.raises(PausedStoreFull) as refused:
             two.put("b", "alice", b"b" * 60)  # 120 in all: over, though two holds nothing
         assert refused.value.code == "snapshot_budget"
         two.put("b", "bob", b"b" * 60)  # another key's budget is its own
@@ -184,14 +183,14 @@ def test_a_keys_budget_counts_every_writers_folder(tmp_path: Path) -> None:
         one.close()
         two.adopt("c", "alice", "one")
         assert two.used("alice") == 90
-        with pytest.raises(SnapshotStoreFull):
+        with pytest.raises(PausedStoreFull):
             two.put("d", "alice", b"d" * 20)
         assert two.sweep(lambda sid: True) == 0
         assert not (tmp_path / "one").exists() and not list((tmp_path / ".usage").glob("*/one"))
         # the key's saved states count across writers too
-        three = SnapshotStore(tmp_path, writer="three", key_budget_bytes=100)
+        three = PausedStore(tmp_path, writer="three", key_budget_bytes=100)
         try:
-            with pytest.raises(SnapshotStoreFull):
+            with pytest.raises(PausedStoreFull):
                 three.save_state("alice", b"s" * 20, None, profile="p", runtime="r", lifetime_seconds=60)
         finally:
             three.close()
@@ -205,14 +204,14 @@ def test_two_saves_at_once_never_both_pass_a_budget_with_room_for_one(tmp_path: 
     separate lock file description, as separate processes would hold) and threads."""
     from concurrent.futures import ThreadPoolExecutor
 
-    stores = [SnapshotStore(tmp_path, writer=f"w{i}", key_budget_bytes=100) for i in range(4)]
+    stores = [PausedStore(tmp_path, writer=f"w{i}", key_budget_bytes=100) for i in range(4)]
     try:
         for round_ in range(20):
 
             def save(i: int, round_: int = round_) -> bool:
                 try:
                     stores[i % 4].put(f"s{round_}_{i}", "alice", b"x" * 60)
-                except SnapshotStoreFull:
+                except PausedStoreFull:
                     return False
                 return True
 

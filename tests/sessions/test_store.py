@@ -14,7 +14,8 @@ import pytest
 from tests.execution.gates import CountingGate
 
 from wasm_runner import Limits, Sandbox, Status
-from wasm_runner.execution import Caller, CallerLike, Executor, Job, LiveSession, Policy, Refused, Ticket
+from wasm_runner.execution import Caller, CallerLike, Executor, Job, Policy, Refused, Ticket
+from wasm_runner.sessions import LiveSession
 
 T = TypeVar("T")
 ALICE = Caller("alice", max_concurrent=2)
@@ -24,7 +25,7 @@ LIMITS = Limits(memory_mb=64)
 
 
 class Told:
-    """A session listener that writes down what it is told (``execution.SessionListener``)."""
+    """A session listener that writes down what it is told (``sessions.SessionListener``)."""
 
     def __init__(self) -> None:
         self.events: list[tuple[str, str]] = []
@@ -189,53 +190,3 @@ def test_a_refused_claim_opens_nothing_and_holds_nothing(default_sandbox: Sandbo
                            session_listener=told)
     assert result == ("too_many_sessions", 0)
     assert gate.memory_mb == 0 and told.events == []
-
-
-class Places:
-    """Claims of a count shared with other processes with ``left`` places (``execution.Claims``)."""
-
-    def __init__(self, left: int) -> None:
-        self.left = left
-
-    async def claim(self, kind: str, tenant: CallerLike, limit: int) -> Ticket:
-        if self.left <= 0:
-            raise Refused(429, "too_many_sessions", f"{tenant.name} holds {limit} sessions elsewhere")
-        self.left -= 1
-        gate = CountingGate()
-        return gate.reserve(tenant, 0)
-
-
-def test_a_fork_is_admitted_as_new_sessions_all_or_nothing(default_sandbox: Sandbox) -> None:
-    """Copies are sessions of the same caller, each holding its memory; a fork that does not fit
-    (here: one place left elsewhere for two copies) makes nothing and holds nothing."""
-    gate = CountingGate()
-    told = Told()
-    places = Places(3)
-
-    async def scenario(executor: Executor) -> list[str]:
-        store = executor.sessions
-        live = await store.create(ALICE4, POLICY, LIMITS, "default")
-        await store.run(live, Job("items = [1]", tenant=ALICE4, limits=LIMITS, session_id=live.id))
-        (copy,) = await store.fork(live, ALICE4, 1)
-        assert copy.tenant == "alice" and gate.memory_mb == 128 and len(store) == 2
-        await store.run(copy, Job("items.append(2)", tenant=ALICE4, limits=LIMITS, session_id=copy.id))
-        with pytest.raises(Refused) as refused:
-            await store.fork(live, ALICE4, 2)  # one place left elsewhere
-        assert refused.value.code == "too_many_sessions"
-        assert len(store) == 2 and gate.memory_mb == 128  # nothing made, nothing held
-        with pytest.raises(Refused) as too_many:
-            await store.fork(live, ALICE4, store.max_fork_copies + 1)
-        assert too_many.value.status == 422
-        out = []
-        for s in (live, copy):
-            r = await store.run(s, Job("print(items)", tenant=ALICE4, limits=LIMITS, session_id=s.id))
-            out.append(r.stdout)
-        return out
-
-    result = with_executor(default_sandbox, scenario, gate=gate, session_claims=places, session_listener=told)
-    assert result == ["[1]\n", "[1, 2]\n"]
-    assert [e for e, _ in told.events].count("opened") == 2
-    assert gate.memory_mb == 0
-
-
-ALICE4 = Caller("alice", max_concurrent=4)

@@ -1,5 +1,5 @@
-"""Where paused sessions' snapshots are kept, and sessions saved under a handle: one folder,
-one sealed file per session.
+"""The paused-session store (``PausedStore``): where paused sessions' states are kept, and
+sessions saved under a handle: one folder, one sealed file per session.
 
 Layout::
 
@@ -7,7 +7,7 @@ Layout::
     <root>/<writer>/<session id>.snap the session's last snapshot (sealed: ``sandbox.sealing``);
                                      for a session with private folders (an MCP tool session)
                                      a short frame, the snapshot and its folders' files (sealed:
-                                     ``saved_folders``), one file so the two always match
+                                     ``folders``), one file so the two always match
     <root>/.saved/<key>/<handle>.saved a session saved on purpose (``save_state``): a short
                                      header (its profile, runtime, expiry), its sealed snapshot
                                      and, for a session with private folders, their files (sealed)
@@ -29,7 +29,7 @@ Bounds: each tenant's files may take at most ``key_budget_bytes`` in all: its pa
 every writer's folder (each writer keeps its own count per key in ``.usage``, so the replicas sharing
 the folder share one budget per key) and its saved states. The check and the write happen under the
 key's lock (a ``flock`` every process sharing the folder takes), so two saves at once never both fit
-a budget that has room for one. A full budget, and a full disk, raise ``SnapshotStoreFull``: the
+a budget that has room for one. A full budget, and a full disk, raise ``PausedStoreFull``: the
 session then stays live, unsaved. The count of a writer that died stays until its folder is swept
 (a budget counts its files until then). Files whose
 session no longer exists are swept (``sweep``): this writer's files of sessions it does not
@@ -61,8 +61,8 @@ from pathlib import Path
 from ..errors import WasmRunnerError
 
 __all__ = [
-    "MAX_STORED_BYTES", "Pausing", "SavedState", "SavedStateMissing", "SnapshotStore", "SnapshotStoreFull",
-    "missing_saved",
+    "MAX_STORED_BYTES", "PausedStore", "PausedStoreFull", "Pausing", "SavedState", "SavedStateMissing",
+    "missing_saved", "paused_store",
 ]  # fmt: skip
 
 MAX_STORED_BYTES = 512 << 20  # a stored snapshot, at most (sealing.MAX_SNAPSHOT_BYTES)
@@ -78,7 +78,7 @@ _FOLDERS_HEAD = struct.Struct("<8sQ")  # magic, snapshot length: a snapshot stor
 _FOLDERS_MAGIC = b"WRSNAPF1"  # never a sealed snapshot's start (``sealing.MAGIC``)
 
 
-class SnapshotStoreFull(WasmRunnerError):
+class PausedStoreFull(WasmRunnerError):
     """A snapshot that does not fit: ``code`` is ``snapshot_budget`` (the key's disk budget) or
     ``snapshot_disk_full`` (the store's disk)."""
 
@@ -136,7 +136,7 @@ class Pausing:
     (``lifetime_seconds``), the ``secret`` its snapshots are sealed with (owner: the tenant), and
     ``keep``: which snapshots of dead writers another replica may still resume."""
 
-    store: SnapshotStore
+    store: PausedStore
     after_seconds: float = 120.0
     lifetime_seconds: float = 86400.0
     secret: bytes | None = field(default=None, repr=False)
@@ -147,8 +147,8 @@ class Pausing:
     keep: Callable[[list[tuple[str, str]]], Awaitable[set[tuple[str, str]]]] | None = None
 
 
-class SnapshotStore:
-    """One process's view of the snapshot folder ``root`` (made 0700 when missing)."""
+class PausedStore:
+    """The paused-session store: one process's view of its folder ``root`` (made 0700 when missing)."""
 
     def __init__(self, root: str | os.PathLike[str], *, writer: str | None = None,
                  key_budget_bytes: int = 4 << 30) -> None:
@@ -213,7 +213,7 @@ class SnapshotStore:
         folder = self._usage / _tenant_folder(tenant)
         mine = self._mine(tenant)
         # best effort: a count not written (a full disk) leaves the others' view of it stale
-        with contextlib.suppress(OSError, SnapshotStoreFull):
+        with contextlib.suppress(OSError, PausedStoreFull):
             if not mine:
                 os.unlink(folder / self.writer)
                 return
@@ -229,19 +229,19 @@ class SnapshotStore:
 
     def put(self, session_id: str, tenant: str, blob: bytes, folders: bytes | None = None) -> int:
         """Store ``blob`` as ``session_id``'s snapshot (replacing the previous one), atomically,
-        with ``folders`` (its private folders' files, sealed: ``saved_folders``) in the same file;
-        returns its size. Raises ``SnapshotStoreFull`` (nothing changed) when it does not fit."""
+        with ``folders`` (its private folders' files, sealed: ``folders``) in the same file;
+        returns its size. Raises ``PausedStoreFull`` (nothing changed) when it does not fit."""
         target = self.path(session_id)
         parts = (blob,) if folders is None else (_FOLDERS_HEAD.pack(_FOLDERS_MAGIC, len(blob)), blob, folders)
         size = sum(len(p) for p in parts)
         if size > MAX_STORED_BYTES:
-            raise SnapshotStoreFull("snapshot_budget", f"the snapshot is {size >> 20} MiB, over the "
+            raise PausedStoreFull("snapshot_budget", f"the snapshot is {size >> 20} MiB, over the "
                                                        f"{MAX_STORED_BYTES >> 20} MiB one may have")
         with self._key_lock(tenant):
             old = self._sizes.get(session_id, (tenant, 0))[1]
             would = self.used(tenant) - old + size
             if would > self.key_budget_bytes:
-                raise SnapshotStoreFull(
+                raise PausedStoreFull(
                     "snapshot_budget",
                     f"this key's paused sessions would take {would >> 20} MiB, over its snapshot "
                     f"disk budget of {self.key_budget_bytes >> 20} MiB; the session stays live "
@@ -295,7 +295,7 @@ class SnapshotStore:
                 theirs = self._usage / _tenant_folder(tenant) / writer
                 if theirs.exists() and not self._writer_alive(writer):
                     left = max(0, _read_count(str(theirs)) - size)
-                    with contextlib.suppress(SnapshotStoreFull):
+                    with contextlib.suppress(PausedStoreFull):
                         _write_atomic(theirs, writer, (str(left).encode(),))
 
     def release(self, session_id: str) -> None:
@@ -338,7 +338,7 @@ class SnapshotStore:
     def save_state(self, tenant: str, snapshot: bytes, files: bytes | None, *, profile: str,
                    runtime: str, lifetime_seconds: float) -> SavedState:
         """Keep ``snapshot`` (and the sealed private folders ``files``) for ``tenant`` under a new
-        handle for ``lifetime_seconds``. Raises ``SnapshotStoreFull`` (nothing kept) when it is
+        handle for ``lifetime_seconds``. Raises ``PausedStoreFull`` (nothing kept) when it is
         over the key's budget or the disk is full."""
         now = time.time()
         head = json.dumps({"profile": profile, "runtime": runtime, "created_at": now,
@@ -348,14 +348,14 @@ class SnapshotStore:
         parts = (_SAVED_HEAD.pack(_SAVED_MAGIC, len(head), len(snapshot)), head, snapshot, files or b"")
         size = sum(len(p) for p in parts)
         if size > MAX_STORED_BYTES:
-            raise SnapshotStoreFull("snapshot_budget", f"the saved session is {size >> 20} MiB, over "
+            raise PausedStoreFull("snapshot_budget", f"the saved session is {size >> 20} MiB, over "
                                                        f"the {MAX_STORED_BYTES >> 20} MiB one may have")
         self._sweep_saved_folder(self._saved_folder(tenant), now)  # expired ones no longer count
         handle = "saved_" + secrets.token_urlsafe(18)
         with self._key_lock(tenant):
             would = self.used(tenant) + size
             if would > self.key_budget_bytes:
-                raise SnapshotStoreFull(
+                raise PausedStoreFull(
                     "snapshot_budget",
                     f"this key's saved and paused sessions would take {would >> 20} MiB, over its "
                     f"snapshot disk budget of {self.key_budget_bytes >> 20} MiB; the session stays "
@@ -511,6 +511,15 @@ class SnapshotStore:
             os.close(fd)
 
 
+def paused_store(folder: str | os.PathLike[str] | None, writer: str | None, key_budget_bytes: int) -> PausedStore:
+    """The paused-session store in ``folder`` (the server's ``snapshot_dir``; None: default
+    ``<cache>/paused-sessions``; ``writer``: the replica id, else one per process)."""
+    from ..cache import cache_dir
+
+    root = Path(folder) if folder else cache_dir() / "paused-sessions"
+    return PausedStore(root, writer=writer, key_budget_bytes=key_budget_bytes)
+
+
 def _read_count(path: str) -> int:
     """A writer's count in ``.usage`` (0 when it is unreadable or not a count)."""
     try:
@@ -554,7 +563,7 @@ def _parse_saved(handle: str, data: bytes, *, header_only: bool = False) -> Save
 
 def _write_atomic(target: Path, name: str, parts: tuple[bytes, ...]) -> None:
     """``parts`` written to ``target`` through a temporary file in its folder, renamed over it.
-    ``SnapshotStoreFull`` when the disk is full (nothing changed)."""
+    ``PausedStoreFull`` when the disk is full (nothing changed)."""
     tmp = target.with_name(f".{name}.{secrets.token_hex(4)}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC, 0o600)
@@ -570,7 +579,7 @@ def _write_atomic(target: Path, name: str, parts: tuple[bytes, ...]) -> None:
         with contextlib.suppress(OSError):
             os.unlink(tmp)
         if exc.errno in (errno.ENOSPC, errno.EDQUOT):
-            raise SnapshotStoreFull(
+            raise PausedStoreFull(
                 "snapshot_disk_full",
                 "the disk that keeps paused and saved sessions is full; the session stays live",
             ) from None

@@ -1,4 +1,6 @@
-"""A tool session's private folders kept with its saved state (``SessionStore.save``).
+"""A session's private folders: made (``new_folders``), copied for a fork (``copy_files``),
+sealed with its saved state (``seal_folders``, ``SessionStore.save``) and restored
+(``unseal_folders``, ``restore_folders``).
 
 A session opened with private folders (the MCP tools' sessions) has ``data/`` (uploads, shown
 read-only at ``/data``) and ``out/`` (written at ``/out``) on the host, outside its snapshot. Saving
@@ -19,9 +21,16 @@ import hashlib
 import json
 import os
 import struct
+import shutil
+import tempfile
 from pathlib import Path
 
-__all__ = ["FOLDERS_TAG", "MAX_FOLDER_BYTES", "seal_folders", "unseal_folders"]
+from ..result import FileOut
+
+__all__ = [
+    "FOLDERS_TAG", "MAX_FOLDER_BYTES", "Folders", "copy_files", "files_under", "new_folders", "restore_folders",
+    "seal_folders", "str_or_none", "unseal_folders",
+]  # fmt: skip
 
 FOLDERS_TAG = hashlib.sha256(b"wasm-runner private folders v1").hexdigest()  # the sealing's "image"
 MAX_FOLDER_BYTES = 256 << 20  # a session's folders, at most, packed
@@ -29,6 +38,8 @@ MAX_ENTRIES = 10_000
 MAX_DEPTH = 32
 _LEN = struct.Struct("<I")
 _TOPS = ("data", "out")
+
+Folders = tuple[Path | None, Path | None]  # a session's (data_dir, out_dir)
 
 
 def _walk(folder: Path, rel: str, entries: list[list[object]], chunks: list[bytes], total: list[int]) -> None:
@@ -119,3 +130,51 @@ def unseal_folders(blob: bytes, *, owner: str, secret: bytes | None, data_dir: P
         else:
             raise ValueError(f"a packed entry of unknown kind {kind!r}")
     return uploaded
+
+
+def str_or_none(path: Path | None) -> str | None:
+    return str(path) if path else None
+
+
+def new_folders() -> Path:
+    """A new private folder with empty ``data/`` and ``out/`` (a session's ``root``)."""
+    root = Path(tempfile.mkdtemp(prefix="wasm-runner-session-"))
+    (root / "data").mkdir(mode=0o700)
+    (root / "out").mkdir(mode=0o700)
+    return root
+
+
+def files_under(folder: Path, guest: str) -> dict[str, FileOut]:
+    """The regular files under ``folder`` as the guest sees them under ``guest`` (links and
+    anything else left out, nothing outside ``folder`` followed)."""
+    found: dict[str, FileOut] = {}
+    for top, _, names in os.walk(folder):  # never into a linked folder
+        for file_name in sorted(names):
+            path = Path(top) / file_name
+            if path.is_file() and not path.is_symlink():
+                name = f"{guest}/{path.relative_to(folder).as_posix()}"
+                found[name] = FileOut(name, path.read_bytes())
+    return found
+
+
+def restore_folders(root: Path, folders: bytes | None, *, owner: str, secret: bytes | None) -> int:
+    """``root``'s ``data/`` and ``out/`` emptied, then filled from ``folders`` (sealed,
+    ``folders``; None: left empty); returns the bytes of ``data/`` (its uploads)."""
+    for name in ("data", "out"):
+        shutil.rmtree(root / name, ignore_errors=True)
+        (root / name).mkdir(mode=0o700)
+    if folders is None:
+        return 0
+    return unseal_folders(folders, owner=owner, secret=secret, data_dir=root / "data", out_dir=root / "out")
+
+
+def copy_files(source: Path, target: Path) -> None:
+    """The regular files and folders under ``source`` copied into ``target`` (a fork's private
+    folders); links and anything else are left out, nothing outside ``source`` is followed."""
+    with os.scandir(source) as entries:
+        for entry in entries:
+            if entry.is_dir(follow_symlinks=False):
+                (target / entry.name).mkdir(mode=0o700)
+                copy_files(Path(entry.path), target / entry.name)
+            elif entry.is_file(follow_symlinks=False):
+                shutil.copyfile(entry.path, target / entry.name, follow_symlinks=False)
