@@ -24,9 +24,28 @@ when the session opens and deleted when it closes (a ``DELETE``, a limit that en
 drain or shutdown), through the session store's listener (``sessions.SessionListener``). A link's
 key lives ``download_ttl_seconds``. A replica that dies leaves keys behind; they expire on their
 own, and the first call that finds the owner gone replaces the key by a tombstone for the rest of
-its life (``forwarding.py``: ``410`` at once for every later call too, without trying the owner). A Redis
-that restarts empty loses the keys; each replica notices its marker key is gone and writes its
-entries again within ``REPUBLISH_SECONDS`` (``keep_published``).
+its life (``forwarding.py``: ``410`` at once for every later call too, without trying the owner).
+
+A Redis that restarts empty (or is flushed) loses the keys. A missing key then does not mean a
+missing session, so a lookup that finds none must not say ``404`` before every replica has written
+its entries again. The directory has an epoch::
+
+    wasm-runner:directory:epoch       a random value, never expiring: gone means the keys were lost
+    wasm-runner:directory:rebuilding  set for ``REBUILD_SECONDS`` when a replica finds a new epoch
+    wasm-runner:directory:<replica>   this replica's marker (``REPUBLISH_SECONDS`` x 3)
+
+Every replica checks, at start and every ``REPUBLISH_SECONDS`` (at once when Redis answers again
+after failing, or a lookup finds the epoch changed), the epoch it last published under
+(``keep_published``): one script creates the epoch when it is missing and, when it differs from
+the one this replica knew, opens the rebuild window; the replica then writes every entry of its
+open sessions and live links again and the marker, and knows the new epoch. Every live replica
+does so within ``REPUBLISH_SECONDS`` of the first that noticed, so the window
+(``REBUILD_SECONDS``, 2 x ``REPUBLISH_SECONDS`` + 2) outlasts the rebuild. A lookup (``session``,
+``download``) reads the entry with the epoch and the window in one ``MGET``: an entry answers; no
+entry while the window is open, the epoch is missing, or the epoch is not the one this replica
+knows raises ``DirectoryRebuilding`` (``503 directory_rebuilding`` with ``Retry-After``): the
+session may be open on a replica that has not announced it yet. ``404`` only when the directory
+is whole. A cluster's first start (no replica knew an epoch) opens no window.
 
 The directory says where to go, never whether the caller may: the owner checks the tenant again.
 """
@@ -34,21 +53,42 @@ The directory says where to go, never whether the caller may: the owner checks t
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import logging
 import time
+import uuid
 from collections.abc import Callable
 from typing import Any
 
+from ..execution import Refused
 from ..sessions import Entry, LiveSession, Saved
-from .state import SharedState, SharedStateUnavailable
+from .state import RETRY_AFTER_SECONDS, SharedState, SharedStateUnavailable
 
-__all__ = ["Directory", "LocalDirectory", "RedisDirectory", "directory_for", "GRACE_SECONDS"]
+__all__ = [
+    "Directory", "DirectoryRebuilding", "LocalDirectory", "RedisDirectory", "directory_for",
+    "GRACE_SECONDS", "REBUILD_SECONDS",
+]
 
 log = logging.getLogger("wasm_runner.scaleout")
 
 GRACE_SECONDS = 2.0  # a key outlives its session by this much, so it never expires first
 SYNC_BACKOFF_SECONDS = 2.0  # after a failed link registration, links stay inline this long
 REPUBLISH_SECONDS = 5.0  # how soon a Redis that restarted empty has this replica's entries again
+REBUILD_SECONDS = 2 * REPUBLISH_SECONDS + 2.0  # a missing entry is "cannot tell" this long after a loss
+
+# the epoch checked (made when missing; the rebuild window opened when it is not the one this
+# replica knew) and this replica's marker refreshed: {epoch, marker still there}
+_EPOCH = """
+local current = redis.call('GET', KEYS[1])
+if not current then
+  redis.call('SET', KEYS[1], ARGV[1])
+  current = ARGV[1]
+end
+if ARGV[3] ~= '' and current ~= ARGV[3] then
+  redis.call('SET', KEYS[2], '1', 'PX', ARGV[2], 'NX')
+end
+return {current, redis.call('PEXPIRE', KEYS[3], ARGV[4])}
+"""
 
 # a session's entry replaced only if it is still the one read (the lost owner's)
 _TAKE_OVER = """
@@ -58,6 +98,21 @@ if redis.call('GET', KEYS[1]) == ARGV[1] then
 end
 return 0
 """
+
+
+class DirectoryRebuilding(Refused):
+    """No entry found while the directory is being rebuilt (Redis lost its keys and the replicas
+    have not all written theirs again): the session or link may exist. ``503
+    directory_rebuilding`` with ``Retry-After``, never ``404``."""
+
+    def __init__(self, what: str = "session") -> None:
+        super().__init__(
+            503, "directory_rebuilding",
+            f"the directory of sessions and file links is being rebuilt (the shared state, Redis, "
+            f"restarted) and this {what} may be open on another replica that has not announced it "
+            f"yet; retry in {RETRY_AFTER_SECONDS} s",
+            headers={"Retry-After": str(RETRY_AFTER_SECONDS)},
+        )  # fmt: skip
 
 
 class Directory:
@@ -137,6 +192,9 @@ class RedisDirectory(Directory):
         self.replica_id = shared.replica_id
         self._sync: Any = None  # redis.Redis, made on first use (links are put from sync code)
         self._sync_failed_at = -SYNC_BACKOFF_SECONDS
+        self.epoch: bytes | None = None  # the directory epoch this replica's entries are in
+        self._check_now = asyncio.Event()  # wakes keep_published before its period ends
+        shared.on_back.append(self._check_now.set)  # Redis answers again: check the epoch at once
 
     def _entry(self, tenant: str) -> Entry:
         return Entry(self.owner, self.replica_id, tenant)
@@ -175,6 +233,13 @@ class RedisDirectory(Directory):
         )
 
     async def snapshots_kept(self, dead: list[tuple[str, str]]) -> set[tuple[str, str]]:
+        """``DirectoryRebuilding`` while entries may be missing (the sweep keeps every file and
+        tries again soon)."""
+        epoch, rebuilding = await self.state.call(
+            self.state.redis.mget([self._epoch_key, self._rebuilding_key]), "the session directory"
+        )
+        if rebuilding is not None or epoch is None or epoch != self.epoch:
+            raise DirectoryRebuilding("snapshot")
         kept: set[tuple[str, str]] = set()
         for start in range(0, len(dead), 500):
             part = dead[start:start + 500]
@@ -203,10 +268,49 @@ class RedisDirectory(Directory):
         )
 
     async def session(self, session_id: str) -> Entry | None:
-        raw = await self.state.call(
-            self.state.redis.get(self._session_key(session_id)), "the session directory"
+        """The entry, or None when there is none and the directory is whole;
+        ``DirectoryRebuilding`` when there is none and it may not be."""
+        return await self._lookup(self._session_key(session_id), "session", "the session directory")
+
+    async def _lookup(self, key: str, what: str, where: str) -> Entry | None:
+        raw, epoch, rebuilding = await self.state.call(
+            self.state.redis.mget([key, self._epoch_key, self._rebuilding_key]), where
         )
-        return Entry.loads(raw)
+        entry = Entry.loads(raw)
+        if entry is not None:
+            return entry
+        if epoch is None:  # the keys were lost and no replica has noticed yet: this one does
+            self._check_now.set()
+            await self._check_epoch()  # the epoch made; the window opened if this replica knew one
+            if self.epoch is None:
+                return None  # this replica knew none: the cluster's first start
+            raise DirectoryRebuilding(what)
+        if rebuilding is not None:
+            raise DirectoryRebuilding(what)
+        if self.epoch is not None and epoch != self.epoch:  # lost since this replica published
+            self._check_now.set()
+            raise DirectoryRebuilding(what)
+        return None
+
+    @property
+    def _epoch_key(self) -> str:
+        return self.state.key("directory", "epoch")
+
+    @property
+    def _rebuilding_key(self) -> str:
+        return self.state.key("directory", "rebuilding")
+
+    async def _check_epoch(self) -> tuple[bytes, bool]:
+        """The directory's epoch (made when missing; the rebuild window opened when it is not the
+        one this replica knew) and whether this replica's marker is still there."""
+        marker = self.state.key("directory", self.replica_id)
+        script = self.state.redis.eval(
+            _EPOCH, 3, self._epoch_key, self._rebuilding_key, marker, uuid.uuid4().hex,
+            int(REBUILD_SECONDS * 1000), self.epoch or b"", int(REPUBLISH_SECONDS * 3 * 1000),
+        )  # fmt: skip
+        answer: Any = await self.state.call(script, "the session directory")  # type: ignore[arg-type]
+        epoch, marked = answer
+        return bytes(epoch), bool(marked)
 
     async def forget_session(self, session_id: str) -> None:
         await self.state.call(
@@ -242,10 +346,7 @@ class RedisDirectory(Directory):
         return True
 
     async def download(self, token: str) -> Entry | None:
-        raw = await self.state.call(
-            self.state.redis.get(self._download_key(token)), "the download directory"
-        )
-        return Entry.loads(raw)
+        return await self._lookup(self._download_key(token), "file link", "the download directory")
 
     async def mark_lost(self, kind: str, key_id: str, entry: Entry) -> None:
         key = self._session_key(key_id) if kind == "session" else self._download_key(key_id)
@@ -263,28 +364,41 @@ class RedisDirectory(Directory):
         sessions: Callable[[], list[LiveSession]],
         links: Callable[[], list[tuple[str, str, float]]],
     ) -> None:
-        """Every ``REPUBLISH_SECONDS``: if this replica's marker key is gone (Redis restarted
-        empty, or was flushed), write every entry of its open sessions and live links again,
-        then the marker. Steady state costs one command per period."""
-        marker = self.state.key("directory", self.replica_id)
-        ttl_ms = int(REPUBLISH_SECONDS * 3 * 1000)
+        """At start, then every ``REPUBLISH_SECONDS`` (sooner when woken: Redis answers again, a
+        lookup found the epoch changed): check the epoch; if it is not the one this replica knew,
+        or this replica's marker is gone (Redis restarted empty, was flushed, or was out of reach
+        a long while), write every entry of its open sessions and live links again, then the
+        marker, and know the epoch. Steady state costs one script per period."""
         while True:
-            await asyncio.sleep(REPUBLISH_SECONDS)
+            self._check_now.clear()
             try:
-                if await self.state.call(self.state.redis.pexpire(marker, ttl_ms)):
-                    continue
-                pipe = self.state.redis.pipeline(transaction=False)
-                for live in sessions():
-                    pipe.set(self._session_key(live.id), self._entry_of(live).dumps(),
-                             px=self._ttl_ms(live))  # fmt: skip
-                for token, tenant, left in links():
-                    if left > 0:
-                        pipe.set(self._download_key(token), self._entry(tenant).dumps(),
-                                 px=max(1, int((left + GRACE_SECONDS) * 1000)))  # fmt: skip
-                pipe.set(marker, b"1", px=ttl_ms)
-                await self.state.call(pipe.execute(), "the session directory")
+                await self._publish(sessions, links)
             except SharedStateUnavailable:
-                continue  # Redis down: try again next period
+                pass  # Redis down: try again next period (or when it answers again)
+            with contextlib.suppress(TimeoutError):
+                await asyncio.wait_for(self._check_now.wait(), REPUBLISH_SECONDS)
+
+    async def _publish(
+        self,
+        sessions: Callable[[], list[LiveSession]],
+        links: Callable[[], list[tuple[str, str, float]]],
+    ) -> None:
+        epoch, marked = await self._check_epoch()
+        if marked and epoch == self.epoch:
+            return
+        pipe = self.state.redis.pipeline(transaction=False)
+        for live in sessions():
+            pipe.set(self._session_key(live.id), self._entry_of(live).dumps(), px=self._ttl_ms(live))
+        for token, tenant, left in links():
+            if left > 0:
+                pipe.set(self._download_key(token), self._entry(tenant).dumps(),
+                         px=max(1, int((left + GRACE_SECONDS) * 1000)))  # fmt: skip
+        pipe.set(self.state.key("directory", self.replica_id), b"1", px=int(REPUBLISH_SECONDS * 3 * 1000))
+        await self.state.call(pipe.execute(), "the session directory")
+        if epoch != self.epoch and self.epoch is not None:
+            log.warning("the session directory was lost (Redis restarted empty?): this replica's "
+                        "entries are written again")  # fmt: skip
+        self.epoch = epoch
 
     async def aclose(self) -> None:
         client, self._sync = self._sync, None

@@ -13,6 +13,10 @@ tenant check (another key: ``404``), the audit log and the metrics are A's. A co
 directory names, means the session is lost: ``410 session_lost`` (a link: ``410 download_lost``,
 ``lost``) at once, and its directory entry becomes a tombstone (``mark_lost``), so every later call
 for it gets the same ``410`` at once until it would have expired.
+An id the directory has no entry for is answered here (``404`` when this replica does not hold
+it either), except while the directory is being rebuilt after Redis lost its keys: then the
+lookup raises ``directory.DirectoryRebuilding`` (``503 directory_rebuilding`` with
+``Retry-After``), since the session may be open on a replica that has not announced it yet.
 
 Receiving (``Forwarding.check``). Any request carrying a header that starts with
 ``X-Wasm-Runner-Internal-`` must be one of the forwardable calls (``kind_of``), signed as

@@ -27,7 +27,7 @@ import hmac
 import logging
 import time
 import uuid
-from collections.abc import Awaitable
+from collections.abc import Awaitable, Callable
 from typing import TYPE_CHECKING, Any, TypeVar, cast
 
 from ..execution import Refused
@@ -81,6 +81,7 @@ class SharedState:
         self.replica_id = replica_id or uuid.uuid4().hex[:16]  # unique per process start
         self.up = False  # the last call's outcome; /readyz fails while False
         self.down_since: float | None = None  # time.monotonic() of the first failure in a row
+        self.on_back: list[Callable[[], None]] = []  # called when Redis answers again after failing
         self._client: Redis | None = None
 
     @classmethod
@@ -180,10 +181,14 @@ class SharedState:
         self.up = False
 
     def _mark_up(self) -> None:
-        if not self.up and self.down_since is not None:
+        back = not self.up and self.down_since is not None
+        if back:
             log.warning("Redis at the shared state answers again")
         self.up = True
         self.down_since = None
+        if back:
+            for call in self.on_back:
+                call()
 
     # -- the internal hop ------------------------------------------------------------------
     def secret_matches(self, presented: str | None) -> bool:
