@@ -308,6 +308,8 @@ class SessionSettings(_Section):
     # where paused sessions are kept (shared by replicas: one folder for all); default <cache>/paused-sessions
     snapshot_dir: str | None = field(default=None, metadata=rule(env=_text))
     snapshot_key_bytes: int = field(default=4 << 30, metadata=rule(whole(1), _int))  # disk per key
+    # the most sessions of one key a replica keeps paused to make room for its new ones; more: 429
+    session_paused_per_key: int = field(default=512, metadata=rule(whole(1)))
 
 
 @dataclass(frozen=True)

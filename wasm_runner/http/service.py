@@ -298,6 +298,7 @@ class Service:
             pausing = Pausing(
                 self.snapshots, after_seconds=sessions.session_pause_seconds,
                 lifetime_seconds=sessions.session_paused_lifetime_seconds,
+                per_key=sessions.session_paused_per_key,
                 secret=self.snapshot_secret,
                 keep=self.directory.snapshots_kept if self.directory.shared else None,
             )  # fmt: skip

@@ -133,12 +133,16 @@ def _check(name: str, what: str) -> str:
 class Pausing:
     """How a session store pauses idle sessions: its ``store``, after how many idle seconds a
     session is paused (``after_seconds``), how long a paused session is kept after its last use
-    (``lifetime_seconds``), the ``secret`` its snapshots are sealed with (owner: the tenant), and
+    (``lifetime_seconds``), how many of one key's sessions may be paused to make room for its
+    new ones (``per_key``), the ``secret`` its snapshots are sealed with (owner: the tenant), and
     ``keep``: which snapshots of dead writers another replica may still resume."""
 
     store: PausedStore
     after_seconds: float = 120.0
     lifetime_seconds: float = 86400.0
+    # the most sessions of one key this store keeps paused to make room for its new ones
+    # (``PausingSessions._pause_one``); their bytes are bounded by ``store.key_budget_bytes``
+    per_key: int = 512
     secret: bytes | None = field(default=None, repr=False)
     save_after_seconds: float = 0.3  # a session is saved this long after a call (if none follows)
     save_every_seconds: float = 5.0  # ...and right after a call when its last save is older

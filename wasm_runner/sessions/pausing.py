@@ -136,12 +136,14 @@ class PausingSessions(StoreBase):
             task = asyncio.ensure_future(self.executor.call(session.close))
             task.add_done_callback(lambda t: t.cancelled() or t.exception())  # logged by no one
 
-    async def _make_room(self, tenant: CallerLike, count: int = 1) -> None:
+    async def _make_room(self, tenant: CallerLike, count: int = 1, waking: LiveSession | None = None) -> None:
         """Pause the least recently used idle sessions while ``count`` more live ones would pass
         a cap (all of them, or ``tenant``'s), so that opening, forking or resuming one needs no
         refusal: a paused session holds no place, no memory and no count, and its next call
         resumes it. Nothing to pause (every session busy, or one that cannot be saved): the
-        caller's own check refuses as before."""
+        caller's own check refuses as before. ``tenant``'s own sessions go first, within its
+        paused-session budget (``_pause_one``: else ``429 paused_sessions_budget``; ``waking``:
+        the paused session this makes room for, which leaves the count)."""
         if self.pausing is None:
             return
 
@@ -153,13 +155,14 @@ class PausingSessions(StoreBase):
             over_all, over_mine = over()
             if not over_all and not over_mine:
                 return
-            if await self._pause_one(tenant.name, others=not over_mine) is None:
+            if await self._pause_one(tenant.name, others=not over_mine, waking=waking) is None:
                 return
 
-    async def _reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket | None:
+    async def _reserve(self, tenant: CallerLike, memory_mb: int, waking: LiveSession | None = None) -> Ticket | None:
         """``memory_mb`` of the gate's budget held for a session of ``tenant`` (None without a
         gate). While the budget (the server's, or ``tenant``'s share) is held by idle sessions,
-        the least recently used of them are paused to make room; else the gate's refusal."""
+        the least recently used of them are paused to make room (``tenant``'s own first, within
+        its paused-session budget); else the gate's refusal."""
         gate = self.executor.gate
         if gate is None:
             return None
@@ -171,17 +174,48 @@ class PausingSessions(StoreBase):
                 # runs hold the rest when pausing freed enough already: their refusal stands
                 if self.pausing is None or freed.get(exc.code, memory_mb) >= memory_mb:
                     raise
-                paused = await self._pause_one(tenant.name, others=exc.code == "memory_budget")
+                paused = await self._pause_one(tenant.name, others=exc.code == "memory_budget", waking=waking)
                 if paused is None:
                     raise
                 for code in freed:  # the tenant's own count in both
                     freed[code] += paused
 
-    async def _pause_one(self, tenant: str, *, others: bool) -> int | None:
+    def paused_for(self, tenant: str) -> int:
+        """``tenant``'s paused sessions here."""
+        return sum(1 for s in self._sessions.values() if s.paused and s.tenant == tenant)
+
+    def _over_paused_count(self, tenant: str, waking: LiveSession | None) -> Refused | None:
+        """The refusal when pausing one more of ``tenant``'s sessions would pass its count budget."""
+        assert self.pausing is not None
+        paused = self.paused_for(tenant) - (1 if waking is not None and waking.paused else 0)
+        if paused < self.pausing.per_key:
+            return None
+        return Refused(
+            429, "paused_sessions_budget",
+            f"this key already has {paused} paused sessions, the most one key may have "
+            f"(session_paused_per_key = {self.pausing.per_key}), and a new one would pause "
+            "another of its own; close sessions it no longer needs (DELETE /api/sessions/{id}) first",
+        )  # fmt: skip
+
+    def _over_paused_bytes(self) -> Refused:
+        assert self.pausing is not None
+        budget = self.pausing.store.key_budget_bytes
+        return Refused(
+            429, "paused_sessions_budget",
+            f"this key's stored sessions and saved states fill its snapshot disk budget "
+            f"(snapshot_key_bytes = {budget} bytes), so none of its sessions can be paused to make "
+            "room for a new one; close sessions or delete saved states it no longer needs first",
+        )  # fmt: skip
+
+    async def _pause_one(self, tenant: str, *, others: bool, waking: LiveSession | None = None) -> int | None:
         """Pause the least recently used idle session of ``tenant`` (with ``others``: of anyone,
         ``tenant``'s own first), saving it first when its last snapshot is not of its state now
         (used moments ago, or the machine is busy); returns the memory it held in the gate (MB),
-        None when none could be paused."""
+        None when none could be paused. ``tenant``'s own are paused only within its budget
+        (``Pausing.per_key`` paused already, or its own cannot be saved within its
+        ``key_budget_bytes``); when nothing else could be paused (``others`` false: ``tenant``
+        is at its own cap, so another key's session would make room beyond its share),
+        ``Refused(429, paused_sessions_budget)`` names the budget."""
 
         def idle(s: LiveSession) -> bool:
             return (not s.paused and not s.closed and s.can_pause and not s.lock.locked()
@@ -189,15 +223,25 @@ class PausingSessions(StoreBase):
 
         order = sorted((s for s in self._sessions.values() if idle(s)),
                        key=lambda s: (s.tenant != tenant, s.last_used))  # fmt: skip
+        budget: Refused | None = None
         for s in order:
             if not idle(s):  # changed while an earlier one was saved
                 continue
+            if s.tenant == tenant:
+                over = self._over_paused_count(tenant, waking)
+                if over is not None:
+                    budget = over
+                    continue
             if not s.saved or not (s.saving is None or s.saving.done()):
                 await self._save_now(s)
             if idle(s) and s.saved and (s.saving is None or s.saving.done()):
                 held = int(getattr(s.reservation, "memory_mb", 0) or 0)
                 self._pause(s)
                 return held
+            if s.tenant == tenant and (s.snapshot_error or {}).get("code") == "snapshot_budget":
+                budget = budget or self._over_paused_bytes()
+        if budget is not None:
+            raise budget
         return None
 
     async def _wake(self, live: LiveSession, tenant: CallerLike | None) -> None:
@@ -207,11 +251,11 @@ class PausingSessions(StoreBase):
         session (``410 session_lost``)."""
         pausing = self.pausing
         assert pausing is not None and tenant is not None
-        await self._make_room(tenant)
+        await self._make_room(tenant, waking=live)
         self._check_room(tenant)
         await self.executor.ready(live.runtime, live.profile.image)
         held = self.executor.memory_for(live.profile, live.runtime, live.limits)
-        reservation = await self._reserve(tenant, held)
+        reservation = await self._reserve(tenant, held, waking=live)
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         claim: Ticket | None = None
         writer = live.snapshot_writer
