@@ -3,17 +3,18 @@
 One module per concept (the settings are ``wasm_runner.settings``, read as sections:
 ``config.admission``, ``config.client_bounds`` ...):
 
-- ``auth``: API keys and per-key rate limits; ``users``: user ids within a key; ``admission``:
-  global cap, memory budget, queue.
+- ``auth``: API keys and per-key rate limits; ``users``: user ids within a key. Admission (global
+  cap, memory budget, queue, the leases across replicas) is ``wasm_runner.admission``; its
+  refusals are ``Refused``, answered as JSON by ``errors``.
 - ``internal``: the guard of calls another replica passed on (signed, ``X-Wasm-Runner-Internal-*``)
   and who their caller was; ``relay``: a session call or download relayed to the replica that
   holds it (a lost replica's session is resumed here by ``wasm_runner.sessions.SessionRecovery``).
-  What replicas share (Redis state, leases, the directory, signing, the drain) is
+  What replicas share (Redis state, the leases' Redis, the directory, signing, the drain) is
   ``wasm_runner.scaleout``; sessions themselves are ``wasm_runner.sessions``.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
 - ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
-  ``wasm_runner.execution.Executor``: admission as its gate, its one session store (HTTP and MCP
-  sessions alike); ``runs``: the executor's other parts (the sandboxes, readiness, the memory a
+  ``wasm_runner.execution.Executor``: ``wasm_runner.admission.AdmissionGate`` as its gate, its
+  one session store (HTTP and MCP sessions alike); ``runs``: the executor's other parts (the sandboxes, readiness, the memory a
   run holds, the profiles' warm pools, metrics and audit as its record of every run).
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
