@@ -22,8 +22,9 @@ What lives where, in reading order:
 - ``server_gate``: the server's ``Gate``, ``AdmissionGate``: the leases first, then this replica's
   place; refusals as ``Refused`` and counted (``on_refused``); ``Opening``, whether the replica
   still takes new work.
-- ``memory``: memory accounting: what the server holds of the budget for itself
-  (``server_memory_mb``, from the ``ServerShape`` of its settings).
+- ``memory``: memory accounting: what a run or session holds of the budget (``resident_mb``, the
+  executor's ``memory_for``) and what the server holds of it for itself (``server_memory_mb``,
+  from the ``ServerShape`` of its settings).
 
 The drain and the replica's lifecycle (warming / ready / draining) are not admission's and stay in
 ``wasm_runner.scaleout.drain``: the drain is a replica's shutdown among replicas, which stops
@@ -41,10 +42,10 @@ way to use them.
 
 from .gate import Claims, Gate, Ticket
 from .leases import Leases
-from .memory import ServerShape, server_memory_mb
+from .memory import ServerShape, resident_mb, server_memory_mb
 from .parking import Parking
 from .replica import Admission, Busy, ReplicaTicket
 from .server_gate import AdmissionGate, Opening
 
 __all__ = ["Admission", "AdmissionGate", "Busy", "Claims", "Gate", "Leases", "Opening", "Parking", "ReplicaTicket",
-           "ServerShape", "Ticket", "server_memory_mb"]
+           "ServerShape", "Ticket", "resident_mb", "server_memory_mb"]

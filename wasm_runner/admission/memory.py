@@ -1,5 +1,6 @@
-"""Memory accounting for the budget (``memory_budget_mb``): what the server holds of it for itself,
-before any run (``server_memory_mb``).
+"""Memory accounting for the budget (``memory_budget_mb``): what a run or session holds of it
+(``resident_mb``, the executor's ``memory_for``) and what the server holds of it for itself, before
+any run (``server_memory_mb``).
 """
 
 from __future__ import annotations
@@ -8,8 +9,18 @@ from collections.abc import Mapping, Sequence
 from typing import Protocol
 
 from ..execution.policy import PolicyLike
+from ..limits import Limits
 
-__all__ = ["ServerShape", "server_memory_mb"]
+__all__ = ["ServerShape", "resident_mb", "server_memory_mb"]
+
+
+def resident_mb(profile: PolicyLike, runtime: str, limits: Limits) -> int:
+    """What a run or session counts against the memory budget: what it may add (memory_mb) plus
+    the resident cost of its image's pages (images.RESIDENT_MB; the default runtime only)."""
+    from ..images import RESIDENT_MB
+
+    image = getattr(profile, "image", None)
+    return limits.memory_mb + (RESIDENT_MB.get(image, 0) if runtime == "default" and image else 0)
 
 
 class ServerShape(Protocol):

@@ -14,11 +14,13 @@ One module per concept (the settings are ``wasm_runner.settings``, read as secti
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
 - ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
   ``wasm_runner.execution.Executor``: ``wasm_runner.admission.AdmissionGate`` as its gate, its
-  one session store (HTTP and MCP sessions alike); ``runs``: the executor's other parts (the sandboxes, readiness, the memory a
-  run holds, the profiles' warm pools, metrics and audit as its record of every run).
+  one session store (HTTP and MCP sessions alike); its other parts live where their concern does
+  (``wasm_runner.sandbox.provider``: the sandboxes and the profiles' warm pools;
+  ``wasm_runner.warmup.ready_within``: readiness; ``wasm_runner.admission.resident_mb``: the
+  memory a run holds). ``record``: ``RunRecord``, metrics and audit as its record of every run.
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
-- ``metrics`` (Prometheus), ``audit`` (JSON lines), ``downloads`` (short-lived file links),
+- ``metrics`` (Prometheus), ``audit`` (JSON lines) (``record`` writes both), ``downloads`` (short-lived file links),
   ``exercise_catalog`` (the exercises served, loaded once),
   ``middleware`` (security headers), ``errors`` (4xx JSON), ``app`` (assembly), ``cli`` (``serve``),
   ``serving`` (uvicorn with the bounds it lacks: header timeout, connection caps; the drain on

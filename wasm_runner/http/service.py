@@ -21,13 +21,14 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..admission import Admission, AdmissionGate, server_memory_mb
+from ..admission import Admission, AdmissionGate, resident_mb, server_memory_mb
 from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
 from ..result import Result
+from ..sandbox.provider import ProfilePools, prepare_estimate, sandbox_made, server_sandbox
 from ..scaleout.directory import directory_for
 from ..scaleout.drain import Drain, Lifecycle
 from ..scaleout.forwarding import Forwarding
@@ -35,7 +36,7 @@ from ..scaleout.leases import RedisLeases
 from ..scaleout.signing import Signer
 from ..scaleout.state import SharedState
 from ..sessions import Pausing, SessionRecovery, paused_store
-from ..warmup import Warmup
+from ..warmup import Warmup, ready_within
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from ..settings import ConfigError, ServerConfig
@@ -44,9 +45,8 @@ from .errors import ApiError
 from .exercise_catalog import ExerciseCatalog
 from .internal import internal_call
 from .metrics import Metrics
-from . import runs
 from .relay import Hop
-from .runs import ProfilePools, RunRecord, prepare_estimate, ready_within, resident_mb, sandbox_made, server_sandbox
+from .record import RunRecord
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -194,7 +194,7 @@ class Service:
         return owner, (tenant.user or "") if tenant.user_token else ""
 
     # -- sandboxes -------------------------------------------------------------------------
-    resident_mb = staticmethod(runs.resident_mb)  # what a run or session holds of the memory budget
+    resident_mb = staticmethod(resident_mb)  # what a run or session holds of the memory budget
 
     def profile_runtimes(self) -> list[tuple[str, str | None]]:
         """The (runtime, image) the profiles of the config use, each once."""
