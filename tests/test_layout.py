@@ -12,7 +12,7 @@ import wasm_runner
 
 PACKAGE = Path(wasm_runner.__file__).parent
 FACES = ("http", "mcp", "compare", "browser", "cli.py", "bench.py", "tool_schema.py")
-CORE = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "cli", "bench", "tool_schema"} | {"sandbox", "wasi", "execution", "sessions"}
+CORE = {p.stem for p in PACKAGE.glob("*.py")} - {"__init__", "cli", "bench", "tool_schema"} | {"sandbox", "wasi", "execution", "admission", "sessions"}
 
 
 def _modules(*under: str) -> list[Path]:

@@ -1,9 +1,10 @@
-"""A gate with counted slots and memory: what admission is to the executor (``execution.Gate``),
+"""A gate with counted slots and memory: what admission is to the executor (``admission.Gate``),
 small enough to read every number it holds. The runs behind it are real sandbox runs."""
 
 from __future__ import annotations
 
-from wasm_runner.execution import CallerLike, Refused, Ticket
+from wasm_runner.admission import Ticket
+from wasm_runner.execution import CallerLike, Refused
 
 
 class Slot:

@@ -9,7 +9,7 @@ import httpx
 from tests.support.live_server import live_server, make_config, wait_until
 
 from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, hash_key
-from wasm_runner.http.service import server_memory_mb
+from wasm_runner.admission import server_memory_mb
 
 
 def test_full_queue_gives_429_then_recovers(warm_sandbox: None, tmp_path: Path) -> None:

@@ -27,7 +27,8 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from wasm_runner.http.app import build_app
 from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
-from wasm_runner.http.service import Service, server_memory_mb
+from wasm_runner.admission import server_memory_mb
+from wasm_runner.http.service import Service
 from wasm_runner.limits import Limits
 
 pytestmark = pytest.mark.timeout(900)
@@ -169,7 +170,7 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     chat = _config(tmp_path).profiles["chat"]
     hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
     # the whole budget is one pool here (per-key shares are tested in tests/http/test_attacks.py)
-    # (after what the server holds itself: its prestarted instances, service.server_memory_mb)
+    # (after what the server holds itself: its prestarted instances, admission.server_memory_mb)
     held = server_memory_mb(_config(tmp_path))
     # never paused: with pausing, an idle session is paused to make room for a new one
     config = _config(tmp_path, memory_budget_mb=4 * hold + held, tenant_memory_share=1.0,

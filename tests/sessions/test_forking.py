@@ -8,7 +8,8 @@ from tests.execution.gates import CountingGate
 from tests.sessions.test_store import LIMITS, POLICY, Told, with_executor
 
 from wasm_runner import Sandbox
-from wasm_runner.execution import Caller, CallerLike, Executor, Job, Refused, Ticket
+from wasm_runner.admission import Ticket
+from wasm_runner.execution import Caller, CallerLike, Executor, Job, Refused
 
 ALICE4 = Caller("alice", max_concurrent=4)
 

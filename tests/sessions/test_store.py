@@ -14,7 +14,8 @@ import pytest
 from tests.execution.gates import CountingGate
 
 from wasm_runner import Limits, Sandbox, Status
-from wasm_runner.execution import Caller, CallerLike, Executor, Job, Policy, Refused, Ticket
+from wasm_runner.admission import Ticket
+from wasm_runner.execution import Caller, CallerLike, Executor, Job, Policy, Refused
 from wasm_runner.sessions import LiveSession
 
 T = TypeVar("T")

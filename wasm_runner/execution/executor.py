@@ -13,10 +13,10 @@ import threading
 from collections.abc import Callable
 from typing import Any, Unpack
 
+from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
 from ..result import Result
 from ..sessions import Pausing, SessionListener, SessionStore
-from .gate import Claims
 from .job import Job, OutputCallback
 from .running import MemoryFor, OnDone, PoolFor, Prepare, Runner, RunnerOptions, SandboxFor
 

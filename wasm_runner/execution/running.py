@@ -3,8 +3,8 @@
 runtime's readiness and the memory a run holds. The ``Executor`` is one (with its ``SessionStore``,
 which uses a runner for its sessions' calls).
 
-A run waiting for interactive input gives its slot back meanwhile (``_Parking``: ``Gate.park``,
-``Gate.resume``).
+A run waiting for interactive input gives its slot back meanwhile (``admission.Parking``:
+``Gate.park``, ``Gate.resume``).
 """
 
 from __future__ import annotations
@@ -17,11 +17,12 @@ from collections.abc import Awaitable, Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any, TypedDict, TypeVar, Unpack
 
+from ..admission.gate import Gate
+from ..admission.parking import Parking
 from ..limits import Limits
 from ..result import Result, Status
-from .gate import Gate, Ticket
 from .job import Job
-from .policy import CallerLike, PolicyLike
+from .policy import PolicyLike
 from .refusal import Refused
 
 __all__ = ["MemoryFor", "OnDone", "PoolFor", "Prepare", "Runner", "RunnerOptions", "SandboxFor"]
@@ -36,77 +37,6 @@ PoolFor = Callable[[Any, PolicyLike], "str | None"]  # (sandbox, policy) -> warm
 SandboxFor = Callable[[str, "str | None"], Any]  # (runtime, image) -> sandbox
 Prepare = Callable[[str, "str | None"], Awaitable[None]]  # (runtime, image): ready, or Refused
 MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits) -> MB to hold
-
-
-class _Parking:
-    """The input source of an admitted run: while the guest waits for input its slot is parked
-    (``Gate.park``); when input arrives it takes a slot again (``Gate.resume``) before the guest
-    reads it. ``read`` runs on the guest's thread; the gate lives on the event loop."""
-
-    def __init__(
-        self,
-        source: Any,
-        gate: Gate,
-        ticket: Ticket,
-        tenant: CallerLike,
-        loop: asyncio.AbstractEventLoop,
-        cancel: threading.Event,
-    ) -> None:
-        self.source = source
-        self.gate = gate
-        self.ticket = ticket
-        self.tenant = tenant
-        self.loop = loop
-        self.cancel = cancel
-        self.parked = False
-        self.resume_seconds = 0.0  # time spent waiting for a slot after input arrived
-
-    def read(self, max_bytes: int, timeout: float) -> bytes | None:
-        got: bytes | None
-        if not self.parked:
-            got = self.source.read(max_bytes, 0.0)
-            if got is not None:
-                return got  # input was there: no wait, nothing to park
-            self.parked = self._park()
-        got = self.source.read(max_bytes, timeout)
-        if got is not None and self.parked:
-            self.parked = False
-            if not self._resume():
-                return b""  # cancelled (or the server stops) while waiting for a slot
-        return got
-
-    def _park(self) -> bool:
-        async def park() -> bool:
-            return self.gate.park(self.ticket)
-
-        try:
-            return asyncio.run_coroutine_threadsafe(park(), self.loop).result()
-        except Exception:  # the loop is gone (shutdown): keep the slot
-            log.debug("could not park a run waiting for input", exc_info=True)
-            return False
-
-    def _resume(self) -> bool:
-        started = time.monotonic()
-        try:
-            fut = asyncio.run_coroutine_threadsafe(
-                self.gate.resume(self.ticket, self.tenant), self.loop
-            )
-        except RuntimeError:  # the loop is closed
-            return False
-        try:
-            while True:
-                try:
-                    fut.result(timeout=0.05)
-                    return True
-                except TimeoutError:
-                    if self.cancel.is_set():
-                        fut.cancel()
-                        return False
-                except Exception:  # cancelled on the loop (shutdown), or a gate failure
-                    log.warning("a parked run could not resume", exc_info=True)
-                    return False
-        finally:
-            self.resume_seconds += time.monotonic() - started
 
 
 def _default_sandbox_for(runtime: str, image: str | None) -> Any:
@@ -186,7 +116,7 @@ class Runner:
         source = input_source
         parking = None
         if input_source is not None and slot is not None and self.gate is not None:
-            parking = source = _Parking(input_source, self.gate, slot, job.tenant, loop, cancel)
+            parking = source = Parking(input_source, self.gate, slot, job.tenant, loop, cancel)
         future = loop.run_in_executor(self._pool, self._guarded, lambda: call(cancel, source))
 
         def finished(fut: asyncio.Future[Result]) -> None:

@@ -1,5 +1,5 @@
 """Between guests on worker threads and the event loop: the bridges that carry output and
-interactive input, cancel on disconnect, and a 429 for an admission refusal.
+interactive input, and cancel on disconnect.
 
 Guests themselves are admitted and run by the server's ``wasm_runner.execution.Executor``. When
 the awaiting task is cancelled (the client went away), the run's ``cancel`` event is set and the
@@ -16,16 +16,11 @@ import threading
 from collections.abc import Callable
 from typing import Any, TypeVar
 
-from .admission import Busy
 from .errors import ApiError
 
-__all__ = ["OutputBridge", "QueuedInput", "busy_error", "cancel_on_disconnect"]
+__all__ = ["OutputBridge", "QueuedInput", "cancel_on_disconnect"]
 
 T = TypeVar("T")
-
-
-def busy_error(exc: Busy) -> ApiError:
-    return ApiError(429, exc.code, exc.message, headers={"Retry-After": str(exc.retry_after)})
 
 
 class OutputBridge:

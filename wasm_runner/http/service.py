@@ -1,6 +1,6 @@
-"""The service behind the routes: one object holding the config, the gatekeeper, admission,
-metrics, the audit log, downloads and the server's ``Executor`` (``wasm_runner.execution``: the one
-way every face reaches guests, with its one ``SessionStore``).
+"""The service behind the routes: one object holding the config, the gatekeeper, admission
+(``wasm_runner.admission``), metrics, the audit log, downloads and the server's ``Executor``
+(``wasm_runner.execution``: the one way every face reaches guests, with its one ``SessionStore``).
 
 Routes call ``caller`` (who is this, within their rate?), ``policy`` (which profile and limits?),
 ``run_job`` (admit and run one guest) and ``render`` (the result as JSON for the client). The MCP
@@ -21,96 +21,41 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..execution import CallerLike, Executor, Job, Policy, PolicyLike, Refused, Ticket
+from ..admission import Admission, AdmissionGate, resident_mb, server_memory_mb
+from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
 from ..result import Result
+from ..sandbox.provider import ProfilePools, prepare_estimate, sandbox_made, server_sandbox
 from ..scaleout.directory import directory_for
 from ..scaleout.drain import Drain, Lifecycle
 from ..scaleout.forwarding import Forwarding
-from ..scaleout.leases import Lease, Leases
+from ..scaleout.leases import RedisLeases
 from ..scaleout.signing import Signer
 from ..scaleout.state import SharedState
 from ..sessions import Pausing, SessionRecovery, paused_store
-from ..warmup import Warmup
-from .admission import Admission, Busy
-from .admission import Ticket as AdmissionTicket
+from ..warmup import Warmup, ready_within
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from ..settings import ConfigError, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
 from .exercise_catalog import ExerciseCatalog
-from .guests import busy_error
 from .internal import internal_call
 from .metrics import Metrics
-from . import runs
 from .relay import Hop
-from .runs import ProfilePools, RunRecord, prepare_estimate, ready_within, resident_mb, sandbox_made, server_sandbox
+from .record import RunRecord
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
 
-__all__ = ["Service", "Job", "AdmissionGate"]
-
-_NO_LIMIT = 1 << 30  # a lease taken whatever the count (a parked run resuming)
+__all__ = ["Service", "Job"]
 
 
 def client_address(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client else "unknown"
-
-
-class _LeasedTicket:
-    """A run slot of this replica plus its leases in the counts shared by all replicas: its
-    key's runs in flight, and its user's when it has one (none while the run is parked, waiting
-    for input)."""
-
-    def __init__(self, ticket: AdmissionTicket, leases: list[Lease]) -> None:
-        self.ticket = ticket
-        self.leases = leases
-
-    def drop_leases(self) -> None:
-        leases, self.leases = self.leases, []
-        for lease in leases:
-            lease.release()
-
-    def release(self) -> None:
-        self.ticket.release()
-        self.drop_leases()
-
-
-def _who(tenant: CallerLike) -> str:
-    return getattr(tenant, "who", "this API key")
-
-
-def _user_name(tenant: CallerLike) -> str | None:
-    return getattr(tenant, "user_name", None)
-
-
-def server_memory_mb(config: ServerConfig) -> int:
-    """What a server holds of ``memory_budget_mb`` for itself, counted before any run: the
-    instances its sandboxes keep started ahead of time (each sandbox's ``prestart`` and the
-    profiles' warm pools; each instance its image's resident pages, ``images.RESIDENT_MB``) and the
-    most the instance allocator keeps resident between instances (``engine.retained_bytes``)."""
-    from ..engine import retained_bytes
-    from ..images import RESIDENT_MB
-    from ..sandbox import default_prestart
-
-    def slot_mb(runtime: str, image: str | None) -> int:
-        return RESIDENT_MB.get((image or "plain") if runtime == "default" else "plain", RESIDENT_MB["plain"])
-
-    # one sandbox per (runtime, image) a request can reach: each profile's, and any other
-    # runtime a request may ask for (with the profile's limits, on that runtime's only image)
-    slots: dict[tuple[str, str | None], int] = {
-        (runtime, "plain"): default_prestart() for runtime in config.runtimes if runtime != "default"
-    }
-    for profile in config.profiles.values():
-        where = (profile.runtime, profile.image if profile.runtime == "default" else "plain")
-        slots[where] = slots.get(where, default_prestart()) + max(0, profile.pool_size)
-    held = sum(count * slot_mb(*where) for where, count in slots.items())
-    return held + -(-retained_bytes() // (1 << 20))
 
 
 def snapshot_secret(config: ServerConfig) -> bytes:
@@ -124,123 +69,6 @@ def snapshot_secret(config: ServerConfig) -> bytes:
         shared = hmac.new(config.scale_out.cluster_secret.encode(), b"wasm-runner session snapshots",
                           hashlib.sha256).digest()  # fmt: skip
     return default_secret(shared)
-
-
-class AdmissionGate:
-    """The server's admission as the executor's ``Gate``: a refusal becomes a 429 and a metric.
-
-    With shared state a run first takes a lease of its key's ``max_concurrent`` across the
-    replicas (``leases.Leases``), then a slot of this replica's own admission; while the replica
-    drains, new work gets ``503 draining``."""
-
-    def __init__(
-        self,
-        admission: Admission,
-        metrics: Metrics,
-        leases: Leases | None = None,
-        lifecycle: Lifecycle | None = None,
-    ) -> None:
-        self.admission = admission
-        self.metrics = metrics
-        self.leases = leases
-        self.lifecycle = lifecycle or Lifecycle()
-
-    async def acquire(self, tenant: CallerLike, memory_mb: int) -> Ticket:
-        user = _user_name(tenant)
-        user_max = getattr(tenant, "user_max_concurrent", 0)
-        leases: list[Lease] = []
-        try:
-            self.lifecycle.check_admit()
-            if self.leases is not None:
-                if user is not None:  # the user's place first: a refused user takes no key's
-                    leases.append(await self._user_lease(tenant, user, user_max))
-                leases.append(await self.leases.claim(
-                    "run", tenant, tenant.max_concurrent, self.admission.retry_after()
-                ))  # fmt: skip
-                if self.lifecycle.draining:  # the drain began while Redis answered
-                    self.lifecycle.check_admit()
-        except BaseException as exc:
-            for lease in leases:
-                lease.release()
-            if isinstance(exc, Refused):
-                self.metrics.rejections.labels(exc.code).inc()
-            raise
-        try:
-            ticket = await self.admission.acquire(
-                tenant.name, memory_mb, tenant.max_concurrent,
-                user=user, user_max=user_max, who=_who(tenant),
-            )  # fmt: skip
-        except BaseException as exc:
-            for lease in leases:
-                lease.release()
-            if isinstance(exc, Busy):
-                self.metrics.rejections.labels(exc.code).inc()
-                raise busy_error(exc) from None
-            raise
-        return _LeasedTicket(ticket, leases) if self.leases is not None else ticket
-
-    async def _user_lease(self, tenant: CallerLike, user: str, user_max: int) -> Lease:
-        assert self.leases is not None
-        lease = await self.leases.take("run", user, user_max)
-        if lease is None:
-            raise ApiError(
-                429, "user_concurrency",
-                f"this user already has {user_max} runs in flight across the replicas; wait for "
-                f"one to finish (other users of {_who(tenant)} are not held back)",
-                headers={"Retry-After": str(max(1, self.admission.retry_after()))},
-            )  # fmt: skip
-        return lease
-
-    def reserve(self, tenant: CallerLike, memory_mb: int) -> Ticket:
-        try:
-            self.lifecycle.check_admit()
-        except Refused as exc:
-            self.metrics.rejections.labels(exc.code).inc()
-            raise
-        try:
-            return self.admission.reserve(tenant.name, memory_mb, who=_who(tenant))
-        except Busy as exc:
-            self.metrics.rejections.labels(exc.code).inc()
-            raise busy_error(exc) from None
-
-    def note_duration(self, seconds: float) -> None:
-        self.admission.note_duration(seconds)
-
-    def park(self, ticket: Ticket) -> bool:
-        """A run waiting for input gives back its slot here and its lease of the key's runs in
-        flight (every replica sees the place free at once); False: it keeps both."""
-        leased = ticket if isinstance(ticket, _LeasedTicket) else None
-        inner = leased.ticket if leased is not None else ticket
-        if not isinstance(inner, AdmissionTicket) or not self.admission.park(inner):
-            return False
-        if leased is not None:
-            leased.drop_leases()
-        return True
-
-    async def resume(self, ticket: Ticket, tenant: CallerLike) -> None:
-        """A slot again, ahead of queued runs, and a lease again whatever the key's count (the
-        run was admitted; Redis down: it runs on without one, as its lease would expire)."""
-        leased = ticket if isinstance(ticket, _LeasedTicket) else None
-        inner = leased.ticket if leased is not None else ticket
-        if not isinstance(inner, AdmissionTicket):
-            return
-        await self.admission.resume(inner)
-        if leased is None or self.leases is None or inner.released:
-            return
-        names = [n for n in (_user_name(tenant), tenant.name) if n is not None]
-        taken: list[Lease] = []
-        try:
-            for name in names:
-                lease = await self.leases.take("run", name, _NO_LIMIT)
-                if lease is not None:
-                    taken.append(lease)
-        except Refused:
-            log.warning("a resumed run took no lease: shared state unavailable")
-        if inner.released:  # ended meanwhile
-            for lease in taken:
-                lease.release()
-        else:
-            leased.leases = taken
 
 
 class Service:
@@ -268,7 +96,7 @@ class Service:
         self.metrics = Metrics()
         self.lifecycle = Lifecycle(self.shared)  # warming / ready / draining (/readyz, SIGTERM)
         # per-key runs in flight and open sessions counted across replicas, or None (local)
-        self.leases: Leases | None = Leases(self.shared) if self.shared is not None else None
+        self.leases: RedisLeases | None = RedisLeases(self.shared) if self.shared is not None else None
         self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
         # the host functions the config declares, ready to call (entry points imported)
         try:
@@ -305,7 +133,9 @@ class Service:
         # the executor is handed parts, never the service: no part calls back into it
         self.executor = Executor(
             self.sandbox,
-            gate=AdmissionGate(self.admission, self.metrics, self.leases, self.lifecycle),
+            # admission as its gate: a refusal is counted by its reason (the metrics)
+            gate=AdmissionGate(self.admission, lambda code: self.metrics.rejections.labels(code).inc(),
+                               self.leases, self.lifecycle),
             on_done=record.record,
             pool_for=self.pools.pool_for,
             memory_for=resident_mb,
@@ -365,7 +195,7 @@ class Service:
         return owner, (tenant.user or "") if tenant.user_token else ""
 
     # -- sandboxes -------------------------------------------------------------------------
-    resident_mb = staticmethod(runs.resident_mb)  # what a run or session holds of the memory budget
+    resident_mb = staticmethod(resident_mb)  # what a run or session holds of the memory budget
 
     def profile_runtimes(self) -> list[tuple[str, str | None]]:
         """The (runtime, image) the profiles of the config use, each once."""

@@ -4,7 +4,9 @@
 Modules, in reading order: ``core`` (Sandbox), ``workspace`` (run folders and grants), ``wrapper``
 (the guest-side wrapper and its jobs), ``guest`` (guest threads, budgets at hand-over),
 ``classify`` (how a run ended -> ``Result``), ``session`` (with ``session_state`` and ``sealing``:
-saved sessions), ``pool``, ``default``. Input rules
+saved sessions), ``pool``, ``default``, and ``provider`` (the server's sandbox provider on top of
+``default``: a refusal when a runtime is not installed, the profiles' warm pools; imported from its
+module, ``wasm_runner.sandbox.provider``, as it uses ``execution.Refused``). Input rules
 live in ``wasm_runner.inputs``; the WASI host in ``wasm_runner.wasi``. Only ``core`` and
 ``default`` know ``Sandbox``; the modules below it are handed only what they use, never the
 sandbox: a guest its ``guest.GuestModule`` (a frozen record of the loaded module), a warm pool

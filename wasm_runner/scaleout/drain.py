@@ -12,6 +12,10 @@ flight (they finish and are answered), cancels any still running, hands its save
 to the other replicas (with a shared snapshot folder: the next call resumes each elsewhere),
 closes the rest (their files are removed) and releases its leases; then the server shuts down as usual and the
 process exits 0. A second signal stops at once.
+
+Neither is admission's (``wasm_runner.admission``): a drain stops admission (``Lifecycle`` is the
+gate's ``admission.Opening``) but also cancels the executor's runs, hands sessions over to other
+replicas and releases the leases, and the lifecycle answers the balancer (with Redis's health).
 """
 
 from __future__ import annotations
@@ -21,10 +25,10 @@ import logging
 import time
 from typing import Protocol
 
+from ..admission import Leases
 from ..execution import Executor, Refused
 from ..sessions import SessionStore
 from ..warmup import Preparation
-from .leases import Leases
 from .state import SharedState
 
 __all__ = ["Drain", "Lifecycle", "Load", "draining_error", "DRAIN_RETRY_AFTER"]
@@ -44,7 +48,7 @@ def draining_error() -> Refused:
 
 
 class Load(Protocol):
-    """What the drain waits on (the server's admission, ``http.admission.Admission``): the runs
+    """What the drain waits on (the server's admission, ``wasm_runner.admission.Admission``): the runs
     running and the runs queued on this replica."""
 
     @property

@@ -16,7 +16,10 @@ last beat, whatever ``lease_ttl_seconds`` is. A replica whose event loop stalled
 heartbeat may see its leases counted out; its next beat notices and writes them back at once.
 
 Only counts live here: the global running cap, the queue and the memory budget stay per replica
-(``admission.Admission``), because each replica has its own CPU and memory.
+(``wasm_runner.admission.Admission``), because each replica has its own CPU and memory.
+
+``RedisLeases`` implements admission's ``wasm_runner.admission.Leases`` (admission depends only on
+that protocol); it lives here because it needs scale-out's shared state.
 """
 
 from __future__ import annotations
@@ -31,7 +34,7 @@ from typing import Any, cast
 from ..execution import CallerLike, Refused
 from .state import SharedState, SharedStateUnavailable
 
-__all__ = ["HEARTBEAT_SECONDS", "HEARTBEAT_TTL_SECONDS", "Lease", "Leases"]
+__all__ = ["HEARTBEAT_SECONDS", "HEARTBEAT_TTL_SECONDS", "Lease", "RedisLeases"]
 
 log = logging.getLogger("wasm_runner.scaleout")
 
@@ -72,7 +75,7 @@ return 1
 
 # KEYS[1] the heartbeats; ARGV: replica id, heartbeat ttl ms. Returns 1 when the replica's last
 # beat was still alive, 0 when it had lapsed (or Redis restarted empty): its leases may have been
-# counted out, so it writes them back at once (``Leases.beat``).
+# counted out, so it writes them back at once (``RedisLeases.beat``).
 _BEAT = _NOW + """
 local last = redis.call('ZSCORE', KEYS[1], ARGV[1])
 redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
@@ -108,7 +111,7 @@ class Lease:
     """One held lease; ``release`` (sync, idempotent) stops refreshing it at once and removes it
     from Redis in the background (if that fails, it expires within the TTL)."""
 
-    leases: Leases
+    leases: RedisLeases
     key: str
     id: str
     released: bool = field(default=False)
@@ -119,8 +122,8 @@ class Lease:
             self.leases._drop(self)
 
 
-class Leases:
-    """The leases one replica holds, and the task that keeps them alive."""
+class RedisLeases:
+    """The leases one replica holds, and the task that keeps them alive (``admission.Leases``)."""
 
     def __init__(self, shared: SharedState) -> None:
         self.shared = shared

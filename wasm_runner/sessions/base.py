@@ -10,7 +10,7 @@ import time
 from collections.abc import Callable
 from typing import TYPE_CHECKING, Any
 
-from ..execution.gate import Claims
+from ..admission.gate import Claims
 from ..execution.policy import CallerLike, PolicyLike
 from ..execution.refusal import Refused
 from ..execution.running import Runner

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
-from ..execution.gate import Ticket
+from ..admission.gate import Ticket
 from ..execution.policy import CallerLike, PolicyLike
 from ..limits import Limits
 from ..result import FileOut, Result

@@ -16,7 +16,7 @@ import shutil
 import time
 from typing import Any
 
-from ..execution.gate import Ticket
+from ..admission.gate import Ticket
 from ..execution.policy import CallerLike, PolicyLike
 from ..execution.refusal import Refused
 from ..limits import Limits

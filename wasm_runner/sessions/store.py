@@ -22,7 +22,7 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, TypeVar
 
-from ..execution.gate import Ticket
+from ..admission.gate import Ticket
 from ..execution.job import Job, OutputCallback
 from ..execution.policy import CallerLike, PolicyLike
 from ..execution.refusal import Refused

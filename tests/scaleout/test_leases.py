@@ -12,7 +12,7 @@ from collections.abc import Awaitable, Callable
 
 from tests.support.redis_process import RedisProcess
 
-from wasm_runner.scaleout.leases import HEARTBEAT_TTL_SECONDS, Leases
+from wasm_runner.scaleout.leases import HEARTBEAT_TTL_SECONDS, RedisLeases
 from wasm_runner.scaleout.state import SharedState
 
 LEASE_TTL = 60.0  # far longer than the heartbeat: whatever ends a lease here, it is not its TTL
@@ -38,7 +38,7 @@ def test_a_replica_that_stops_beating_loses_its_leases_within_the_heartbeat(
         a_state, b_state = replica(redis_server, "alive", "t1:"), replica(redis_server, "dead", "t1:")
         await a_state.start()
         await b_state.start()
-        a, dead = Leases(a_state), Leases(b_state)
+        a, dead = RedisLeases(a_state), RedisLeases(b_state)
         beating = asyncio.ensure_future(a.beat_forever())
         try:
             held = await dead.take("run", "class", 2)
@@ -71,7 +71,7 @@ def test_a_stalled_replica_writes_its_leases_back_at_its_next_beat(
         s_state, o_state = replica(redis_server, "stalled", "t2:"), replica(redis_server, "other", "t2:")
         await s_state.start()
         await o_state.start()
-        stalled, other = Leases(s_state), Leases(o_state)
+        stalled, other = RedisLeases(s_state), RedisLeases(o_state)
         try:
             assert await stalled.take("session", "k", 1) is not None
             await asyncio.sleep(HEARTBEAT_TTL_SECONDS + 0.5)  # no beat: as a stalled event loop
@@ -87,7 +87,7 @@ def test_a_stalled_replica_writes_its_leases_back_at_its_next_beat(
     asyncio.run(scenario())
 
 
-async def _zero(leases: Leases, kind: str, tenant: str) -> bool:
+async def _zero(leases: RedisLeases, kind: str, tenant: str) -> bool:
     return await leases.count(kind, tenant) == 0
 
 

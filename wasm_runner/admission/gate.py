@@ -1,15 +1,16 @@
 """Admission, as the executor sees it: the ``Gate`` that admits runs and holds memory for sessions,
 the ``Ticket`` it hands out, and the ``Claims`` of counts shared with other processes.
 
-A server's admission implements these (``http.service.AdmissionGate``, ``scaleout.leases.Leases``);
-an executor without a gate (the CLI, MCP over stdio, Python callers) admits every run.
+A server's admission implements these (``server_gate.AdmissionGate``; the cross-replica
+``leases.Leases``, in Redis ``scaleout.leases.RedisLeases``); an executor without a gate (the CLI,
+MCP over stdio, Python callers) admits every run.
 """
 
 from __future__ import annotations
 
 from typing import Protocol
 
-from .policy import CallerLike
+from ..execution.policy import CallerLike
 
 __all__ = ["Claims", "Gate", "Ticket"]
 
@@ -21,7 +22,7 @@ class Ticket(Protocol):
 
 
 class Gate(Protocol):
-    """Admission (``wasm_runner.http.admission`` behind the server's adapter). Refuses with
+    """Admission (``replica.Admission`` behind the server's ``server_gate.AdmissionGate``). Refuses with
     ``Refused`` (status 429) when there is no room.
 
     ``park`` gives a run's slot (and its caller's in-flight place) back while the run waits for
@@ -41,8 +42,8 @@ class Gate(Protocol):
 
 
 class Claims(Protocol):
-    """Counts shared with other processes (the HTTP server's leases in Redis, when several
-    replicas share one): ``claim`` holds one of ``kind`` (``session``) for ``tenant`` and returns
+    """Counts shared with other processes (the server's leases, ``leases.Leases``, when several
+    replicas share one store): ``claim`` holds one of ``kind`` (``session``) for ``tenant`` and returns
     a ticket to release, or raises ``Refused`` when ``tenant`` already holds ``limit``."""
 
     async def claim(self, kind: str, tenant: CallerLike, limit: int) -> Ticket: ...

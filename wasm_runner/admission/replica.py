@@ -1,11 +1,12 @@
-"""Admission: a global cap on running guests and on the memory they hold, a bounded wait queue,
-and a per-tenant cap on runs in flight.
+"""This replica's admission: a global cap on running guests and on the memory they hold, a bounded
+wait queue, and a per-tenant cap on runs in flight.
 
 A request that cannot run now waits in the queue (first come, first served); when the queue is full,
 its tenant already has ``max_concurrent`` runs in flight, or it waited ``queue_timeout`` seconds, it
-is refused with ``Busy`` (the routes answer ``429`` with ``Retry-After``). Sessions reserve their
+is refused with ``Busy`` (the server's gate refuses it as ``Busy.refusal()``, a ``Refused`` 429
+with ``Retry-After``, which the faces answer). Sessions reserve their
 memory for their whole life with ``reserve`` (refused at once when the budget is spent).
-All methods run on the event loop thread; ``Ticket.release`` is idempotent.
+All methods run on the event loop thread; ``ReplicaTicket.release`` is idempotent.
 
 A run waiting for interactive input (``input()`` over the WebSocket) is *parked* with ``park``:
 it gives back its run slot and its place among its tenant's runs in flight, keeps its memory, and
@@ -35,8 +36,9 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from ..errors import WasmRunnerError
+from ..execution.refusal import Refused
 
-__all__ = ["Admission", "Busy", "Ticket"]
+__all__ = ["Admission", "Busy", "ReplicaTicket"]
 
 
 class Busy(WasmRunnerError):
@@ -48,9 +50,13 @@ class Busy(WasmRunnerError):
         self.message = message
         self.retry_after = retry_after
 
+    def refusal(self) -> Refused:
+        """This refusal as every face answers it: ``429``, its code, ``Retry-After``."""
+        return Refused(429, self.code, self.message, headers={"Retry-After": str(self.retry_after)})
+
 
 @dataclass(eq=False)
-class Ticket:
+class ReplicaTicket:
     """One admitted guest (a run slot, or a session's memory reservation)."""
 
     admission: Admission
@@ -73,13 +79,13 @@ class Ticket:
 class _Waiter:
     tenant: str
     memory_mb: int
-    future: asyncio.Future[Ticket] = field(repr=False)
+    future: asyncio.Future[ReplicaTicket] = field(repr=False)
     user: str | None = None
 
 
 @dataclass(eq=False)
 class _Resumer:
-    ticket: Ticket
+    ticket: ReplicaTicket
     future: asyncio.Future[None] = field(repr=False)
 
 
@@ -114,7 +120,7 @@ class Admission:
         self.tenant_queue = max_queue if tenant_queue is None else tenant_queue
         self.hold_seconds = hold_seconds  # how long a reservation without expires_in may last
         self._tenant_memory: dict[str, int] = {}
-        self._tickets: set[Ticket] = set()
+        self._tickets: set[ReplicaTicket] = set()
         # parked runs: waiting for interactive input, holding memory but no slot
         self.max_waiting = max_waiting
         self.tenant_waiting = max_waiting if tenant_waiting is None else tenant_waiting
@@ -133,7 +139,7 @@ class Admission:
 
     def hold_for_server(self, memory_mb: int) -> None:
         """Memory the server holds of the budget for as long as it runs: instances started ahead
-        of time and what the instance allocator keeps resident (``Service.server_memory_mb``)."""
+        of time and what the instance allocator keeps resident (``memory.server_memory_mb``)."""
         self.server_mb = max(0, memory_mb)
 
     @property
@@ -213,7 +219,7 @@ class Admission:
         user: str | None = None,
         user_max: int = 0,
         who: str = "this API key",
-    ) -> Ticket:
+    ) -> ReplicaTicket:
         """A run slot for ``tenant`` (and its ``user``, who may have ``user_max`` runs in flight
         inside the tenant's ``max_concurrent``); waits in the queue or raises ``Busy``. A user
         over its cap is refused before anything is counted for the tenant. ``who`` names the
@@ -290,7 +296,7 @@ class Admission:
                 self._count_user(user, -1)
             raise
 
-    def park(self, ticket: Ticket) -> bool:
+    def park(self, ticket: ReplicaTicket) -> bool:
         """Give back ``ticket``'s run slot and its tenant's in-flight place while the run waits
         for input; its memory stays held. False (nothing changes: the run keeps its slot) when
         it is not a running slot or the bounds of waiting runs are full."""
@@ -308,7 +314,7 @@ class Admission:
         self._wake()
         return True
 
-    async def resume(self, ticket: Ticket) -> None:
+    async def resume(self, ticket: ReplicaTicket) -> None:
         """A run slot again for a parked ``ticket``, ahead of every queued run (no refusal: the
         run was admitted; runs end within their limits, so a slot comes). Cancel-safe: a
         cancelled resume leaves the ticket parked, and ``release`` ends it either way."""
@@ -327,7 +333,7 @@ class Admission:
                 self._resuming.remove(resumer)
             raise
 
-    def _unpark(self, ticket: Ticket) -> None:
+    def _unpark(self, ticket: ReplicaTicket) -> None:
         ticket.parked = False
         self.running += 1
         self._count_in_flight(ticket.tenant, +1)
@@ -363,7 +369,7 @@ class Admission:
         memory_mb: int,
         expires_in: Callable[[float], float] | None = None,
         who: str = "this API key",
-    ) -> Ticket:
+    ) -> ReplicaTicket:
         """Hold ``memory_mb`` of the budget (for a session) without taking a run slot.
         ``expires_in(now)`` (optional, may be set on the ticket later) says when it ends."""
         if self.memory_mb + memory_mb > self.room_mb:
@@ -379,9 +385,9 @@ class Admission:
                 f"{self.tenant_memory_mb} MB share of the memory budget; end a session first",
                 self.memory_retry_after(memory_mb, tenant),
             )
-        return self._hold(Ticket(self, tenant, memory_mb, slot=False, expires_in=expires_in))
+        return self._hold(ReplicaTicket(self, tenant, memory_mb, slot=False, expires_in=expires_in))
 
-    def _hold(self, ticket: Ticket) -> Ticket:
+    def _hold(self, ticket: ReplicaTicket) -> ReplicaTicket:
         if ticket.slot:
             self.running += 1
         self.memory_mb += ticket.memory_mb
@@ -389,10 +395,10 @@ class Admission:
         self._tickets.add(ticket)
         return ticket
 
-    def _admit(self, tenant: str, memory_mb: int, user: str | None = None) -> Ticket:
-        return self._hold(Ticket(self, tenant, memory_mb, slot=True, user=user))
+    def _admit(self, tenant: str, memory_mb: int, user: str | None = None) -> ReplicaTicket:
+        return self._hold(ReplicaTicket(self, tenant, memory_mb, slot=True, user=user))
 
-    def _release(self, ticket: Ticket, count_in_flight: bool = True) -> None:
+    def _release(self, ticket: ReplicaTicket, count_in_flight: bool = True) -> None:
         ticket.released = True
         if ticket not in self._tickets:
             return

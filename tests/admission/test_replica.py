@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from wasm_runner.http.admission import Admission, Busy
+from wasm_runner.admission import Admission, Busy
 
 
 def run(coro):  # type: ignore[no-untyped-def]

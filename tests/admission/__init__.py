@@ -1,0 +1,1 @@
+"""Admission (``wasm_runner.admission``), one test module per module of it."""

@@ -1,0 +1,53 @@
+"""``RunRecord``: the record of every finished run in the metrics (``metrics.py``) and the audit log
+(``audit.py``), the server's ``Executor``'s ``on_done``; and the audit log's line of a session's
+fork, snapshot or resume (its session store's ``on_event``).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from ..execution import Job
+from ..result import Result
+from .audit import AuditLog
+from .metrics import Metrics
+
+__all__ = ["RunRecord"]
+
+
+class RunRecord:
+    """Metrics and the audit log of every finished run (the executor's ``on_done``), and the audit
+    log's line of a session's fork, snapshot or resume (its session store's ``on_event``)."""
+
+    def __init__(self, metrics: Metrics, audit: AuditLog) -> None:
+        self.metrics = metrics
+        self.audit = audit
+
+    def record(self, job: Job, result: Result, waited: float) -> None:
+        self.metrics.queue_seconds.observe(waited)
+        self.metrics.observe(result, job.profile.name, job.kind)
+        host_calls = job.host_calls.rows()
+        self.metrics.observe_host_calls(host_calls)
+        self.audit.record(
+            request_id=job.request_id,
+            tenant=job.tenant.name,
+            client=job.client,
+            kind=job.kind,
+            profile=job.profile.name,
+            limits=job.limits,
+            code=job.code if isinstance(job.code, str) else job.code.decode("utf-8", "replace"),
+            stdin=job.stdin if not isinstance(job.stdin, bytes) else job.stdin.decode("utf-8", "replace"),
+            files_in=job.files,
+            result=result,
+            session=job.session_id,
+            queued_seconds=waited,
+            user=getattr(job.tenant, "user", None),
+            host_calls=host_calls,
+        )
+
+    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+        if live is None:  # about a saved state, not a session: ``fields`` name the tenant
+            self.audit.event(f"session_{event}", **fields)
+            return
+        self.audit.event(f"session_{event}", tenant=live.tenant, session=live.id,
+                         profile=live.profile.name, **fields)  # fmt: skip
