@@ -256,7 +256,7 @@ class _Section:
 # -- the sections ---------------------------------------------------------------------------------
 @dataclass(frozen=True)
 class AdmissionSettings(_Section):
-    """Admission (``http.admission``): runs at once, the queue, the memory budget, runs waiting for
+    """Admission (``wasm_runner.admission``): runs at once, the queue, the memory budget, runs waiting for
     input, each key's shares, and the caps of callers without a key (auth off: per address)."""
 
     max_running: int = field(default=2, metadata=rule(whole(1), _int))
@@ -574,7 +574,7 @@ class ServerConfig(_Section):
             )
         held = profile.limits.memory_mb + (
             RESIDENT_MB.get(profile.image or "", 0) if profile.runtime == "default" else 0
-        )  # what a session of this profile holds in the budget (http.runs.resident_mb)
+        )  # what a session of this profile holds in the budget (admission.resident_mb)
         if held > admission.tenant_memory_mb:
             raise ConfigError(
                 f"profile {profile.name!r} holds {held} MB (memory_mb and its image's "

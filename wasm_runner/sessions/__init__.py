@@ -34,7 +34,7 @@ this package manages many of them.
 
 The ``Executor`` (``execution.executor``) owns one ``SessionStore``, whose calls it runs: the
 executor sits above this package, which uses the rest of ``execution`` (``Runner``, ``Job``,
-``Gate``, ``Refused``, policies) through their modules. This is a core package: it imports no face
+``Refused``, policies) and ``admission`` (``Gate``) through their modules. This is a core package: it imports no face
 and no scale-out part. The names below are its public surface: ``from wasm_runner.sessions import X``.
 """
 
