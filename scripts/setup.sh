@@ -87,7 +87,7 @@ web_assets
 
 # --- wasm-runner compare: isolation tiers from Debian packages; images built once and cached ---
 compare_pkgs=""
-for pair in bwrap:bubblewrap runc:runc crun:crun debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86; do
+for pair in bwrap:bubblewrap runc:runc crun:crun runsc:runsc debootstrap:debootstrap qemu-system-x86_64:qemu-system-x86; do
   command -v "${pair%%:*}" >/dev/null 2>&1 || [ -x "/usr/sbin/${pair%%:*}" ] || compare_pkgs="$compare_pkgs ${pair#*:}"
 done
 ls /boot/vmlinuz-* >/dev/null 2>&1 || compare_pkgs="$compare_pkgs linux-image-amd64"

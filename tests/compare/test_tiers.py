@@ -6,6 +6,7 @@ the project ships with must be available.
 
 from __future__ import annotations
 
+import re
 from dataclasses import replace
 
 import pytest
@@ -19,6 +20,7 @@ from wasm_runner.compare.tiers.oci_tier import OciTier
 from wasm_runner.compare.tiers.pyodide_chromium_tier import PyodideChromiumTier
 from wasm_runner.compare.tiers.pyodide_node_tier import PyodideNodeTier
 from wasm_runner.compare.tiers.subprocess_tier import SubprocessTier
+from wasm_runner.compare.tiers.unavailable import FirecrackerTier
 from wasm_runner.compare.tiers.wasmtime_tier import WasmtimeTier
 from wasm_runner.compare.verdict import CONTAINED, ESCAPED, OK
 
@@ -28,6 +30,7 @@ FACTORIES = {
     "bwrap": BubblewrapTier,
     "runc": lambda: OciTier("runc"),
     "crun": lambda: OciTier("crun"),
+    "gvisor": lambda: OciTier("runsc"),
     "qemu-microvm": QemuMicrovmTier,
     "wasmtime": WasmtimeTier,
     "pyodide-node": PyodideNodeTier,
@@ -76,6 +79,8 @@ def test_cpu_loop_is_stopped_by_the_tier_and_the_host_is_untouched(tier):
     assert cell.verdict.kind == CONTAINED, (cell.verdict, cell.outcome)
     assert not cell.outcome.ok and not cell.outcome.harness_killed
     assert cell.outcome.limit in ("cpu", "wall")
+    if any(c.startswith("RLIMIT_CPU not enforced") for c in tier.caveats):
+        assert cell.outcome.limit == "wall"  # what prepare measured and the row says (gVisor here)
     assert cell.probes.breaches() == []
 
 
@@ -109,3 +114,17 @@ def test_host_file_read_through_symlink_is_caught_or_held(tier):
     else:
         assert cell.verdict.kind == CONTAINED, (cell.verdict, cell.outcome)
         assert not cell.probes.canary_read and cell.probes.canary_changed == []
+
+
+def test_gvisor_row_names_its_platform_and_the_firecracker_row_says_why():
+    ok, detail = AVAILABLE["gvisor"]
+    if ok:
+        assert re.search(r"platform (ptrace|systrap) \(", detail), detail
+    else:
+        assert "runsc" in detail
+    ok, detail = FirecrackerTier().available()
+    assert not ok  # no adapter: detected only
+    if "not on PATH" in detail:
+        assert "no registry package ships a firecracker binary" in detail
+    if "PVM" in QemuMicrovmTier().available()[1]:
+        assert "PVM" in detail  # the same reason the microVM tier runs on TCG here

@@ -93,6 +93,7 @@ def render_table(reports: list[TierReport], programs: list[Program]) -> str:
             lines.append(f"{r.name}: failed: {r.error}")
         else:
             lines.append(f"{r.name}: {r.detail}")
+        lines += [f"  measured here: {c}" for c in r.caveats]
     problems = [(r.name, c) for r in ran for c in r.cells if not c.verdict.good]
     if problems:
         lines += ["", "Findings (every cell that is not ok/held):"]

@@ -77,6 +77,7 @@ class TierReport:
     startup_ms: list[float] = field(default_factory=list)
     throughput_rps: float | None = None
     error: str = ""
+    caveats: list[str] = field(default_factory=list)  # rules measured not to hold (Tier.caveats)
 
     def percentile(self, q: float) -> float | None:
         if not self.startup_ms:
@@ -104,6 +105,7 @@ class TierReport:
             "description": self.description,
             "available": self.available,
             "detail": self.detail,
+            "caveats": list(self.caveats),
             "error": self.error,
             "prepare_seconds": round(self.prepare_seconds, 3),
             "startup_ms": {
@@ -244,6 +246,7 @@ def compare_tier(
         say(f"{tier.name}: preparing")
         tier.prepare()
         report.prepare_seconds = time.monotonic() - t0
+        report.description, report.caveats = tier.description, list(tier.caveats)
         for program in programs:
             cell = run_cell(tier, program, limits, work_dir)
             say(f"{tier.name}: {program.id}: {cell.verdict.kind} ({cell.outcome.status.value}, "

@@ -21,6 +21,9 @@ class Tier(ABC):
     family: str = ""  # subprocess, container, microvm, wasm, pyodide
     description: str = ""
     grace: float = 15.0  # seconds past the wall limit before the comparison aborts a run
+    # Rules of the description that ``prepare`` measured not to hold on this machine, each said with
+    # what was measured (e.g. gVisor: RLIMIT_CPU set but not enforced). Reported beside the row.
+    caveats: tuple[str, ...] = ()
 
     @abstractmethod
     def available(self) -> tuple[bool, str]:
