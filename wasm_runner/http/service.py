@@ -28,7 +28,7 @@ from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
 from ..result import Result
-from ..sandbox.provider import ProfilePools, prepare_estimate, sandbox_made, server_sandbox
+from ..sandbox.provider import ServerSandboxes
 from ..scaleout.directory import directory_for
 from ..scaleout.drain import Drain, Lifecycle
 from ..scaleout.forwarding import Forwarding
@@ -36,7 +36,6 @@ from ..scaleout.leases import RedisLeases
 from ..scaleout.signing import Signer
 from ..scaleout.state import SharedState
 from ..sessions import Pausing, SessionRecovery, paused_store
-from ..warmup import Warmup, ready_within
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from ..settings import ConfigError, ServerConfig
@@ -110,13 +109,11 @@ class Service:
             downloads.download_ttl_seconds, downloads.download_store_bytes,
             downloads.download_tenant_bytes, directory=self.directory,
         )  # fmt: skip
-        # the process-wide sandboxes, with or without a first start's quick tier (``quick_tier``)
-        self.sandbox = functools.partial(server_sandbox, quick_tier=config.quick_tier)
-        self.pools = ProfilePools(self.sandbox)  # the profiles' warm pools
-        # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
-        self.warmup = Warmup(self.sandbox, made=sandbox_made,
-                             estimate=functools.partial(prepare_estimate, quick_tier=config.quick_tier))
-        record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
+        # the sandboxes, the profiles' warm pools, the memory a run holds and the runtimes' warm-up
+        self.sandboxes = ServerSandboxes(quick_tier=config.quick_tier,
+                                         wait_seconds=config.admission.queue_timeout_seconds)
+        self.warmup = self.sandboxes.warmup  # /readyz reports its preparations
+        self.record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
         # idle sessions paused to disk (None: never), in the folder replicas share
         self.snapshots = paused_store(
             sessions.snapshot_dir, self.shared.replica_id if self.shared else None, sessions.snapshot_key_bytes,
@@ -132,14 +129,10 @@ class Service:
             )  # fmt: skip
         # the executor is handed parts, never the service: no part calls back into it
         self.executor = Executor(
-            self.sandbox,
+            self.sandboxes,
             # admission as its gate: a refusal is counted by its reason (the metrics)
-            gate=AdmissionGate(self.admission, lambda code: self.metrics.rejections.labels(code).inc(),
-                               self.leases, self.lifecycle),
-            on_done=record.record,
-            pool_for=self.pools.pool_for,
-            memory_for=resident_mb,
-            prepare=ready_within(self.warmup, config.admission.queue_timeout_seconds),
+            gate=AdmissionGate(self.admission, self.record.refused, self.leases, self.lifecycle),
+            recorder=self.record,
             # a parked run (waiting for input) keeps its worker thread
             workers=admission.max_running + admission.max_waiting_runs + 4,
             max_sessions=sessions.max_sessions,
@@ -149,10 +142,9 @@ class Service:
             session_listener=self.directory if self.directory.shared else None,
             session_claims=self.leases,
             session_pausing=pausing,
+            max_fork_copies=sessions.max_fork_copies,
         )
         self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
-        self.sessions.max_fork_copies = sessions.max_fork_copies
-        self.sessions.on_event = record.session_event  # forks, snapshots, resumes: the audit log
         # the internal hop: who holds a session or link, and the call relayed to it
         self.forwarding = Forwarding(
             self.directory, self.sessions.holds,
@@ -325,7 +317,7 @@ class Service:
 
     def start_pools(self) -> None:
         """Warm every profile's pool ahead of the first request (called at start-up)."""
-        self.pools.start(self.config.profiles)
+        self.sandboxes.pools.start(self.config.profiles)
 
     def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
         """The result object for the client; files as base64 or as short-lived download URLs."""
@@ -349,8 +341,4 @@ class Service:
         self.executor.shutdown()
         if self.snapshots is not None:
             self.snapshots.close()
-        from ..sandbox import default_sandboxes
-
-        for sandbox in default_sandboxes():
-            for name in [n for n in sandbox.pools if n.startswith("profile:")]:
-                sandbox.pools.pop(name).close()
+        self.sandboxes.close_pools()
