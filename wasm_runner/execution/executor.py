@@ -11,7 +11,7 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import TYPE_CHECKING, Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
@@ -20,6 +20,7 @@ from ..sessions import Pausing, SessionListener, SessionStore
 from .job import Job, OutputCallback
 if TYPE_CHECKING:
     from ..sandbox.core import Sandbox
+    from ..wasi.guestio import InputSource
 from .running import LocalSandboxes, OneSandbox, Recorder, Runner, RunnerOptions, SandboxProvider
 
 __all__ = ["Executor", "LocalSandboxes", "OneSandbox", "Recorder", "SandboxProvider"]
@@ -69,7 +70,7 @@ class Executor(Runner):
         job: Job,
         cancel: threading.Event,
         on_output: OutputCallback | None,
-        input_source: Any,
+        input_source: InputSource | None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> Result:
         sandbox = self.sandboxes.sandbox_for(job.runtime, job.profile.image)
@@ -100,7 +101,7 @@ class Executor(Runner):
         job: Job,
         *,
         on_output: OutputCallback | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
     ) -> Result:
@@ -127,7 +128,7 @@ class Executor(Runner):
         """Admit ``job`` and run ``call(sandbox, pool, cancel)`` in place of its one run: work of
         more than one instance (an exercise's test check: the student's and the test's) that is
         still one job for admission, caps, metrics and the audit log."""
-        def sandbox_call(c: threading.Event, _source: Any) -> Result:
+        def sandbox_call(c: threading.Event, _source: InputSource | None) -> Result:
             sandbox = self.sandboxes.sandbox_for(job.runtime, job.profile.image)
             return call(sandbox, self.sandboxes.pool_for(sandbox, job.profile), c)
 
@@ -141,7 +142,7 @@ class Executor(Runner):
         job: Job,
         *,
         on_output: OutputCallback | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
     ) -> Result:
         """``run`` on the calling thread, for code without an event loop (the CLI, scripts).

@@ -32,6 +32,7 @@ from .refusal import Refused
 
 if TYPE_CHECKING:
     from ..sandbox.core import Sandbox
+    from ..wasi.guestio import InputSource
 
 __all__ = ["LocalSandboxes", "OneSandbox", "Recorder", "Runner", "RunnerOptions", "SandboxProvider"]
 
@@ -136,12 +137,12 @@ class Runner:
     async def admit_and_run(
         self,
         job: Job,
-        call: Callable[[threading.Event, Any], Result],
+        call: Callable[[threading.Event, InputSource | None], Result],
         *,
         memory_mb: int,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
     ) -> Result:
         """Wait for a slot (holding ``memory_mb`` of the budget), run ``call(cancel, source)`` on a
         worker thread, record the result. The slot is freed when the thread returns, also after a
@@ -156,7 +157,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         self._active.add(cancel)
-        source = input_source
+        source: InputSource | None = input_source
         parking = None
         if input_source is not None and slot is not None and self.gate is not None:
             parking = source = Parking(input_source, self.gate, slot, job.tenant, loop, cancel)

@@ -36,6 +36,7 @@ from ..scaleout.state import SharedState
 from ..sessions import PausedStore, SessionStore
 from ..settings import ServerConfig
 from ..warmup import Warmup
+from ..wasi.guestio import InputSource
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
 from .downloads import DownloadStore
@@ -224,7 +225,7 @@ class Service:
         job: Job,
         *,
         on_output: Callable[[str, bytes], None] | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
     ) -> Result:
