@@ -18,8 +18,7 @@ import os
 import select
 import subprocess
 import sys
-from collections.abc import Callable, Sequence
-from typing import Any
+from collections.abc import Sequence
 
 from .images import image_names
 from .inputs import MAX_SOURCE_BYTES
@@ -105,11 +104,6 @@ def main(argv: Sequence[str] | None = None) -> int:
     return _run(args)
 
 
-def _only(sandbox: Any) -> Callable[[str, str | None], Any]:
-    """``sandbox_for`` of an executor that runs everything in this one sandbox."""
-    return lambda runtime, image: sandbox
-
-
 def warm_targets(names: list[str] | None, config_path: str | None) -> list[tuple[str, str | None]]:
     """What ``warm`` prepares, each once: the (runtime, image) of every profile of the server's
     config and each offered runtime's default module; only runtimes in ``names`` when given.
@@ -131,7 +125,7 @@ def _warm(names: list[str] | None, config_path: str | None = None) -> int:
     builds an image), the images of one runtime in order."""
     import threading
 
-    from .execution import Executor, Job
+    from .execution import Executor, Job, OneSandbox
     from .runtimes import RuntimeUnavailable
     from .sandbox import Sandbox
 
@@ -156,7 +150,7 @@ def _warm(names: list[str] | None, config_path: str | None = None) -> int:
             label = f"{name}{'/' + image if image else ''}"
             try:
                 sb = Sandbox(name, image=image, prestart=0)
-                executor = Executor(_only(sb), workers=1)
+                executor = Executor(OneSandbox(sb), workers=1)
                 res = executor.run_sync(Job("print('ok')", runtime=name, kind="cli"))
                 executor.shutdown()
                 sb.close()
@@ -260,7 +254,7 @@ def _stdin_is_open() -> bool:
 
 
 def _run(args: argparse.Namespace) -> int:
-    from .execution import Caller, Executor, Job, Policy
+    from .execution import Caller, Executor, Job, OneSandbox, Policy
     from .sandbox import Sandbox, default_prestart
 
     if args.file == "-" and args.stdin == "-":
@@ -297,7 +291,7 @@ def _run(args: argparse.Namespace) -> int:
             sb.add_pool("plain", size=1, refill=False)
     except ValueError as e:
         return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
-    executor = Executor(_only(sb), workers=1)
+    executor = Executor(OneSandbox(sb), workers=1)
     job = Job(
         tenant=Caller("local"), client="cli", kind="cli",
         profile=Policy("cli", limits=limits, runtime=sb.name, data_dir=args.data),

@@ -6,7 +6,7 @@ time on a machine, a minute or two on 2 cores). Meanwhile callers can ask how it
 ``preparing`` with an estimate of the seconds left, ``ready``, or ``failed`` with the reason) or
 wait for it, bounded (``wait``): a run that arrives while its runtime is being prepared waits up
 to the server's queue timeout, then is refused with ``503 warming`` and a ``Retry-After`` (the
-executor's ``prepare`` is ``ready_within``: that wait). A runtime no one asked for is prepared on
+server's ``sandbox.provider.ServerSandboxes.ready``: that wait). A runtime no one asked for is prepared on
 its first use the same way.
 
 A failure is logged with its traceback and kept (``/readyz`` and the playground page show it); a
@@ -23,13 +23,13 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
 from .execution import Refused
 
-__all__ = ["LOAD_SECONDS", "Preparation", "RETRY_SECONDS", "Warmup", "ready_within"]
+__all__ = ["LOAD_SECONDS", "Preparation", "RETRY_SECONDS", "Warmup"]
 
 log = logging.getLogger("wasm_runner.warmup")
 
@@ -174,15 +174,3 @@ class Warmup:
                 headers={"Retry-After": str(round(RETRY_SECONDS))},
             )  # fmt: skip
 
-
-def ready_within(warmup: Warmup, timeout: float) -> Callable[[str, str | None], Awaitable[None]]:
-    """The executor's ``prepare``: return once the sandbox of a runtime and image is ready
-    (prepared in the background on first use), waiting at most ``timeout``; else ``503 warming``."""
-
-    async def prepare(runtime: str, image: str | None) -> None:
-        from .sandbox.default import sandbox_key
-
-        runtime, image = sandbox_key(runtime, image)
-        await warmup.wait(runtime, image, timeout)
-
-    return prepare

@@ -13,15 +13,28 @@ import pytest
 from tests.execution.gates import CountingGate
 
 from wasm_runner import Limits, Result, Sandbox, Status
-from wasm_runner.execution import Caller, Executor, Job, Refused
+from wasm_runner.execution import Caller, Executor, Job, OneSandbox, Refused
 
 LOOP_FOREVER = "while True:\n    pass\n"
 LONG = Limits(cpu_seconds=60, wall_seconds=120)  # a limit never ends these runs: the cancel does
 
 
+class Done:
+    """A recorder keeping every finished run (``execution.Recorder``)."""
+
+    def __init__(self, done: list[tuple[Job, Result, float]]) -> None:
+        self.done = done
+
+    def record(self, job: Job, result: Result, waited: float) -> None:
+        self.done.append((job, result, waited))
+
+    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+        pass
+
+
 def executor_on(sandbox: Sandbox, **kwargs: Any) -> tuple[Executor, list[tuple[Job, Result, float]]]:
     done: list[tuple[Job, Result, float]] = []
-    executor = Executor(lambda runtime, image: sandbox, on_done=lambda *run: done.append(run), **kwargs)
+    executor = Executor(OneSandbox(sandbox), recorder=Done(done), **kwargs)
     return executor, done
 
 

@@ -12,7 +12,7 @@ import pytest
 from tests.support.live_server import LiveServer, make_config
 
 from wasm_runner.execution import Caller, Refused
-from wasm_runner.http.service import Service
+from wasm_runner.assembly import assemble
 
 
 def test_readyz_is_ready_once_warm_and_answers_any_host(server: LiveServer) -> None:
@@ -27,7 +27,7 @@ def test_readyz_is_ready_once_warm_and_answers_any_host(server: LiveServer) -> N
 
 def test_warming_then_draining_refuses_new_work(tmp_path: Path) -> None:
     async def scenario() -> None:
-        service = Service(make_config(tmp_path))  # no lifespan yet: nothing is warm
+        service = assemble(make_config(tmp_path))  # no lifespan yet: nothing is warm
         try:
             assert await service.lifecycle.readiness() == (False, "warming")
             service.lifecycle.warm = True  # what the lifespan's warm-up sets when it is done

@@ -24,7 +24,7 @@ from starlette.routing import Route
 from tests.support import mcp_checks as checks
 from wasm_runner.execution import Caller
 from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
-from wasm_runner.http.service import Service
+from wasm_runner.assembly import assemble
 from wasm_runner.limits import Limits
 from wasm_runner.mcp.http import McpHttp
 
@@ -43,7 +43,7 @@ def served() -> Iterator[tuple[str, McpHttp]]:
         profiles=profiles,
         default_profile="chat",
     )
-    mcp_http = McpHttp.for_service(Service(config))
+    mcp_http = McpHttp.for_service(assemble(config))
 
     @contextlib.asynccontextmanager
     async def lifespan(app: Starlette) -> AsyncIterator[None]:

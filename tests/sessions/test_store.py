@@ -15,7 +15,7 @@ from tests.execution.gates import CountingGate
 
 from wasm_runner import Limits, Sandbox, Status
 from wasm_runner.admission import Ticket
-from wasm_runner.execution import Caller, CallerLike, Executor, Job, Policy, Refused
+from wasm_runner.execution import Caller, CallerLike, Executor, Job, OneSandbox, Policy, Refused
 from wasm_runner.sessions import LiveSession
 
 T = TypeVar("T")
@@ -49,7 +49,7 @@ class NoRoomElsewhere:
 
 
 def with_executor(sandbox: Sandbox, scenario: Callable[[Executor], Awaitable[T]], **kwargs: Any) -> T:
-    executor = Executor(lambda runtime, image: sandbox, **kwargs)
+    executor = Executor(OneSandbox(sandbox), **kwargs)
 
     async def run() -> T:
         try:

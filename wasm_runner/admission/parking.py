@@ -12,10 +12,13 @@ import asyncio
 import logging
 import threading
 import time
-from typing import Any
+from typing import TYPE_CHECKING
 
 from ..execution.policy import CallerLike
 from .gate import Gate, Ticket
+
+if TYPE_CHECKING:
+    from ..wasi.guestio import InputSource
 
 __all__ = ["Parking"]
 
@@ -29,7 +32,7 @@ class Parking:
 
     def __init__(
         self,
-        source: Any,
+        source: InputSource,
         gate: Gate,
         ticket: Ticket,
         tenant: CallerLike,

@@ -1,6 +1,6 @@
 """The browser tier's pages: the playground, the embed script, the sandbox frame (assets: ``assets``).
 
-``page_routes()`` returns Starlette routes that ``server.py`` mounts:
+``page_routes()`` returns Starlette routes that ``assembly.create_app`` mounts:
 
 - ``/``: the playground (cross-origin isolated unless ``?isolation=off``).
 - ``/embed.js``: the one script a course page adds; it defines the ``<wasm-runner>`` element.

@@ -5,10 +5,11 @@ and hands it to an ``Executor``:
 
 - the HTTP service (run, stream, WebSocket, sessions) and the MCP tools mounted at ``/mcp`` share
   the server's executor, whose ``Gate`` is the server's admission (``wasm_runner.admission``:
-  ``max_running``, queue, memory budget, per-key concurrency) and whose ``on_done`` writes the
-  metrics and the audit log;
+  ``max_running``, queue, memory budget, per-key concurrency), whose ``SandboxProvider`` is the
+  server's (``sandbox.provider.ServerSandboxes``: sandboxes, warm pools, warm-up, memory held)
+  and whose ``Recorder`` writes the metrics and the audit log (``http.record.RunRecord``);
 - the MCP tools over stdio, the CLI and Python callers use an executor without a gate (no server:
-  nothing to share), which still runs every guest the same way and keeps sessions under caps.
+  nothing to share; ``LocalSandboxes`` or ``OneSandbox``), which still runs every guest the same way and keeps sessions under caps.
 
 ``Executor.run`` admits a job, runs the blocking sandbox call on a worker thread (cancelled when
 the awaiting task is), and reports how it ended; ``Executor.run_sync`` is the same call on the
@@ -28,9 +29,10 @@ thread, recorded; what the session store uses of its executor), ``executor`` (``
 names below are re-exported here: ``from wasm_runner.execution import X`` is the way to use them.
 """
 
-from .executor import Executor
+from .executor import Executor, LocalSandboxes, OneSandbox, Recorder, SandboxProvider
 from .job import Job
 from .policy import Caller, CallerLike, Policy, PolicyLike
 from .refusal import Refused
 
-__all__ = ["Caller", "CallerLike", "Executor", "Job", "Policy", "PolicyLike", "Refused"]
+__all__ = ["Caller", "CallerLike", "Executor", "Job", "LocalSandboxes", "OneSandbox", "Policy", "PolicyLike",
+           "Recorder", "Refused", "SandboxProvider"]

@@ -1,6 +1,6 @@
 """``Executor``: the one way every face reaches guests. It admits a ``Job`` (its ``Gate``), runs the
-blocking sandbox call on a worker thread (cancelled when the awaiting task is), records how it
-ended (``on_done``) and keeps the one ``sessions.SessionStore``. Admission, the worker threads and the record
+blocking sandbox call on a worker thread (cancelled when the awaiting task is) in the sandbox its
+``SandboxProvider`` gives, records how it ended (its ``Recorder``) and keeps the one ``sessions.SessionStore``. Admission, the worker threads and the record
 of each run are its ``running.Runner``'s, which the session store uses too.
 
 ``run_sync`` is the same call on the caller's thread for code without an event loop (the CLI).
@@ -11,34 +11,38 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
-from typing import Any, Unpack
+from typing import TYPE_CHECKING, Unpack
 
 from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
 from ..result import Result
 from ..sessions import Pausing, SessionListener, SessionStore
 from .job import Job, OutputCallback
-from .running import MemoryFor, OnDone, PoolFor, Prepare, Runner, RunnerOptions, SandboxFor
+if TYPE_CHECKING:
+    from ..sandbox.core import Sandbox
+    from ..wasi.guestio import InputSource
+from .running import LocalSandboxes, OneSandbox, Recorder, Runner, RunnerOptions, SandboxProvider
 
-__all__ = ["Executor", "MemoryFor", "OnDone", "PoolFor", "Prepare", "SandboxFor"]
+__all__ = ["Executor", "LocalSandboxes", "OneSandbox", "Recorder", "SandboxProvider"]
 
 
 class Executor(Runner):
     """Runs jobs and keeps sessions for one server (or one local face).
 
-    ``sandbox_for``, ``gate``, ``on_done``, ``pool_for``, ``memory_for``, ``prepare`` and
-    ``workers`` are its ``Runner``'s (``running.py``: the sandboxes, admission, the record of every
-    run, warm pools, the memory a run holds, readiness, worker threads). ``sessions`` is its one
-    ``SessionStore`` (``max_sessions``, ``session_*``: its caps and expiry; ``session_listener`` is
-    told of every session, ``session_claims`` counts them across processes, ``session_pausing``
-    pauses idle ones to disk).
+    ``sandboxes`` (one ``SandboxProvider``: the sandboxes, warm pools, the memory a run holds,
+    readiness), ``gate``, ``recorder`` (one ``Recorder``: every run's and session event's record)
+    and ``workers`` are its ``Runner``'s (``running.py``). ``sessions`` is its one ``SessionStore``
+    (``max_sessions``, ``session_*``: its caps and expiry; ``session_listener`` is told of every
+    session, ``session_claims`` counts them across processes, ``session_pausing`` pauses idle ones
+    to disk; ``max_fork_copies``: the most copies one fork makes).
     """
 
     def __init__(
         self,
-        sandbox_for: SandboxFor | None = None,
+        sandboxes: SandboxProvider | None = None,
         *,
         max_sessions: int = 16,
+        max_fork_copies: int = 8,
         session_idle_seconds: float = 900.0,
         session_max_lifetime_seconds: float = 3600.0,
         session_listener: SessionListener | None = None,
@@ -46,7 +50,7 @@ class Executor(Runner):
         session_pausing: Pausing | None = None,
         **runner: Unpack[RunnerOptions],
     ) -> None:
-        super().__init__(sandbox_for, **runner)
+        super().__init__(sandboxes, **runner)
         self.sessions = SessionStore(
             self,
             max_sessions=max_sessions,
@@ -56,6 +60,9 @@ class Executor(Runner):
             claims=session_claims,
             pausing=session_pausing,
         )
+        self.sessions.max_fork_copies = max_fork_copies
+        if self.recorder is not None:  # forks, snapshots, resumes: the audit log
+            self.sessions.on_event = self.recorder.session_event
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(
@@ -63,16 +70,16 @@ class Executor(Runner):
         job: Job,
         cancel: threading.Event,
         on_output: OutputCallback | None,
-        input_source: Any,
+        input_source: InputSource | None,
         loop: asyncio.AbstractEventLoop | None = None,
     ) -> Result:
-        sandbox = self.sandbox_for(job.runtime, job.profile.image)
+        sandbox = self.sandboxes.sandbox_for(job.runtime, job.profile.image)
         data_dir = job.profile.data_dir
         try:
             functions = job.host_functions(loop)
         except InvalidFunctions as exc:
             return Result.invalid(f"Invalid functions: {exc}.", job.runtime)
-        return sandbox.run(  # type: ignore[no-any-return]
+        return sandbox.run(
             job.code,
             stdin=job.stdin,
             limits=job.limits,
@@ -85,7 +92,7 @@ class Executor(Runner):
             on_output=on_output,
             input_source=input_source,
             cancel=cancel,
-            pool=self.pool_for(sandbox, job.profile) if self.pool_for else None,
+            pool=self.sandboxes.pool_for(sandbox, job.profile),
             functions=functions,
         )
 
@@ -94,7 +101,7 @@ class Executor(Runner):
         job: Job,
         *,
         on_output: OutputCallback | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
     ) -> Result:
@@ -105,7 +112,7 @@ class Executor(Runner):
         return await self.admit_and_run(
             job,
             lambda c, source: self._sandbox_call(job, c, on_output, source, loop),
-            memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
+            memory_mb=self.sandboxes.memory_for(job.profile, job.runtime, job.limits),
             cancel=cancel,
             on_admitted=on_admitted,
             input_source=input_source,
@@ -114,20 +121,20 @@ class Executor(Runner):
     async def run_with(
         self,
         job: Job,
-        call: Callable[[Any, str | None, threading.Event], Result],
+        call: Callable[[Sandbox, str | None, threading.Event], Result],
         *,
         cancel: threading.Event | None = None,
     ) -> Result:
         """Admit ``job`` and run ``call(sandbox, pool, cancel)`` in place of its one run: work of
         more than one instance (an exercise's test check: the student's and the test's) that is
         still one job for admission, caps, metrics and the audit log."""
-        def sandbox_call(c: threading.Event, _source: Any) -> Result:
-            sandbox = self.sandbox_for(job.runtime, job.profile.image)
-            return call(sandbox, self.pool_for(sandbox, job.profile) if self.pool_for else None, c)
+        def sandbox_call(c: threading.Event, _source: InputSource | None) -> Result:
+            sandbox = self.sandboxes.sandbox_for(job.runtime, job.profile.image)
+            return call(sandbox, self.sandboxes.pool_for(sandbox, job.profile), c)
 
         await self.ready(job.runtime, job.profile.image)
         return await self.admit_and_run(job, sandbox_call,
-                                        memory_mb=self.memory_for(job.profile, job.runtime, job.limits),
+                                        memory_mb=self.sandboxes.memory_for(job.profile, job.runtime, job.limits),
                                         cancel=cancel)
 
     def run_sync(
@@ -135,7 +142,7 @@ class Executor(Runner):
         job: Job,
         *,
         on_output: OutputCallback | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
     ) -> Result:
         """``run`` on the calling thread, for code without an event loop (the CLI, scripts).

@@ -1,7 +1,12 @@
 """``Runner``: a job admitted through its ``Gate``, its blocking sandbox call run on a worker thread
-(cancelled when the awaiting task is), how it ended recorded (``on_done``); the sandboxes, a
-runtime's readiness and the memory a run holds. The ``Executor`` is one (with its ``SessionStore``,
-which uses a runner for its sessions' calls).
+(cancelled when the awaiting task is), how it ended recorded (its ``Recorder``); the sandboxes, a
+runtime's readiness and the memory a run holds are its ``SandboxProvider``'s. The ``Executor`` is
+one (with its ``SessionStore``, which uses a runner for its sessions' calls).
+
+Its two collaborators are Protocols, so that the parts above (the server's
+``sandbox.provider.ServerSandboxes``, ``http.record.RunRecord``) are handed in, never imported:
+``LocalSandboxes`` (the process-wide sandboxes, no pools, no warm-up) and ``OneSandbox`` (one
+sandbox for everything: the CLI) are the providers of the faces without a server.
 
 A run waiting for interactive input gives its slot back meanwhile (``admission.Parking``:
 ``Gate.park``, ``Gate.resume``).
@@ -13,9 +18,9 @@ import asyncio
 import logging
 import threading
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import Any, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
 
 from ..admission.gate import Gate
 from ..admission.parking import Parking
@@ -25,61 +30,101 @@ from .job import Job
 from .policy import PolicyLike
 from .refusal import Refused
 
-__all__ = ["MemoryFor", "OnDone", "PoolFor", "Prepare", "Runner", "RunnerOptions", "SandboxFor"]
+if TYPE_CHECKING:
+    from ..sandbox.core import Sandbox
+    from ..wasi.guestio import InputSource
+
+__all__ = ["LocalSandboxes", "OneSandbox", "Recorder", "Runner", "RunnerOptions", "SandboxProvider"]
 
 log = logging.getLogger("wasm_runner.execution")
 
 T = TypeVar("T")
 
 
-OnDone = Callable[[Job, Result, float], None]  # the job, how it ended, seconds it waited for a slot
-PoolFor = Callable[[Any, PolicyLike], "str | None"]  # (sandbox, policy) -> warm pool name
-SandboxFor = Callable[[str, "str | None"], Any]  # (runtime, image) -> sandbox
-Prepare = Callable[[str, "str | None"], Awaitable[None]]  # (runtime, image): ready, or Refused
-MemoryFor = Callable[[PolicyLike, str, Limits], int]  # (policy, runtime, limits) -> MB to hold
+class SandboxProvider(Protocol):
+    """Where a runner's jobs run: the sandbox of a runtime and image, a warm pool on it for a
+    policy, the memory a run holds of the gate's budget, and readiness (the server's:
+    ``sandbox.provider.ServerSandboxes``)."""
+
+    def sandbox_for(self, runtime: str, image: str | None) -> Sandbox:
+        """The sandbox of ``runtime`` and ``image`` (blocking: may load or compile it)."""
+        ...
+
+    def pool_for(self, sandbox: Sandbox, policy: PolicyLike) -> str | None:
+        """The warm pool of ``policy`` on ``sandbox``, or None."""
+        ...
+
+    def memory_for(self, policy: PolicyLike, runtime: str, limits: Limits) -> int:
+        """The MB a run (or session) of ``policy`` on ``runtime`` holds of the memory budget."""
+        ...
+
+    async def ready(self, runtime: str, image: str | None) -> None:
+        """Return once the sandbox of ``runtime`` and ``image`` is ready, or raise ``Refused``."""
+        ...
 
 
-def _default_sandbox_for(runtime: str, image: str | None) -> Any:
-    # the core sandbox; imported late so faces load fast
-    from ..sandbox import default_sandbox
+class Recorder(Protocol):
+    """The record of every finished run and of a session's fork, snapshot or resume (the
+    server's: ``http.record.RunRecord``, metrics and the audit log)."""
 
-    return default_sandbox(runtime, image if runtime == "default" else None)
+    def record(self, job: Job, result: Result, waited: float) -> None:
+        """``job`` ended as ``result`` after waiting ``waited`` seconds for a slot."""
+        ...
+
+    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+        """A session's (``live``: a ``sessions.LiveSession``, or None for a saved state) event."""
+        ...
 
 
-def _memory_limit(policy: PolicyLike, runtime: str, limits: Limits) -> int:
-    return limits.memory_mb
+class LocalSandboxes:
+    """The process-wide sandboxes (``sandbox.default_sandbox``), no warm pools, a run holds its
+    memory limit, nothing to wait for (the first run compiles its runtime)."""
+
+    def sandbox_for(self, runtime: str, image: str | None) -> Sandbox:
+        from ..sandbox import default_sandbox  # imported late so faces load fast
+
+        return default_sandbox(runtime, image if runtime == "default" else None)
+
+    def pool_for(self, sandbox: Sandbox, policy: PolicyLike) -> str | None:
+        return None
+
+    def memory_for(self, policy: PolicyLike, runtime: str, limits: Limits) -> int:
+        return limits.memory_mb
+
+    async def ready(self, runtime: str, image: str | None) -> None:
+        return None
+
+
+class OneSandbox(LocalSandboxes):
+    """Everything runs in this one sandbox (the CLI, tests)."""
+
+    def __init__(self, sandbox: Sandbox) -> None:
+        self.sandbox = sandbox
+
+    def sandbox_for(self, runtime: str, image: str | None) -> Sandbox:
+        return self.sandbox
 
 
 class RunnerOptions(TypedDict, total=False):
     """A ``Runner``'s keywords (and so an ``Executor``'s); each is optional."""
 
     gate: Gate | None  # admits runs; None: every run is admitted
-    on_done: OnDone | None  # told of every finished run
-    pool_for: PoolFor | None  # a warm pool for a run, or None
-    memory_for: MemoryFor | None  # the memory a run holds in the gate (default: its memory limit)
-    prepare: Prepare | None  # returns once a runtime's sandbox is ready, or raises Refused
+    recorder: Recorder | None  # told of every finished run (and session event)
     workers: int  # worker threads (8)
 
 
 class Runner:
     """Admitted runs on worker threads, for one server (or one local face).
 
-    ``sandbox_for(runtime, image)`` returns the sandbox of a runtime and image (default: the
-    process-wide ones); ``gate`` admits runs (None: no admission); ``on_done(job, result, waited)``
-    records every finished run (metrics, audit); ``pool_for(sandbox, policy)`` names a warm pool or
-    None; ``memory_for(policy, runtime, limits)`` is what a run or session holds of the gate's
-    memory budget (default: its memory limit); ``prepare(runtime, image)`` returns once that
-    sandbox is ready or raises ``Refused`` (the server's ``warmup.Warmup``: runs wait while their
-    runtime is compiled in the background; default: none, the first run compiles it).
+    ``sandboxes`` is its ``SandboxProvider`` (default ``LocalSandboxes``: the process-wide ones);
+    ``gate`` admits runs (None: no admission); ``recorder`` records every finished run (metrics,
+    audit; None: no record).
     """
 
-    def __init__(self, sandbox_for: SandboxFor | None = None, **options: Unpack[RunnerOptions]) -> None:
-        self.sandbox_for = sandbox_for or _default_sandbox_for
+    def __init__(self, sandboxes: SandboxProvider | None = None, **options: Unpack[RunnerOptions]) -> None:
+        self.sandboxes: SandboxProvider = sandboxes or LocalSandboxes()
         self.gate = options.get("gate")
-        self.on_done = options.get("on_done")
-        self.pool_for = options.get("pool_for")
-        self.memory_for = options.get("memory_for") or _memory_limit
-        self.prepare = options.get("prepare")
+        self.recorder = options.get("recorder")
         self._active: set[threading.Event] = set()  # cancel events of running guests
         self._threads_lock = threading.Lock()
         self._in_threads = 0
@@ -87,18 +132,17 @@ class Runner:
 
     async def ready(self, runtime: str, image: str | None) -> None:
         """Wait until the sandbox of ``runtime`` and ``image`` is ready, or ``Refused``."""
-        if self.prepare is not None:
-            await self.prepare(runtime, image)
+        await self.sandboxes.ready(runtime, image)
 
     async def admit_and_run(
         self,
         job: Job,
-        call: Callable[[threading.Event, Any], Result],
+        call: Callable[[threading.Event, InputSource | None], Result],
         *,
         memory_mb: int,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
     ) -> Result:
         """Wait for a slot (holding ``memory_mb`` of the budget), run ``call(cancel, source)`` on a
         worker thread, record the result. The slot is freed when the thread returns, also after a
@@ -113,7 +157,7 @@ class Runner:
         loop = asyncio.get_running_loop()
         started = time.monotonic()
         self._active.add(cancel)
-        source = input_source
+        source: InputSource | None = input_source
         parking = None
         if input_source is not None and slot is not None and self.gate is not None:
             parking = source = Parking(input_source, self.gate, slot, job.tenant, loop, cancel)
@@ -153,10 +197,10 @@ class Runner:
                 self._in_threads -= 1
 
     def _record(self, job: Job, result: Result, waited: float) -> None:
-        if self.on_done is None:
+        if self.recorder is None:
             return
         try:
-            self.on_done(job, result, waited)
+            self.recorder.record(job, result, waited)
         except Exception:
             log.exception("recording a finished run failed")
 

@@ -1,4 +1,6 @@
-"""The HTTP face of wasm-runner: a Starlette app over the sandbox (assembled by ``server.py``).
+"""The HTTP face of wasm-runner: a Starlette app over the sandbox; it translates requests and
+responses (auth and middleware as HTTP concerns). The service behind it is built by the
+composition root, ``wasm_runner.assembly``, which only ``app`` (the app builders) imports.
 
 One module per concept (the settings are ``wasm_runner.settings``, read as sections:
 ``config.admission``, ``config.client_bounds`` ...):
@@ -12,17 +14,18 @@ One module per concept (the settings are ``wasm_runner.settings``, read as secti
   What replicas share (Redis state, the leases' Redis, the directory, signing, the drain) is
   ``wasm_runner.scaleout``; sessions themselves are ``wasm_runner.sessions``.
 - ``schemas``: request bodies (pydantic) and their reading; ``openapi``: ``/api/openapi.json``.
-- ``service``: what the routes (and the MCP tools at ``/mcp``) share, around the server's
-  ``wasm_runner.execution.Executor``: ``wasm_runner.admission.AdmissionGate`` as its gate, its
-  one session store (HTTP and MCP sessions alike); its other parts live where their concern does
-  (``wasm_runner.sandbox.provider``: the sandboxes and the profiles' warm pools;
-  ``wasm_runner.warmup.ready_within``: readiness; ``wasm_runner.admission.resident_mb``: the
-  memory a run holds). ``record``: ``RunRecord``, metrics and audit as its record of every run.
+- ``service``: what the routes (and the MCP tools at ``/mcp``) receive: the parts the assembly
+  built, typed (the server's ``wasm_runner.execution.Executor``, with
+  ``wasm_runner.admission.AdmissionGate`` as its gate, ``wasm_runner.sandbox.provider
+  .ServerSandboxes`` as its sandbox provider and ``record.RunRecord`` as its recorder; its one
+  session store, HTTP and MCP sessions alike), and the request helpers (``caller``, ``policy``,
+  ``files_in``, ``render``). ``record``: ``RunRecord``, metrics and audit as the record of every run.
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
 - ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
 - ``metrics`` (Prometheus), ``audit`` (JSON lines) (``record`` writes both), ``downloads`` (short-lived file links),
   ``exercise_catalog`` (the exercises served, loaded once),
-  ``middleware`` (security headers), ``errors`` (4xx JSON), ``app`` (assembly), ``cli`` (``serve``),
+  ``middleware`` (security headers), ``errors`` (4xx JSON), ``mount`` (the Starlette app around a
+  service: routes, ``/mcp``, middleware), ``app`` (the app builders), ``cli`` (``serve``),
   ``serving`` (uvicorn with the bounds it lacks: header timeout, connection caps; the drain on
   SIGTERM).
 """

@@ -121,8 +121,7 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"http://{args.host}:{args.port}/",
             file=sys.stderr,
         )
-    from server import create_app
-
+    from .app import create_app
     from .serving import AFTER_DRAIN_SECONDS, DrainingServer, uvicorn_config
 
     app = create_app(config)

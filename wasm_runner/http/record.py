@@ -1,6 +1,7 @@
-"""``RunRecord``: the record of every finished run in the metrics (``metrics.py``) and the audit log
-(``audit.py``), the server's ``Executor``'s ``on_done``; and the audit log's line of a session's
-fork, snapshot or resume (its session store's ``on_event``).
+"""``RunRecord``: the server's ``Executor``'s ``Recorder`` (``execution.Recorder``): the record of
+every finished run in the metrics (``metrics.py``) and the audit log (``audit.py``), the audit
+log's line of a session's fork, snapshot or resume, and a refusal counted by its reason (the
+admission gate's ``on_refused``).
 """
 
 from __future__ import annotations
@@ -16,8 +17,8 @@ __all__ = ["RunRecord"]
 
 
 class RunRecord:
-    """Metrics and the audit log of every finished run (the executor's ``on_done``), and the audit
-    log's line of a session's fork, snapshot or resume (its session store's ``on_event``)."""
+    """Metrics and the audit log of every finished run, the audit log's line of a session's fork,
+    snapshot or resume, and the count of every refusal by its reason."""
 
     def __init__(self, metrics: Metrics, audit: AuditLog) -> None:
         self.metrics = metrics
@@ -51,3 +52,7 @@ class RunRecord:
             return
         self.audit.event(f"session_{event}", tenant=live.tenant, session=live.id,
                          profile=live.profile.name, **fields)  # fmt: skip
+
+    def refused(self, code: str) -> None:
+        """A run refused (``429``/``503``, by its stable code): counted in the metrics."""
+        self.metrics.rejections.labels(code).inc()

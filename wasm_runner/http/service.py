@@ -1,52 +1,50 @@
-"""The service behind the routes: one object holding the config, the gatekeeper, admission
-(``wasm_runner.admission``), metrics, the audit log, downloads and the server's ``Executor``
-(``wasm_runner.execution``: the one way every face reaches guests, with its one ``SessionStore``).
+"""The service the routes (and the MCP tools at ``/mcp``) receive: the parts a face reaches, typed,
+built by ``wasm_runner.assembly`` (never here: no part is built by, or calls back into, this object),
+and the HTTP face's request helpers.
 
 Routes call ``caller`` (who is this, within their rate?), ``policy`` (which profile and limits?),
-``run_job`` (admit and run one guest) and ``render`` (the result as JSON for the client). The MCP
-tools at ``/mcp`` run through the same ``executor`` (``wasm_runner.mcp.http``), so admission, the
-audit log and the metrics see every guest whichever face started it.
+``run_job`` (admit and run one guest: the ``executor``) and ``render`` (the result as JSON for the
+client). The MCP tools at ``/mcp`` run through the same ``executor`` (``wasm_runner.mcp.http``), so
+admission, the audit log and the metrics see every guest whichever face started it.
 """
 
 from __future__ import annotations
 
 import functools
-import hashlib
-import hmac
 import logging
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..admission import Admission, AdmissionGate, resident_mb, server_memory_mb
+from ..admission import Admission, resident_mb
 from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
 from ..result import Result
-from ..sandbox.provider import ProfilePools, prepare_estimate, sandbox_made, server_sandbox
-from ..scaleout.directory import directory_for
+from ..sandbox.provider import ServerSandboxes
+from ..scaleout.directory import Directory
 from ..scaleout.drain import Drain, Lifecycle
 from ..scaleout.forwarding import Forwarding
 from ..scaleout.leases import RedisLeases
-from ..scaleout.signing import Signer
 from ..scaleout.state import SharedState
-from ..sessions import Pausing, SessionRecovery, paused_store
-from ..warmup import Warmup, ready_within
+from ..sessions import PausedStore, SessionStore
+from ..settings import ServerConfig
+from ..warmup import Warmup
+from ..wasi.guestio import InputSource
 from .audit import AuditLog
 from .auth import Gatekeeper, Tenant
-from ..settings import ConfigError, ServerConfig
 from .downloads import DownloadStore
 from .errors import ApiError
 from .exercise_catalog import ExerciseCatalog
 from .internal import internal_call
 from .metrics import Metrics
 from .relay import Hop
-from .record import RunRecord
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -58,128 +56,45 @@ def client_address(conn: HTTPConnection) -> str:
     return conn.client.host if conn.client else "unknown"
 
 
-def snapshot_secret(config: ServerConfig) -> bytes:
-    """The secret session snapshots are sealed under (``sandbox.sealing``):
-    ``$WASM_RUNNER_SNAPSHOT_SECRET``, else one derived from the replicas' cluster secret (every
-    replica opens every replica's snapshots), else this machine's own (the cache folder)."""
-    from ..sandbox.sealing import default_secret
-
-    shared = None
-    if config.scale_out.cluster_secret:
-        shared = hmac.new(config.scale_out.cluster_secret.encode(), b"wasm-runner session snapshots",
-                          hashlib.sha256).digest()  # fmt: skip
-    return default_secret(shared)
-
-
+@dataclass(kw_only=True, eq=False)
 class Service:
-    """Everything the HTTP routes (and the MCP tools at ``/mcp``) share."""
+    """Everything the HTTP routes (and the MCP tools at ``/mcp``) share, as ``assembly.assemble``
+    built it."""
 
-    def __init__(self, config: ServerConfig) -> None:
-        self.config = config
-        admission, sessions, downloads = config.admission, config.sessions, config.downloads
-        # the state shared with other replicas (Redis), or None: everything local (one host)
-        self.shared = SharedState.from_settings(config.scale_out)
-        self.gatekeeper = Gatekeeper(config, self.shared)
-        self.admission = Admission(
-            admission.max_running,
-            admission.max_queue,
-            admission.memory_budget_mb,
-            admission.queue_timeout_seconds,
-            tenant_memory_mb=admission.tenant_memory_mb,
-            tenant_queue=admission.tenant_queue_places,
-            hold_seconds=sessions.session_idle_seconds,
-            max_waiting=admission.max_waiting_runs,
-            tenant_waiting=admission.max_waiting_runs_per_key,
-        )
-        # instances started ahead of time and the allocator's resident pages count first
-        self.admission.hold_for_server(server_memory_mb(config))
-        self.metrics = Metrics()
-        self.lifecycle = Lifecycle(self.shared)  # warming / ready / draining (/readyz, SIGTERM)
-        # per-key runs in flight and open sessions counted across replicas, or None (local)
-        self.leases: RedisLeases | None = RedisLeases(self.shared) if self.shared is not None else None
-        self.audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
-        # the host functions the config declares, ready to call (entry points imported)
-        try:
-            self.catalog = Catalog(config.functions)
-        except ValueError as exc:
-            raise ConfigError(str(exc)) from None
-        self.exercises = ExerciseCatalog(config.exercises_dir)  # /api/exercises
-        # where sessions and download links live, for every replica (scaleout.directory)
-        self.directory = directory_for(self.shared, config.scale_out.advertise_url)
-        self.downloads = DownloadStore(
-            downloads.download_ttl_seconds, downloads.download_store_bytes,
-            downloads.download_tenant_bytes, directory=self.directory,
-        )  # fmt: skip
-        # the process-wide sandboxes, with or without a first start's quick tier (``quick_tier``)
-        self.sandbox = functools.partial(server_sandbox, quick_tier=config.quick_tier)
-        self.pools = ProfilePools(self.sandbox)  # the profiles' warm pools
-        # the runtimes' modules compiled in the background: runs wait for theirs (bounded)
-        self.warmup = Warmup(self.sandbox, made=sandbox_made,
-                             estimate=functools.partial(prepare_estimate, quick_tier=config.quick_tier))
-        record = RunRecord(self.metrics, self.audit)  # every run's and session event's record
-        # idle sessions paused to disk (None: never), in the folder replicas share
-        self.snapshots = paused_store(
-            sessions.snapshot_dir, self.shared.replica_id if self.shared else None, sessions.snapshot_key_bytes,
-        ) if sessions.session_pause_seconds else None  # fmt: skip
-        pausing = None
-        if self.snapshots is not None:
-            pausing = Pausing(
-                self.snapshots, after_seconds=sessions.session_pause_seconds,
-                lifetime_seconds=sessions.session_paused_lifetime_seconds,
-                per_key=sessions.session_paused_per_key,
-                secret=self.snapshot_secret,
-                keep=self.directory.snapshots_kept if self.directory.shared else None,
-            )  # fmt: skip
-        # the executor is handed parts, never the service: no part calls back into it
-        self.executor = Executor(
-            self.sandbox,
-            # admission as its gate: a refusal is counted by its reason (the metrics)
-            gate=AdmissionGate(self.admission, lambda code: self.metrics.rejections.labels(code).inc(),
-                               self.leases, self.lifecycle),
-            on_done=record.record,
-            pool_for=self.pools.pool_for,
-            memory_for=resident_mb,
-            prepare=ready_within(self.warmup, config.admission.queue_timeout_seconds),
-            # a parked run (waiting for input) keeps its worker thread
-            workers=admission.max_running + admission.max_waiting_runs + 4,
-            max_sessions=sessions.max_sessions,
-            session_idle_seconds=sessions.session_idle_seconds,
-            session_max_lifetime_seconds=sessions.session_max_lifetime_seconds,
-            # the directory learns of every session; the leases count them per key across replicas
-            session_listener=self.directory if self.directory.shared else None,
-            session_claims=self.leases,
-            session_pausing=pausing,
-        )
-        self.sessions = self.executor.sessions  # HTTP and MCP sessions alike
-        self.sessions.max_fork_copies = sessions.max_fork_copies
-        self.sessions.on_event = record.session_event  # forks, snapshots, resumes: the audit log
-        # the internal hop: who holds a session or link, and the call relayed to it
-        self.forwarding = Forwarding(
-            self.directory, self.sessions.holds,
-            Signer(config.scale_out.cluster_secret) if config.scale_out.cluster_secret else None,
-        )  # fmt: skip
-        longest = max((p.limits.wall_seconds for p in config.profiles.values()), default=60.0)
-        self.hop = Hop(self.forwarding, read_timeout=longest + config.admission.queue_timeout_seconds + 30.0,
-                       recover=None if self.snapshots is None else SessionRecovery(
-                           self.snapshots, self.directory, self.sessions, self.gatekeeper.vouched,
-                           profiles=config.profiles, runtimes=config.runtimes,
-                           paused_lifetime_seconds=sessions.session_paused_lifetime_seconds))
-        # the drain on SIGTERM (http.serving.DrainingServer)
-        self.drain = Drain(self.lifecycle, self.admission, self.executor, self.sessions, self.leases)
-        held, store = self.admission, self.sessions
-        self.metrics.watch(
-            queue_depth=lambda: held.waiting,
-            running=lambda: held.running,
-            waiting=lambda: held.parked,
-            memory_mb=lambda: held.memory_mb,
-            sessions=lambda: len(store),
-            paused_sessions=lambda: store.paused_count,
-        )
+    config: ServerConfig
+    shared: SharedState | None  # the state shared with other replicas (Redis), or None: one host
+    gatekeeper: Gatekeeper  # API keys, rate limits, users
+    admission: Admission  # this replica's running cap, queue and memory budget
+    metrics: Metrics
+    audit: AuditLog
+    lifecycle: Lifecycle  # warming / ready / draining (/readyz, SIGTERM)
+    leases: RedisLeases | None  # per-key runs and sessions across replicas, or None (local)
+    catalog: Catalog  # the host functions the config declares
+    exercises: ExerciseCatalog  # /api/exercises
+    directory: Directory  # where sessions and download links live, for every replica
+    downloads: DownloadStore
+    sandboxes: ServerSandboxes  # the executor's provider: sandboxes, warm pools, warm-up
+    snapshots: PausedStore | None  # idle sessions paused to disk, or None: never
+    executor: Executor  # the one way to guests: admission, the record, the session store
+    forwarding: Forwarding  # who holds a session or link (the internal hop's signing)
+    hop: Hop  # a call relayed to the replica holding its session, or a lost one's taken over
+    drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
+    secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
+
+    @property
+    def sessions(self) -> SessionStore:
+        """The executor's session store: HTTP and MCP sessions alike."""
+        return self.executor.sessions
+
+    @property
+    def warmup(self) -> Warmup:
+        """The runtimes' preparation (``/readyz``)."""
+        return self.sandboxes.warmup
 
     @functools.cached_property
     def snapshot_secret(self) -> bytes:
-        """What session snapshots are sealed under (``snapshot_secret``), read on first use."""
-        return snapshot_secret(self.config)
+        """What session snapshots are sealed under (``assembly.snapshot_secret``), read on first use."""
+        return self.secret()
 
     @staticmethod
     def snapshot_binding(tenant: Tenant) -> tuple[str, str]:
@@ -310,7 +225,7 @@ class Service:
         job: Job,
         *,
         on_output: Callable[[str, bytes], None] | None = None,
-        input_source: Any = None,
+        input_source: InputSource | None = None,
         cancel: threading.Event | None = None,
         on_admitted: Callable[[], None] | None = None,
     ) -> Result:
@@ -325,7 +240,7 @@ class Service:
 
     def start_pools(self) -> None:
         """Warm every profile's pool ahead of the first request (called at start-up)."""
-        self.pools.start(self.config.profiles)
+        self.sandboxes.pools.start(self.config.profiles)
 
     def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
         """The result object for the client; files as base64 or as short-lived download URLs."""
@@ -349,8 +264,4 @@ class Service:
         self.executor.shutdown()
         if self.snapshots is not None:
             self.snapshots.close()
-        from ..sandbox import default_sandboxes
-
-        for sandbox in default_sandboxes():
-            for name in [n for n in sandbox.pools if n.startswith("profile:")]:
-                sandbox.pools.pop(name).close()
+        self.sandboxes.close_pools()

@@ -21,7 +21,7 @@ from __future__ import annotations
 
 import contextlib
 from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from typing import Protocol
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
 from mcp.server.auth.provider import AccessToken
@@ -35,13 +35,43 @@ from starlette.types import Receive, Scope, Send
 
 from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from ..host_functions.declared import Catalog
-from ..settings import ToolSettings
+from ..settings import ServerConfig, ToolSettings
 from .server import build_server, headers_of
 from .sessions import Locate
 
 __all__ = ["McpHttp", "Authenticate", "CALLER_HEADER", "CLIENT_HEADER"]
 
 Authenticate = Callable[[HTTPConnection], Awaitable["CallerLike | Response"]]
+
+
+class Tenant(CallerLike, Protocol):
+    """A caller the HTTP app authenticated (``http.auth.Tenant``): may it use a profile?"""
+
+    def may_use(self, profile: str) -> bool: ...
+
+
+class TakesOver(Protocol):
+    """The HTTP app's hop (``http.relay.Hop``): a tool session of a lost replica taken over."""
+
+    async def take_over(self, session_id: str, tenant: str) -> str: ...
+
+
+class Served(Protocol):
+    """What the MCP endpoint uses of the HTTP app's service (``http.service.Service``)."""
+
+    @property
+    def config(self) -> ServerConfig: ...
+
+    @property
+    def executor(self) -> Executor: ...
+
+    @property
+    def catalog(self) -> Catalog: ...
+
+    @property
+    def hop(self) -> TakesOver: ...
+
+    async def caller(self, conn: HTTPConnection) -> Tenant: ...
 CALLER_HEADER = "x-wasm-runner-caller"  # set by McpHttp after its key check, never by a client
 CLIENT_HEADER = "x-wasm-runner-client"
 _INTERNAL = (CALLER_HEADER.encode(), CLIENT_HEADER.encode())
@@ -125,7 +155,7 @@ class McpHttp:
         )
 
     @classmethod
-    def for_service(cls, service: Any, profile: str | None = None, *, path: str = "/mcp") -> McpHttp:
+    def for_service(cls, service: Served, profile: str | None = None, *, path: str = "/mcp") -> McpHttp:
         """The MCP endpoint of the HTTP app's ``wasm_runner.http.service.Service``.
 
         Callers authenticate (and are rate-limited) like every API call; the tools run under the
@@ -146,7 +176,7 @@ class McpHttp:
                     {"error": {"code": "forbidden", "message": f"this API key may not use profile {chosen.name!r}"}},
                     status_code=403,
                 )
-            return tenant  # type: ignore[no-any-return]
+            return tenant
 
         return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
                    catalog=service.catalog, locate=service.hop.take_over,

@@ -249,7 +249,7 @@ class Sandbox:
     # ---- one run ------------------------------------------------------------------------------
     def run(
         self,
-        code: str,
+        code: str | bytes,
         *,
         stdin: bytes | str | None = None,
         limits: Limits | None = None,

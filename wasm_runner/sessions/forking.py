@@ -171,7 +171,7 @@ class ForkingSessions(PausingSessions):
             if folders is not None:
                 assert data_dir is not None and out_dir is not None
                 uploaded[0] = unseal_folders(folders, owner=owner, secret=secret, data_dir=data_dir, out_dir=out_dir)
-            sandbox = self.executor.sandbox_for(runtime, profile.image)
+            sandbox = self.executor.sandboxes.sandbox_for(runtime, profile.image)
             session = sandbox.resume(
                 snapshot, owner=owner, secret=secret, data_dir=str_or_none(data_dir), out_dir=str_or_none(out_dir),
                 within=limits, user=user,

@@ -254,7 +254,7 @@ class PausingSessions(StoreBase):
         await self._make_room(tenant, waking=live)
         self._check_room(tenant)
         await self.executor.ready(live.runtime, live.profile.image)
-        held = self.executor.memory_for(live.profile, live.runtime, live.limits)
+        held = self.executor.sandboxes.memory_for(live.profile, live.runtime, live.limits)
         reservation = await self._reserve(tenant, held, waking=live)
         self._opening[tenant.name] = self._opening.get(tenant.name, 0) + 1
         claim: Ticket | None = None
@@ -268,7 +268,7 @@ class PausingSessions(StoreBase):
                 live.uploaded_bytes = restore_folders(live.root, folders, owner=live.tenant, secret=pausing.secret)
                 # its /out as it was saved was reported by the calls that wrote it: not new here
                 live.seen = files_under(live.root / "out", "/out")
-            return self.executor.sandbox_for(live.runtime, live.profile.image).resume(
+            return self.executor.sandboxes.sandbox_for(live.runtime, live.profile.image).resume(
                 blob, owner=live.tenant, secret=pausing.secret,
                 data_dir=str(data_dir) if data_dir else None,
                 out_dir=str(out_dir) if out_dir else None, within=live.limits,

@@ -68,7 +68,7 @@ class SessionStore(SavingSessions):
 
         def open_session(folders: list[Folders]) -> list[Any]:
             ((data_dir, out_dir),) = folders
-            sandbox = self.executor.sandbox_for(runtime, profile.image)
+            sandbox = self.executor.sandboxes.sandbox_for(runtime, profile.image)
             return [sandbox.session(limits=limits, data_dir=str_or_none(data_dir), out_dir=str_or_none(out_dir))]
 
         (live,) = await self._admit(
@@ -94,7 +94,7 @@ class SessionStore(SavingSessions):
         await self._make_room(tenant, count)
         self._check_room(tenant, count)
         await self.executor.ready(runtime, profile.image)
-        held = self.executor.memory_for(profile, runtime, limits)
+        held = self.executor.sandboxes.memory_for(profile, runtime, limits)
         reservations: list[Ticket] = []
         claims: list[Ticket] = []
         roots: list[Path] = []

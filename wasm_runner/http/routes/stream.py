@@ -159,7 +159,7 @@ class Coalescer:
 async def python_version(service: Service, runtime: str) -> str | None:
     """The Python version (``3.15``) of ``runtime``, for the start event; None if unknown."""
     try:
-        sandbox = await asyncio.get_running_loop().run_in_executor(None, service.sandbox, runtime)
+        sandbox = await asyncio.get_running_loop().run_in_executor(None, service.sandboxes.sandbox_for, runtime, None)
         return str(sandbox.runtime.python_version)
     except Exception:  # noqa: BLE001 - the run reports its own failure
         return None
