@@ -33,7 +33,7 @@ def test_the_scan_sees_the_known_errors() -> None:
     """The scan below is not vacuous: it finds errors of the core and of the faces."""
     found = _exception_classes()
     for name in ("wasm_runner.limits.InvalidLimits", "wasm_runner.execution.refusal.Refused",
-                 "wasm_runner.http.errors.ApiError", "wasm_runner.settings.ConfigError",
+                 "wasm_runner.http.errors.ApiError", "wasm_runner.settings.rules.ConfigError",
                  "wasm_runner.mcp.sessions.SessionError", "wasm_runner.scaleout.launcher.supervisor.ClusterError"):
         assert name in found
     assert len(found) >= 20
