@@ -48,6 +48,7 @@ from .http.metrics import Metrics
 from .http.mount import mount
 from .http.record import RunRecord
 from .http.relay import Hop
+from .http.results import ResultSigner
 from .http.service import Service
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
@@ -77,6 +78,18 @@ def snapshot_secret(config: ServerConfig) -> bytes:
         shared = hmac.new(config.scale_out.cluster_secret.encode(), b"wasm-runner session snapshots",
                           hashlib.sha256).digest()  # fmt: skip
     return default_secret(shared)
+
+
+def result_signer(config: ServerConfig) -> ResultSigner:
+    """What signs check results (``http.results``): ``result_key_file``'s keys, else this
+    machine's own (the cache folder); ``iss`` is ``result_issuer``, else ``advertise_url``, else
+    "wasm-runner". Replicas on several hosts must share ``result_key_file`` (nothing is derived
+    from the cluster secret for an asymmetric key): a cluster without one is warned about."""
+    if config.scale_out.shared and config.result_key_file is None:
+        log.warning("redis_url is set but result_key_file is not: each host signs check results with its "
+                    "own key; set [server] result_key_file, the same file on every replica (docs/lms.md)")
+    issuer = config.result_issuer or config.scale_out.advertise_url
+    return ResultSigner(config.result_key_file, issuer)
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:
@@ -177,6 +190,7 @@ def assemble(config: ServerConfig) -> Service:
         # the drain on SIGTERM (http.serving.DrainingServer)
         drain=Drain(lifecycle, admission, executor, store, leases),
         secret=secret,
+        results=result_signer(config),
     )  # fmt: skip
 
 

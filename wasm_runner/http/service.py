@@ -45,6 +45,7 @@ from .exercise_catalog import ExerciseCatalog
 from .internal import internal_call
 from .metrics import Metrics
 from .relay import Hop
+from .results import ResultSigner
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -80,6 +81,7 @@ class Service:
     hop: Hop  # a call relayed to the replica holding its session, or a lost one's taken over
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
+    results: ResultSigner  # signs check results; the JWKS (http/results.py)
 
     @property
     def sessions(self) -> SessionStore:

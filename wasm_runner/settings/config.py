@@ -113,6 +113,11 @@ class ServerConfig(_Section):
     # a first start's quick tier (sandbox/default.py): Winch's code answers while Cranelift compiles;
     # off: server-tier runs wait for Cranelift's module (docs/security.md)
     quick_tier: bool = field(default=True, metadata=rule(env=_on_off))
+    # signed results (http/results.py, docs/lms.md): a PEM file of the tool's private RSA keys (the
+    # first signs, the others are published while rotating), or None: one made in the cache folder
+    result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
+    # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
+    result_issuer: str | None = field(default=None, metadata=rule(env=_text))
     # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)

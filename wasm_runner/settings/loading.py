@@ -174,6 +174,8 @@ def load_config(
         server["audit_log"] = Path(server["audit_log"])
     if server.get("exercises_dir"):
         server["exercises_dir"] = Path(server["exercises_dir"])
+    if server.get("result_key_file"):
+        server["result_key_file"] = Path(server["result_key_file"])
     secret_file = server.pop("cluster_secret_file", None)
     if secret_file and not server.get("cluster_secret"):
         server["cluster_secret"] = _read_secret(Path(secret_file))

@@ -6,7 +6,8 @@
 - ``POST /api/exercises/{id}/check``    ``{"code": ..., "profile": ...}`` → per-check results; each
                                         check is one job through admission and the audit log
                                         (a test check: two instances, one job), up to 4 at once;
-                                        hidden checks come back as "hidden check N" and pass/fail
+                                        hidden checks come back as "hidden check N" and pass/fail;
+                                        ``result_token``: the result signed (``http/results.py``)
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -27,6 +28,7 @@ from starlette.routing import BaseRoute, Route
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
 from ...inputs import MAX_SOURCE_BYTES
 from ..errors import ApiError, SafeJSONResponse
+from ..results import result_claims
 from ..guests import cancel_on_disconnect
 from ..schemas import _Strict, read_model
 from ..service import Job, Service, client_address
@@ -110,7 +112,12 @@ async def check_exercise(request: Request) -> Response:
 
     work = asyncio.ensure_future(run_all())
     report = await cancel_on_disconnect(request.receive, work)
-    return SafeJSONResponse(redact(report))
+    shown = redact(report)
+    # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
+    # in the audit log; its user is the request's own id (None without one)
+    claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
+    shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
+    return SafeJSONResponse(shown)
 
 
 def routes() -> list[BaseRoute]:

@@ -1,7 +1,10 @@
 """``/healthz`` (liveness), ``/readyz`` (readiness for a load balancer), ``/metrics``,
-``/api/openapi.json`` and ``/api/profiles``."""
+``/api/openapi.json``, ``/api/profiles`` and ``/.well-known/jwks.json`` (the public keys of signed
+results, no auth: docs/lms.md)."""
 
 from __future__ import annotations
+
+import asyncio
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -11,7 +14,7 @@ from ..errors import SafeJSONResponse
 from ..openapi import openapi_document
 from ._common import service_of
 
-__all__ = ["healthz", "readyz", "metrics", "openapi", "profiles", "routes"]
+__all__ = ["healthz", "readyz", "metrics", "openapi", "profiles", "jwks", "routes"]
 
 
 async def healthz(request: Request) -> Response:
@@ -78,6 +81,13 @@ async def profiles(request: Request) -> Response:
     )
 
 
+async def jwks(request: Request) -> Response:
+    """The public keys check results are signed with (current first, then previous ones)."""
+    service = service_of(request)
+    keys = await asyncio.to_thread(service.results.jwks)
+    return SafeJSONResponse(keys, headers={"Cache-Control": "public, max-age=300"})
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/healthz", healthz, methods=["GET"]),
@@ -85,4 +95,5 @@ def routes() -> list[BaseRoute]:
         Route("/metrics", metrics, methods=["GET"]),
         Route("/api/openapi.json", openapi, methods=["GET"]),
         Route("/api/profiles", profiles, methods=["GET"]),
+        Route("/.well-known/jwks.json", jwks, methods=["GET"]),
     ]
