@@ -95,7 +95,7 @@ class ResultSigner:
 
     def jwks(self) -> dict[str, Any]:
         """The public keys as a JWKS (``{"keys": [...]}``), the signing one first."""
-        return KeySet(list(self.keys())).as_dict(private=False)
+        return dict(KeySet(list(self.keys())).as_dict(private=False))
 
     def sign(self, claims: dict[str, Any]) -> str:
         """``claims`` as a compact JWS (RS256, the current key's ``kid``), with ``iss``."""
