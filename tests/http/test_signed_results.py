@@ -149,3 +149,22 @@ def test_the_default_key_is_made_once_private(tmp_path: Path, monkeypatch: pytes
     key = jwt.PyJWK(again.jwks()["keys"][0])
     assert jwt.decode(token, key, algorithms=["RS256"], audience="x")["iss"] == "wasm-runner"
     assert "PRIVATE" not in repr(first) and made.read_text() not in repr(first.keys())
+
+
+def test_the_key_file_from_the_file_or_the_environment(tmp_path: Path) -> None:
+    from wasm_runner.assembly import result_signer
+    from wasm_runner.settings import load_config
+
+    toml = tmp_path / "server.toml"
+    toml.write_text('[server]\nauth = false\nresult_key_file = "/srv/keys/result.pem"\n'
+                    'result_issuer = "https://runner.example"\n')  # fmt: skip
+    config = load_config(toml, env={})
+    assert config.result_key_file == Path("/srv/keys/result.pem") and config.result_issuer == ISSUER
+    config = load_config(None, env={"WASM_RUNNER_RESULT_KEY_FILE": str(tmp_path / "k.pem"), "WASM_RUNNER_AUTH": "off",
+                                    "WASM_RUNNER_ADVERTISE_URL": "http://10.0.0.5:8000"})
+    assert config.result_key_file == tmp_path / "k.pem"
+    signer = result_signer(config)
+    assert (signer.key_file, signer.issuer) == (tmp_path / "k.pem", "http://10.0.0.5:8000")  # iss: advertise_url
+    (tmp_path / "k.pem").write_text("not a key")
+    with pytest.raises(ValueError, match="holds no PEM private key"):
+        signer.keys()
