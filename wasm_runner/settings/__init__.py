@@ -80,7 +80,9 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 ``WASM_RUNNER_MAX_WAITING_RUNS``, ``WASM_RUNNER_MAX_WAITING_RUNS_PER_KEY``,
 ``WASM_RUNNER_DEFAULT_PROFILE``, ``WASM_RUNNER_EXERCISES_DIR`` (``[server] exercises_dir``: the
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
-directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated).
+directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated), ``WASM_RUNNER_RESULT_KEY_FILE`` and
+``WASM_RUNNER_RESULT_ISSUER`` (``[server] result_key_file``, ``result_issuer``: signed check results,
+docs/lms.md).
 
 Scale-out: ``[server] redis_url`` / ``WASM_RUNNER_REDIS_URL`` turns shared state on;
 ``advertise_url`` / ``WASM_RUNNER_ADVERTISE_URL`` is this replica's internal base URL; the
