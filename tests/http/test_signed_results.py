@@ -51,7 +51,7 @@ def signed_server(warm_sandbox: None, tmp_path_factory: pytest.TempPathFactory,
 
 def jwks(server: LiveServer) -> dict[str, jwt.PyJWK]:
     """The server's public keys by kid, fetched over HTTP without a key."""
-    r = httpx.get(server.base_url + "/.well-known/jwks.json")
+    r = httpx.get(server.url + "/.well-known/jwks.json")
     assert r.status_code == 200, r.text
     return {k["kid"]: jwt.PyJWK(k) for k in r.json()["keys"]}
 
@@ -99,7 +99,7 @@ def test_the_jwks_lists_the_current_and_the_previous_key(
     assert len(published) == 2
     moduli = [k.key.public_numbers().n for k in published.values()]  # type: ignore[union-attr]
     assert moduli == [keys[0].public_key().public_numbers().n, keys[1].public_key().public_numbers().n]
-    r = httpx.get(signed_server.base_url + "/.well-known/jwks.json")
+    r = httpx.get(signed_server.url + "/.well-known/jwks.json")
     assert all(set(k) >= {"kty", "kid", "n", "e"} and "d" not in k for k in r.json()["keys"])
     token = check(signed_server, SOLUTION)["result_token"]
     assert jwt.get_unverified_header(token)["kid"] == next(iter(published))  # signed with the current one
