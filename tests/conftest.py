@@ -102,3 +102,11 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     the main thread for the rest of the process, so every later ``asyncio.run`` (the executor,
     admission and session tests) would be refused. A stable sort keeps every other order."""
     items.sort(key=lambda item: "browser" in item.path.relative_to(Path(__file__).parent).parts[:1])
+
+
+@pytest.fixture(scope="session")
+def package_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The operator's lock of the test wheelhouse (``tests/support/wheelhouse.py``), fetched."""
+    from tests.support.wheelhouse import build_lock
+
+    return build_lock(tmp_path_factory.mktemp("wheelhouse"))

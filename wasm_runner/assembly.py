@@ -32,6 +32,7 @@ import functools
 import hashlib
 import hmac
 import logging
+from pathlib import Path
 from collections.abc import AsyncIterator, Callable, Sequence
 
 from starlette.applications import Starlette
@@ -56,6 +57,7 @@ from .scaleout.drain import Drain, Lifecycle
 from .scaleout.forwarding import Forwarding
 from .scaleout.leases import RedisLeases
 from .scaleout.signing import Signer
+from .packages import PackageStore
 from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
@@ -152,6 +154,7 @@ def assemble(config: ServerConfig) -> Service:
     snapshots, pausing = pausing_for(sessions, shared.replica_id if shared else None, directory, secret)
     executor = Executor(
         sandboxes,
+        packages=PackageStore.open(Path(config.packages_lock)) if config.packages_lock else None,
         gate=AdmissionGate(admission, record.refused, leases, lifecycle),
         recorder=record,
         # a parked run (waiting for input) keeps its worker thread

@@ -49,6 +49,9 @@ class Job:
     # in ``host_calls`` (by name and outcome: what the metrics and the audit log record)
     functions: Mapping[str, HostFunction] | HostFunctions | None = None
     host_calls: CallTally = field(default_factory=CallTally)
+    # packages of the operator's wheelhouse the run asks for by name (``wasm_runner.packages``);
+    # ``# requires:`` lines and imports of the wheelhouse's modules ask too
+    packages: tuple[str, ...] = ()
 
     def host_functions(self, loop: asyncio.AbstractEventLoop | None) -> HostFunctions | None:
         """The job's functions as a run gets them: coroutines on ``loop`` (the face's; None: a

@@ -118,6 +118,9 @@ class ServerConfig(_Section):
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
     # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
+    # packages beyond the image (wasm_runner.packages, docs/configuration.md#packages): the operator's
+    # lock file (``wasm-runner packages lock``); None: runs have only the image's packages
+    packages_lock: Path | None = field(default=None, metadata=rule(env=_text))
     # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)
