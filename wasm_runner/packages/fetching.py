@@ -7,7 +7,6 @@ bytecode), so that runs import them from a read-only folder without compiling.""
 
 from __future__ import annotations
 
-import hashlib
 import os
 import shutil
 import subprocess
@@ -20,9 +19,9 @@ from pathlib import Path
 from ..errors import WasmRunnerError
 from .lock import LockedPackage, PackageLock
 from .store import COMPLETE, PackageStore, image_modules
-from .wheels import WheelError, read_wheel, unpack_wheel
+from .wheels import WheelError, read_wheel, sha256_of, unpack_wheel
 
-__all__ = ["FetchError", "GUEST_PYTHON", "compile_in_guest", "fetch", "lock_requirements", "sha256_of"]
+__all__ = ["FetchError", "GUEST_PYTHON", "compile_in_guest", "fetch", "lock_requirements"]
 
 GUEST_PYTHON = "3.15"  # the default runtime's CPython: the wheels must install there
 Compiler = Callable[[Path], None]
@@ -30,14 +29,6 @@ Compiler = Callable[[Path], None]
 
 class FetchError(WasmRunnerError, RuntimeError):
     """pip failed, a wheel is not pure Python, or a file's hash is not the lock's."""
-
-
-def sha256_of(path: Path) -> str:
-    digest = hashlib.sha256()
-    with open(path, "rb") as f:
-        while chunk := f.read(1 << 20):
-            digest.update(chunk)
-    return digest.hexdigest()
 
 
 def _pip(args: list[str]) -> None:

@@ -3,6 +3,7 @@ unpacking it safely (no absolute path, no ``..``, no link) into a folder."""
 
 from __future__ import annotations
 
+import hashlib
 import re
 import zipfile
 from dataclasses import dataclass
@@ -11,7 +12,7 @@ from pathlib import Path, PurePosixPath
 
 from .lock import normalize
 
-__all__ = ["WheelError", "WheelInfo", "read_wheel", "unpack_wheel"]
+__all__ = ["WheelError", "WheelInfo", "read_wheel", "sha256_of", "unpack_wheel"]
 
 # name-version(-build)?-python-abi-platform.whl
 _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py>[^-]+)-(?P<abi>[^-]+)-(?P<plat>[^-]+)\.whl$")
@@ -28,6 +29,15 @@ class WheelInfo:
     version: str
     imports: tuple[str, ...]
     requires: tuple[str, ...]  # canonical names, unconditional dependencies only
+
+
+def sha256_of(path: Path) -> str:
+    """The sha256 of the file ``path`` (hex)."""
+    digest = hashlib.sha256()
+    with open(path, "rb") as f:
+        while chunk := f.read(1 << 20):
+            digest.update(chunk)
+    return digest.hexdigest()
 
 
 def _tags(filename: str) -> re.Match[str]:
