@@ -28,6 +28,7 @@ from wasm_runner.compare.tiers.firecracker_tier import (
     KernelFit,
     firecracker_config,
     firecracker_reasons,
+    firecracker_version,
     kernel_config,
     kernel_fit,
 )
@@ -160,6 +161,14 @@ def test_the_row_says_exactly_why_firecracker_cannot_run_here():
 
 KERNEL = Path("/boot/vmlinuz-6.1.0-test-amd64")
 FITS = KernelFit(initrd_missing=(), block_root_missing=("CONFIG_VIRTIO_BLK=m",))
+
+
+def test_a_binary_that_does_not_answer_its_version_is_a_reason(tmp_path: Path):
+    failing = firecracker_version("/bin/false")  # coreutils' false prints its version, then exits 1
+    assert failing.startswith("failed (exit 1): ") and "\n" not in failing and len(failing) < 200
+    assert firecracker_version(str(tmp_path / "firecracker")).startswith("failed: ")  # not there
+    why = firecracker_reasons("/bin/false", failing, (True, "ok"), FITS, KERNEL, True)
+    assert why == [f"/bin/false --version {failing}"]
 
 
 @pytest.mark.parametrize(

@@ -40,7 +40,7 @@ from ..process import run_process
 from .base import Tier
 from .microvm_tier import PROBE_LIMITS, kvm_status
 
-__all__ = ["BOOT_ARGS", "FirecrackerTier", "KernelFit", "firecracker_config", "firecracker_reasons", "kernel_fit"]
+__all__ = ["BOOT_ARGS", "FirecrackerTier", "KernelFit", "firecracker_config", "firecracker_reasons", "firecracker_version", "kernel_fit"]
 
 # Firecracker's documented arguments (reboot=k: the guest's reboot is an i8042 reset, on which
 # Firecracker exits; panic=1: a dead init reboots, so ends the VM; i8042.*: skip the probes that
@@ -122,14 +122,16 @@ def firecracker_reasons(binary: str | None, version: str, kvm: tuple[bool, str],
     return reasons
 
 
-def _version(binary: str) -> str:
+def firecracker_version(binary: str) -> str:
+    """The first line ``binary --version`` prints (``Firecracker vX.Y.Z``), or ``failed...`` and why."""
     try:
         proc = subprocess.run([binary, "--version"], capture_output=True, text=True, timeout=10, check=False)
     except (OSError, subprocess.TimeoutExpired) as exc:
         return f"failed: {exc}"
     first = (proc.stdout.strip().splitlines() or [""])[0]
     if proc.returncode != 0 or not first:
-        return f"failed (exit {proc.returncode}): {(proc.stderr.strip() or proc.stdout.strip())[-160:]}"
+        said = " ".join((proc.stderr.strip() or proc.stdout.strip()).split())[-160:]
+        return f"failed (exit {proc.returncode})" + (f": {said}" if said else " with no output")
     return first
 
 
@@ -149,7 +151,7 @@ class FirecrackerTier(Tier):
                             "tmpfs scratch sized to the disk limit")
 
     def available(self) -> tuple[bool, str]:
-        version = _version(self.firecracker) if self.firecracker else ""
+        version = firecracker_version(self.firecracker) if self.firecracker else ""
         guest_image = rootfs_ready() or initramfs_path().is_file() or os.geteuid() == 0
         reasons = firecracker_reasons(self.firecracker, version, kvm_status(), self.fit, self.kernel, guest_image)
         if reasons:
