@@ -4,6 +4,7 @@ through the Executor (every face's path), the CLI and the HTTP API."""
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -93,3 +94,6 @@ def test_the_cli_and_the_http_api_take_packages(package_lock: Path, tmp_path: Pa
         refused = api.post("/api/run", json={"code": "print(1)", "packages": ["leftpad"]}).json()
         assert refused["status"] == "invalid_input" and "The package leftpad is not allowed" in refused["message"]
         assert api.post("/api/run", json={"code": "print(2)"}).json()["stdout"] == "2\n"
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    assert [a["packages"] for a in audit] == [["markdown-it-py==4.2.0", "mdurl==0.1.2"], [], []]
+    assert [a["status"] for a in audit] == ["ok", "invalid_input", "ok"]

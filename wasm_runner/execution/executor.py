@@ -71,14 +71,17 @@ class Executor(Runner):
             self.sessions.on_event = self.recorder.session_event
 
     def package_folders(self, job: Job) -> list[Path]:
-        """The wheelhouse's folders ``job`` gets (``PackageRefused``: the sentence its user sees)."""
+        """The wheelhouse's folders ``job`` gets, recorded in ``job.packages_granted``
+        (``PackageRefused``: the sentence its user sees)."""
         image = image_modules(job.runtime) if job.runtime == "default" else frozenset()
         if self.packages is None:  # no wheelhouse: only what the image has may be asked for
             from ..packages.wanted import wanted_packages
 
             wanted_packages(PackageLock({}), job.code, job.packages, image_modules=image)
             return []
-        return self.packages.folders_for(job.code, job.packages, image=image)
+        granted = self.packages.granted(job.code, job.packages, image=image)
+        job.packages_granted = tuple(f"{p.name}=={p.version}" for p in granted)
+        return [self.packages.folder(p) for p in granted]
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(

@@ -54,6 +54,7 @@ class AuditLog:
         queued_seconds: float = 0.0,
         user: str | None = None,
         host_calls: list[dict[str, Any]] | None = None,
+        packages: tuple[str, ...] = (),
     ) -> None:
         if self.path is None:
             return
@@ -91,6 +92,8 @@ class AuditLog:
             ],
             # host functions: calls by name and outcome with their sizes and time, never the payload
             "host_calls": host_calls or [],
+            # the operator's wheelhouse: the packages the run was given (name==version)
+            "packages": list(packages),
         }
         if self.keep_code:
             entry["code"] = code

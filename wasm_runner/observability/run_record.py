@@ -44,6 +44,7 @@ class RunRecord:
             queued_seconds=waited,
             user=getattr(job.tenant, "user", None),
             host_calls=host_calls,
+            packages=job.packages_granted,
         )
 
     def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:

@@ -69,12 +69,12 @@ class PackageStore:
         """Whether the image has every module of ``pkg`` (then the image's copy serves it)."""
         return bool(pkg.imports) and all(m in modules for m in pkg.imports)
 
-    def folders_for(self, code: str | bytes, explicit: Sequence[str] = (), *,
-                    image: frozenset[str] = frozenset()) -> list[Path]:
-        """The unpacked folders a run of ``code`` gets: the packages it names (``explicit``, ``#
-        requires:``) or imports, with what they require, except those the image has (``image``:
-        its modules). ``PackageRefused`` for a name that is neither in the lock nor in the image,
-        or for a package of the lock not fetched yet (``wasm-runner packages fetch``)."""
+    def granted(self, code: str | bytes, explicit: Sequence[str] = (), *,
+                image: frozenset[str] = frozenset()) -> list[LockedPackage]:
+        """The packages a run of ``code`` gets: those it names (``explicit``, ``# requires:``) or
+        imports, with what they require, except those the image has (``image``: its modules).
+        ``PackageRefused`` for a name that is neither in the lock nor in the image, or for a
+        package of the lock not fetched yet (``wasm-runner packages fetch``)."""
         names = wanted_packages(self.lock, code, explicit, image_modules=image)
         packages = [p for p in self.lock.closure(names) if not self.in_image(p, image)]
         missing = [p.name for p in packages if not self.is_ready(p)]
@@ -82,8 +82,12 @@ class PackageStore:
             raise PackageRefused(
                 f"The package{'s' if len(missing) > 1 else ''} {', '.join(missing)} {'are' if len(missing) > 1 else 'is'} "
                 "allowed but not installed on this server yet: the operator runs `wasm-runner packages fetch`.")
-        return [self.folder(p) for p in packages]
+        return packages
 
+    def folders_for(self, code: str | bytes, explicit: Sequence[str] = (), *,
+                    image: frozenset[str] = frozenset()) -> list[Path]:
+        """The unpacked folders of ``granted``'s packages."""
+        return [self.folder(p) for p in self.granted(code, explicit, image=image)]
 
 def default_store() -> PackageStore | None:
     """The store of ``$WASM_RUNNER_PACKAGES_LOCK`` (None when unset: no packages beyond the image)."""
