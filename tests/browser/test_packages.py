@@ -19,6 +19,8 @@ from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_i
 from tests.support.browser import stop_process as stop
 
 WASM_RUNNER = str(Path(sys.executable).with_name("wasm-runner"))
+# markdown_it imported where the host's reading of imports cannot see it: packages= alone asks
+MARKDOWN_BY_NAME = "import importlib\nprint(importlib.import_module('markdown' + '_it').MarkdownIt().render('by name'), end='')"
 
 
 @pytest.fixture(scope="module")
@@ -69,3 +71,17 @@ def test_a_package_not_in_the_lock_is_not_there_and_the_page_still_runs(page: An
     assert missing["status"] == "error"
     assert missing["stderr"].endswith("ModuleNotFoundError: No module named 'leftpad'\n"), missing
     assert run_in_browser(page, "print('still here')")["stdout"] == "still here\n"
+
+
+def test_packages_by_name_on_both_tiers_and_the_refusal_sentence(page: Any) -> None:
+    # not an import the worker can see: only packages=["sympy"] installs it
+    code = "import importlib\nprint(importlib.import_module('sym' + 'py').__version__)"
+    browser = run_in_browser(page, code, packages=["sympy"], limits={"wall_seconds": 120})
+    assert (browser["status"], browser["stdout"]) == ("ok", "1.14.0\n"), browser
+    server = run_in_browser(page, MARKDOWN_BY_NAME, tier="server", packages=["markdown-it-py"])
+    assert (server["status"], server["tier"], server["stdout"]) == ("ok", "server", "<p>by name</p>\n"), server
+    for tier in ("browser", "server"):
+        refused = run_in_browser(page, "# requires: leftpad\nprint('never')", tier=tier)
+        assert refused["status"] == "invalid_input" and refused["stdout"] == "", refused
+        assert f"The package leftpad is not allowed on the {tier} tier" in refused["message"] or (
+            tier == "server" and "The package leftpad is not allowed on this server" in refused["message"]), refused

@@ -235,6 +235,7 @@ export class Runner {
         filename: typeof options.filename === "string" ? options.filename : null,
         functions: [...exposed.keys()],
         display: displayOf(options),
+        packages: packagesOf(options),
       }));
     });
   }
@@ -246,6 +247,7 @@ export class Runner {
     if (options.limits) body.limits = options.limits;
     // by default figures from plt.show() and those left open, without echoing the last expression
     body.display = displayOf(options);
+    if (packagesOf(options).length) body.packages = packagesOf(options);
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
@@ -575,6 +577,11 @@ export function sanitizeResult(r) {
 }
 
 let shared = null;
+
+/** The packages a run asks for by name (`options.packages`): strings, as the caller gave them. */
+function packagesOf(options) {
+  return Array.isArray(options.packages) ? options.packages.map(String) : [];
+}
 
 /** Run `code` with a page-wide runner: `run(code, {tier: "browser"|"server"|"auto", ...})`. */
 export function run(code, options = {}) {
