@@ -44,6 +44,7 @@ def test_a_lock_round_trips_and_a_dependency_it_does_not_pin_is_refused(tmp_path
 def test_a_program_asks_by_name_by_requires_line_and_by_import() -> None:
     code = "# requires: mdurl, numpy\nimport os\nfrom markdown_it.main import MarkdownIt\n"
     assert required_in_comments(code) == ["mdurl", "numpy"]
+    assert required_in_comments("# requires: Python 3.12\n# Requires: nothing, it is prose\n") == []
     image = frozenset({"numpy", "os"})
     assert wanted_packages(LOCK, code, image_modules=image) == ["markdown-it-py", "mdurl"]
     assert wanted_packages(LOCK, "print(1)", ["Markdown_It_Py"]) == ["markdown-it-py"]

@@ -13,8 +13,11 @@ from .lock import PackageLock, normalize
 
 __all__ = ["PackageRefused", "imported_modules", "not_allowed", "required_in_comments", "wanted_packages"]
 
-_REQUIRES = re.compile(r"^[ \t]*#[ \t]*requires:[ \t]*(?P<names>.*)$", re.IGNORECASE | re.MULTILINE)
+_REQUIRES = re.compile(r"^[ \t]*#[ \t]*requires:[ \t]*(?P<names>.*)$", re.MULTILINE)
 _SPLIT = re.compile(r"[\s,]+")
+# what a requires line names: a package name (a word like "3.12" or "Python" is a comment's prose)
+_PACKAGE = re.compile(r"^[A-Za-z][A-Za-z0-9._-]*$")
+_NOT_PACKAGES = frozenset({"python", "python3"})
 MAX_NAMES = 64
 
 
@@ -23,10 +26,12 @@ class PackageRefused(WasmRunnerError, ValueError):
 
 
 def required_in_comments(code: str) -> list[str]:
-    """The names of ``# requires: a, b`` lines (a playground program's way of asking)."""
+    """The package names of ``# requires: a, b`` lines (a playground program's way of asking);
+    words that are no package name (``# requires: Python 3.12``) are left out."""
     names: list[str] = []
     for match in _REQUIRES.finditer(code):
-        names += [n for n in _SPLIT.split(match["names"].split("#")[0]) if n]
+        names += [n for n in _SPLIT.split(match["names"].split("#")[0])
+                  if _PACKAGE.match(n) and n.lower() not in _NOT_PACKAGES]
     return names
 
 
@@ -78,5 +83,6 @@ def wanted_packages(lock: PackageLock, code: str | bytes, explicit: Sequence[str
     if refused:
         raise PackageRefused(not_allowed(refused, lock))
     owners = lock.module_owner()
-    names.update(owners[m] for m in imported_modules(code) if m in owners and m not in image_modules)
+    if owners:  # no wheelhouse: the program is not parsed
+        names.update(owners[m] for m in imported_modules(code) if m in owners and m not in image_modules)
     return sorted(names)

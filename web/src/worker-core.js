@@ -43,8 +43,9 @@ export function packageName(name) {
 /** The names of a program's `# requires: a, b` lines (as the server tier reads them). */
 export function requiredInComments(code) {
   const names = [];
-  for (const match of String(code).matchAll(/^[ \t]*#[ \t]*requires:[ \t]*(.*)$/gim)) {
-    names.push(...match[1].split("#")[0].split(/[\s,]+/).filter(Boolean));
+  for (const match of String(code).matchAll(/^[ \t]*#[ \t]*requires:[ \t]*(.*)$/gm)) {
+    // words that are no package name ("# requires: Python 3.12") are a comment's prose
+    names.push(...match[1].split("#")[0].split(/[\s,]+/).filter((n) => /^[A-Za-z][A-Za-z0-9._-]*$/.test(n) && !["python", "python3"].includes(n.toLowerCase())));
   }
   return names;
 }
