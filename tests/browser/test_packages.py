@@ -85,3 +85,11 @@ def test_packages_by_name_on_both_tiers_and_the_refusal_sentence(page: Any) -> N
         assert refused["status"] == "invalid_input" and refused["stdout"] == "", refused
         assert f"The package leftpad is not allowed on the {tier} tier" in refused["message"] or (
             tier == "server" and "The package leftpad is not allowed on this server" in refused["message"]), refused
+
+
+def test_auto_runs_where_the_programs_packages_are(page: Any) -> None:
+    # the browser's index (offline: the wheelhouse alone) has no numpy; the server's image has it
+    result = run_in_browser(page, "# requires: numpy\nimport numpy\nprint(numpy.arange(3).sum())", tier="auto")
+    assert (result["status"], result["tier"], result["stdout"]) == ("ok", "server", "3\n"), result
+    here = run_in_browser(page, "# requires: mdurl\nimport mdurl\nprint(mdurl.__name__)", tier="auto")
+    assert (here["tier"], here["stdout"]) == ("browser", "mdurl\n"), here  # the browser has it: it stays there

@@ -536,7 +536,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     const asked = [...(Array.isArray(request.packages) ? request.packages : []), ...requiredInComments(request.code)];
     const refused = [...new Set(asked.filter((n) => !packageIndex.names.has(packageName(n)) && !packageIndex.modules.has(n)))];
     if (refused.length) {
-      post(message("done", { id: request.id, result: invalidResult(notAllowedInBrowser(refused), runtimeName), fatal: false }));
+      const result = { ...invalidResult(notAllowedInBrowser(refused), runtimeName), refused_packages: refused };
+      post(message("done", { id: request.id, result, fatal: false }));
       return;
     }
     current = {
