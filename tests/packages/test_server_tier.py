@@ -11,7 +11,9 @@ import sys
 from pathlib import Path
 
 import pytest
+from mcp import Client, StdioServerParameters
 
+from tests.support import mcp_checks as checks
 from tests.support.live_server import KEY, live_server, make_config
 from wasm_runner import Sandbox
 from wasm_runner.execution import Executor, Job, OneSandbox
@@ -97,3 +99,20 @@ def test_the_cli_and_the_http_api_take_packages(package_lock: Path, tmp_path: Pa
     audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
     assert [a["packages"] for a in audit] == [["markdown-it-py==4.2.0", "mdurl==0.1.2"], [], []]
     assert [a["status"] for a in audit] == ["ok", "invalid_input", "ok"]
+
+
+def test_the_mcp_tool_takes_packages(package_lock: Path, tmp_path: Path) -> None:
+    keep = ("PATH", "HOME", "LANG", "XDG_CACHE_HOME", "WASM_RUNNER_CACHE", "PYTHONPATH")
+    env = {k: v for k, v in os.environ.items() if k in keep}
+    env.update(TMPDIR=str(tmp_path), WASM_RUNNER_PACKAGES_LOCK=str(package_lock))
+    server = StdioServerParameters(command=str(Path(sys.executable).with_name("wasm-runner")),
+                                   args=["mcp", "--wall-seconds", "120"], env=env)
+
+    async def conversation() -> None:
+        async with Client(server, read_timeout_seconds=300) as client:
+            ok = await checks.call(client, "run_python", {"code": MARKDOWN, "packages": ["markdown-it-py"]})
+            assert not ok.is_error and "<h1>Hi <em>there</em></h1>" in checks.text_of(ok), checks.text_of(ok)
+            refused = await checks.call(client, "run_python", {"code": "print(1)", "packages": ["leftpad"]})
+            assert "The package leftpad is not allowed on this server" in checks.text_of(refused)
+
+    checks.run_async(conversation)
