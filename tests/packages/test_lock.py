@@ -75,3 +75,12 @@ def test_only_a_pure_python_wheel_is_read_and_unpacking_never_leaves_its_folder(
     with pytest.raises(WheelError, match="unsafe entry"):
         unpack_wheel(evil, tmp_path / "dest")
     assert not (tmp_path / "outside.py").exists()
+
+
+def test_a_server_whose_lock_cannot_be_read_does_not_start(tmp_path: Path) -> None:
+    from wasm_runner.settings import ConfigError, ServerConfig
+
+    with pytest.raises(ConfigError, match=r"packages_lock: cannot read the package lock .*none\.json"):
+        ServerConfig.from_keys(auth=False, packages_lock=tmp_path / "none.json")
+    LOCK.write(tmp_path / "packages.lock.json")
+    assert ServerConfig.from_keys(auth=False, packages_lock=tmp_path / "packages.lock.json").packages_lock

@@ -133,8 +133,10 @@ def fetch(store: PackageStore, compile_pyc: Compiler = compile_in_guest,
                 progress(f"{pkg.name} {pkg.version}: compiling in the guest")
             compile_pyc(stage)
             (stage / COMPLETE).write_text(pkg.sha256 + "\n")
-            shutil.rmtree(target, ignore_errors=True)
-            os.rename(stage, target)
+            try:
+                os.rename(stage, target)
+            except OSError:  # made meanwhile by another fetch: that one is whole (renamed the same way)
+                shutil.rmtree(stage, ignore_errors=True)
         except BaseException:
             shutil.rmtree(stage, ignore_errors=True)
             raise

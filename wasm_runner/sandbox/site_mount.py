@@ -81,9 +81,8 @@ def view_folder(boot: Path, packages: Sequence[Path]) -> Path:
     views = cache_dir() / "package-views"
     views.mkdir(mode=0o700, exist_ok=True)
     target = views / key
-    if (target / ".complete").is_file():
+    if (target / ".complete").is_file():  # made whole in a staging folder, then renamed: never half-made
         return target
-    shutil.rmtree(target, ignore_errors=True)  # left half-made by a process that was killed
     stage = Path(tempfile.mkdtemp(prefix=f".{key}-", dir=views))
     try:
         for entry in boot_files:

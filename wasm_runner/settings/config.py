@@ -152,6 +152,13 @@ class ServerConfig(_Section):
         for name, kind in SECTIONS.items():
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+        if self.packages_lock is not None:  # the operator's package lock: read now, refused at start
+            from ..packages.lock import LockError, PackageLock
+
+            try:
+                PackageLock.read(Path(self.packages_lock))
+            except LockError as exc:
+                raise ConfigError(f"packages_lock: {exc}") from None
         if self.default_profile not in self.profiles:
             raise ConfigError(
                 f"default_profile {self.default_profile!r} is not a profile "
