@@ -9,6 +9,7 @@ import os
 import subprocess
 import sys
 from pathlib import Path
+from typing import Any
 
 import pytest
 from mcp import Client, StdioServerParameters
@@ -116,3 +117,11 @@ def test_the_mcp_tool_takes_packages(package_lock: Path, tmp_path: Path) -> None
             assert "The package leftpad is not allowed on this server" in checks.text_of(refused)
 
     checks.run_async(conversation)
+
+
+def test_a_session_cell_naming_packages_is_refused_and_the_session_goes_on(api: Any) -> None:
+    sid = api.post("/api/sessions", json={}).json()["id"]
+    refused = api.post(f"/api/sessions/{sid}/run", json={"code": "x = 1", "packages": ["rich"]})
+    assert refused.status_code == 422 and refused.json()["error"]["code"] == "packages_in_session", refused.text
+    assert api.post(f"/api/sessions/{sid}/run", json={"code": "print(2 + 2)"}).json()["stdout"] == "4\n"
+    api.delete(f"/api/sessions/{sid}")
