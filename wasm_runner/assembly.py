@@ -38,6 +38,7 @@ from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from .admission import Admission, AdmissionGate, server_memory_mb
+from .cache import cache_dir
 from .execution import Executor
 from .host_functions.declared import Catalog
 from .http.audit import AuditLog
@@ -50,6 +51,9 @@ from .http.record import RunRecord
 from .http.relay import Hop
 from .http.results import ResultSigner
 from .http.service import Service
+from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
+from .lti.registration import Platform
+from .lti.tool import LtiTool
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
@@ -90,6 +94,28 @@ def result_signer(config: ServerConfig) -> ResultSigner:
                     "own key; set [server] result_key_file, the same file on every replica (docs/lms.md)")
     issuer = config.result_issuer or config.scale_out.advertise_url
     return ResultSigner(config.result_key_file, issuer)
+
+
+def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSigner, audit: AuditLog) -> LtiTool | None:
+    """The LTI 1.3 tool (``wasm_runner.lti``) when ``[[lti.platforms]]`` registers any: state and
+    nonce in Redis with ``redis_url`` (every replica takes them once), else in memory; scores
+    through the outbox folder (``[lti] outbox_dir``, else the private cache folder); signed with
+    the tool's keys (the signed results' keys, one JWKS); each platform call audit-logged."""
+    settings = config.lti
+    if not settings.platforms:
+        return None
+    store: OneTimeStore
+    if shared is not None:
+        store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
+    else:
+        store = MemoryStore()
+
+    def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
+        audit.event("lti_call", platform=platform.name, method=method, path=path, status=str(status))
+
+    folder = settings.outbox_dir or cache_dir() / "lti-outbox"
+    return LtiTool(settings, keys=signer.keys, store=store, outbox_folder=folder, on_call=on_call,
+                   session_issuer=signer.issuer)  # fmt: skip
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:
@@ -174,6 +200,7 @@ def assemble(config: ServerConfig) -> Service:
         snapshots, directory, store, gatekeeper.vouched, profiles=config.profiles, runtimes=config.runtimes,
         paused_lifetime_seconds=sessions.session_paused_lifetime_seconds)  # fmt: skip
     hop = Hop(forwarding, read_timeout=longest + config.admission.queue_timeout_seconds + 30.0, recover=recover)
+    result_keys = result_signer(config)
     metrics.watch(
         queue_depth=lambda: admission.waiting,
         running=lambda: admission.running,
@@ -190,7 +217,8 @@ def assemble(config: ServerConfig) -> Service:
         # the drain on SIGTERM (http.serving.DrainingServer)
         drain=Drain(lifecycle, admission, executor, store, leases),
         secret=secret,
-        results=result_signer(config),
+        results=result_keys,
+        lti=lti_tool(config, shared, result_keys, audit),
     )  # fmt: skip
 
 
@@ -235,6 +263,8 @@ async def running(service: Service) -> AsyncIterator[None]:
             service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)),
         asyncio.ensure_future(warm()),
     ]
+    if service.lti is not None:  # the LTI outbox's worker: scores to the platforms, retried
+        tasks.append(asyncio.ensure_future(service.lti.outbox.run_forever()))
     if service.leases is not None:  # this replica's heartbeat; when it lapses, others drop its leases
         tasks.append(asyncio.ensure_future(service.leases.beat_forever()))
     try:
@@ -243,6 +273,8 @@ async def running(service: Service) -> AsyncIterator[None]:
         for task in tasks:
             task.cancel()
         try:
+            if service.lti is not None:
+                await service.lti.close()
             await service.shutdown()
         finally:
             if service.shared is not None:

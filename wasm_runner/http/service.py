@@ -26,6 +26,7 @@ from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
+from ..lti.tool import LtiTool
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
 from ..scaleout.directory import Directory
@@ -82,6 +83,7 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    lti: LtiTool | None = None  # the LTI 1.3 tool (wasm_runner.lti), when platforms are registered
 
     @property
     def sessions(self) -> SessionStore:

@@ -13,6 +13,7 @@ from ..execution import Policy
 from ..host_functions.declared import DeclaredFunction
 from ..images import RESIDENT_MB, image_names
 from ..limits import Limits
+from ..lti.registration import LtiSettings
 from .rules import (
     ConfigError, KEY_MAX_CONCURRENT, KEY_RATE, MIN_SECRET_CHARS, PROFILE_IMAGE, RUNTIMES,
     USER_MAX_CONCURRENT, USER_RATE, _Section, _names, _on_off, _text, one_of, rate, rule,
@@ -118,6 +119,8 @@ class ServerConfig(_Section):
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
     # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
+    # LTI 1.3 (wasm_runner.lti, docs/lms.md): ``[lti]`` and its ``[[lti.platforms]]``
+    lti: LtiSettings = field(default_factory=LtiSettings)
     # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)
@@ -159,6 +162,11 @@ class ServerConfig(_Section):
             self._check_profile(profile)
         for key in self.api_keys:
             key.check(self.profiles)
+        try:
+            self.lti.check()
+            self.lti.check_keys({k.name for k in self.api_keys}, self.auth)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _check_profile(self, profile: Policy) -> None:
         admission = self.admission
@@ -249,7 +257,7 @@ def hash_key(key: str) -> str:
 def server_keys() -> set[str]:
     """The keys of ``[server]``: the settings' fields (keys, profiles and functions have tables of
     their own; the cluster secret is never read from the file, only the file naming it)."""
-    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "cluster_secret"} | {
+    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "lti", "cluster_secret"} | {
         "cluster_secret_file"
     }
 

@@ -1,0 +1,38 @@
+"""An LTI 1.3 launch from an independent platform (lti1p3platform on 127.0.0.1): OIDC login, the
+id_token validated, the exercise page with a launch session and no API key; a server-side check
+by the launched student reaches the platform's gradebook through AGS."""
+
+from __future__ import annotations
+
+import httpx
+
+from tests.lti.conftest import Lti, audit_lines, launch, session_of
+from tests.support.live_server import KEY, wait_until
+
+SOLUTION = "name = input()\nprint(f'Hello, {name}!')\n"
+HALF = "name = input()\nprint('Hi' if name == 'Ada' else f'Hello, {name}!')\n"
+
+
+def test_a_launched_students_check_lands_in_the_platforms_gradebook(lti: Lti) -> None:
+    with httpx.Client(timeout=60) as browser:
+        page = launch(lti, browser, user="student-7", exercise="greet", link="link-greet")
+        assert page.status_code == 200, page.text
+        assert "Greet" in page.text and KEY not in page.text  # the page holds no API key
+        assert lti.platform.url in page.headers["content-security-policy"]  # the platform may frame it
+        cfg = session_of(page.text)
+        r = browser.post(lti.tool.url + cfg["checkUrl"], json={"code": SOLUTION},
+                         headers={"X-Wasm-Runner-Launch": cfg["session"]})
+        assert r.status_code == 200, r.text
+        answer = r.json()
+        assert answer["passed"] and answer["grade"]["state"] == "queued"
+        assert wait_until(lambda: lti.platform.scores_for("student-7"), timeout=60)
+        state = browser.get(lti.tool.url + cfg["statusUrl"] + answer["grade"]["id"],
+                            headers={"X-Wasm-Runner-Launch": cfg["session"]}).json()["state"]
+        assert state == "sent"
+    score = lti.platform.scores_for("student-7")[0]
+    assert (score["scoreGiven"], score["scoreMaximum"]) == (2, 2)
+    assert score["activityProgress"] == "Completed" and score["gradingProgress"] == "FullyGraded"
+    item = lti.platform.gradebook.lineitems[score["lineitem"]]
+    assert item["resourceId"] == "greet" and item["resourceLinkId"] == "link-greet"
+    calls = [a for a in audit_lines(lti) if a.get("event") == "lti_call"]
+    assert {c["path"] for c in calls} >= {"/jwks", "/token", "/lineitems", "/lineitems/1/scores"}
