@@ -32,7 +32,7 @@ import functools
 import hashlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -51,7 +51,9 @@ from .http.record import RunRecord
 from .http.relay import Hop
 from .http.results import ResultSigner
 from .http.service import Service
+from .lti.ags import Score
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
+from .lti.outbox import FileOutbox, Outbox, RedisOutbox
 from .lti.registration import Platform
 from .lti.tool import LtiTool
 from .sandbox.provider import ServerSandboxes
@@ -100,21 +102,27 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
     """The LTI 1.3 tool (``wasm_runner.lti``) when ``[[lti.platforms]]`` registers any: state and
     nonce in Redis with ``redis_url`` (every replica takes them once), else in memory; scores
     through the outbox folder (``[lti] outbox_dir``, else the private cache folder); signed with
-    the tool's keys (the signed results' keys, one JWKS); each platform call audit-logged."""
+    the tool's keys (the signed results' keys, one JWKS); each platform call audit-logged. Scores
+    wait in Redis with ``redis_url`` (one queue for every replica), else in the outbox folder."""
     settings = config.lti
     if not settings.platforms:
         return None
     store: OneTimeStore
+    outbox: Callable[[Callable[[str, Score], Awaitable[None]]], Outbox]
+    first, most = settings.retry_seconds, settings.retry_max_seconds
     if shared is not None:
         store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
+        outbox = functools.partial(RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
+                                   retry_seconds=first, retry_max_seconds=most)  # fmt: skip
     else:
         store = MemoryStore()
+        folder = settings.outbox_dir or cache_dir() / "lti-outbox"
+        outbox = functools.partial(FileOutbox, folder, retry_seconds=first, retry_max_seconds=most)
 
     def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
         audit.event("lti_call", platform=platform.name, method=method, path=path, status=str(status))
 
-    folder = settings.outbox_dir or cache_dir() / "lti-outbox"
-    return LtiTool(settings, keys=signer.keys, store=store, outbox_folder=folder, on_call=on_call,
+    return LtiTool(settings, keys=signer.keys, store=store, outbox=outbox, on_call=on_call,
                    session_issuer=signer.issuer)  # fmt: skip
 
 

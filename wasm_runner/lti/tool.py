@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import secrets
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass
 from datetime import datetime, UTC
 from typing import Any, Literal
@@ -68,7 +68,8 @@ class GradeReceipt:
 
 class LtiTool:
     def __init__(self, settings: LtiSettings, *, keys: Callable[[], list[RSAKey]], store: OneTimeStore,
-                 outbox_folder: Any, on_call: Callable[[Platform, str, str, int | str], None],
+                 outbox: Callable[[Callable[[str, Score], Awaitable[None]]], Outbox],
+                 on_call: Callable[[Platform, str, str, int | str], None],
                  session_issuer: str = "wasm-runner") -> None:  # fmt: skip
         self.settings = settings
         self._keys = keys
@@ -78,8 +79,7 @@ class LtiTool:
         self.jwks = JwksCache(self._fetch_jwks)
         self.sessions = LaunchSessions(keys, session_issuer, settings.launch_seconds)
         self.grades = GradeService(keys, on_call)
-        self.outbox = Outbox(outbox_folder, self._deliver, retry_seconds=settings.retry_seconds,
-                             retry_max_seconds=settings.retry_max_seconds)  # fmt: skip
+        self.outbox = outbox(self._deliver)  # FileOutbox or RedisOutbox, delivering through the tool
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -215,7 +215,7 @@ class LtiTool:
             lineitem=session.get("lineitem"), lineitems=session.get("lineitems"), given=float(passed),
             maximum=float(total), timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         )  # fmt: skip
-        return GradeReceipt("queued", self.outbox.put(platform.name, score))
+        return GradeReceipt("queued", await self.outbox.put(platform.name, score))
 
     async def _deliver(self, platform_name: str, score: Score) -> None:
         from .ags import GradeError

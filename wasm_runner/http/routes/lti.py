@@ -175,7 +175,7 @@ async def grade_state(request: Request) -> Response:
     service = service_of(request)
     tool = _tool(service)
     _session(request, tool, "resource")
-    return SafeJSONResponse({"state": tool.outbox.state(request.path_params["grade_id"])})
+    return SafeJSONResponse({"state": await tool.outbox.state(request.path_params["grade_id"][:64])})
 
 
 async def config(request: Request) -> Response:
