@@ -109,21 +109,23 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
         return None
     store: OneTimeStore
     outbox: Callable[[Callable[[str, Score], Awaitable[None]]], Outbox]
-    first, most = settings.retry_seconds, settings.retry_max_seconds
+    first, most, claim = settings.retry_seconds, settings.retry_max_seconds, settings.claim_seconds
     if shared is not None:
         store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
         outbox = functools.partial(RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
-                                   retry_seconds=first, retry_max_seconds=most)  # fmt: skip
+                                   retry_seconds=first, retry_max_seconds=most, claim_seconds=claim)  # fmt: skip
     else:
         store = MemoryStore()
         folder = settings.outbox_dir or cache_dir() / "lti-outbox"
-        outbox = functools.partial(FileOutbox, folder, retry_seconds=first, retry_max_seconds=most)
+        outbox = functools.partial(FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
+                                   claim_seconds=claim)  # fmt: skip
 
     def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
         audit.event("lti_call", platform=platform.name, method=method, path=path, status=str(status))
 
+    # the launch session's iss: the same on every replica (advertise_url is each replica's own)
     return LtiTool(settings, keys=signer.keys, store=store, outbox=outbox, on_call=on_call,
-                   session_issuer=signer.issuer)  # fmt: skip
+                   session_issuer=config.result_issuer or "wasm-runner")  # fmt: skip
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:

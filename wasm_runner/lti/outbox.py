@@ -8,7 +8,7 @@ Two stores, one worker logic (``Outbox``): ``FileOutbox`` on disk (``[lti] outbo
 restart loses nothing; a worker claims a score by renaming its file into ``working/`` (one rename
 wins when replicas share the folder). ``RedisOutbox`` in Redis when the server has ``redis_url``
 (every replica's worker serves one queue; a claim is one atomic script). Either way a claim older
-than ``STALE_SECONDS`` (its replica died between the claim and the post) goes back to the queue."""
+than ``claim_seconds`` (its replica died between the claim and the post) goes back to the queue."""
 
 from __future__ import annotations
 
@@ -30,7 +30,6 @@ from .ags import GradeError, Score
 __all__ = ["FileOutbox", "Outbox", "OutboxState", "RedisOutbox"]
 
 OutboxState = Literal["pending", "sent", "failed", "unknown"]
-STALE_SECONDS = 300.0
 SENT_KEEP_SECONDS = 24 * 3600.0
 log = logging.getLogger("wasm_runner.lti")
 
@@ -51,8 +50,9 @@ class Outbox:
     poll_seconds = 5.0  # the longest sleep between looks at the queue (other replicas put there too)
 
     def __init__(self, deliver: Callable[[str, Score], Awaitable[None]], *, retry_seconds: float,
-                 retry_max_seconds: float) -> None:  # fmt: skip
+                 retry_max_seconds: float, claim_seconds: float = 300.0) -> None:  # fmt: skip
         self._deliver = deliver  # (platform name, score)
+        self.claim_seconds = claim_seconds
         self.retry_seconds = retry_seconds
         self.retry_max_seconds = retry_max_seconds
         self._wake = asyncio.Event()
@@ -141,8 +141,9 @@ class FileOutbox(Outbox):
     """One JSON file per score in ``folder`` (see the module's docstring)."""
 
     def __init__(self, folder: Path, deliver: Callable[[str, Score], Awaitable[None]], *, retry_seconds: float,
-                 retry_max_seconds: float) -> None:  # fmt: skip
-        super().__init__(deliver, retry_seconds=retry_seconds, retry_max_seconds=retry_max_seconds)
+                 retry_max_seconds: float, claim_seconds: float = 300.0) -> None:  # fmt: skip
+        super().__init__(deliver, retry_seconds=retry_seconds, retry_max_seconds=retry_max_seconds,
+                         claim_seconds=claim_seconds)  # fmt: skip
         self.folder = folder
         for sub in ("", "working", "sent", "failed"):
             (folder / sub).mkdir(parents=True, exist_ok=True, mode=0o700)
@@ -164,7 +165,7 @@ class FileOutbox(Outbox):
     def _requeue_stale(self, now: float) -> None:
         for path in (self.folder / "working").glob("*.json"):
             try:
-                if now - path.stat().st_mtime > STALE_SECONDS:
+                if now - path.stat().st_mtime > self.claim_seconds:
                     os.rename(path, self.folder / path.name)
             except OSError:
                 continue
@@ -231,8 +232,9 @@ class RedisOutbox(Outbox):
     poll_seconds = 1.0  # another replica's new score is looked at within a second
 
     def __init__(self, redis: Callable[[], Redis], prefix: str, deliver: Callable[[str, Score], Awaitable[None]], *,
-                 retry_seconds: float, retry_max_seconds: float) -> None:  # fmt: skip
-        super().__init__(deliver, retry_seconds=retry_seconds, retry_max_seconds=retry_max_seconds)
+                 retry_seconds: float, retry_max_seconds: float, claim_seconds: float = 300.0) -> None:  # fmt: skip
+        super().__init__(deliver, retry_seconds=retry_seconds, retry_max_seconds=retry_max_seconds,
+                         claim_seconds=claim_seconds)  # fmt: skip
         self._client = redis
         self._k = {name: prefix + name for name in ("items", "due", "working", "failed")}
         self._prefix = prefix
@@ -259,7 +261,7 @@ class RedisOutbox(Outbox):
 
     async def _claim_due(self, now: float) -> tuple[list[dict[str, Any]], float]:
         r = self._redis
-        for ident in await r.zrangebyscore(self._k["working"], "-inf", now - STALE_SECONDS):
+        for ident in await r.zrangebyscore(self._k["working"], "-inf", now - self.claim_seconds):
             await cast("Awaitable[Any]", r.eval(_REQUEUE, 2, self._k["working"], self._k["due"], ident, 0))
         claimed = []
         for ident in await r.zrangebyscore(self._k["due"], "-inf", now, start=0, num=50):

@@ -21,8 +21,8 @@ GradePolicy = Literal["best", "latest"]
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PLATFORM_KEYS = {"name", "issuer", "client_id", "deployment_ids", "auth_url", "token_url", "jwks_url",
                   "api_key", "service_origins"}  # fmt: skip
-_LTI_KEYS = {"platforms", "outbox_dir", "retry_seconds", "retry_max_seconds", "launch_seconds", "grade",
-             "grade_per_exercise"}  # fmt: skip
+_LTI_KEYS = {"platforms", "outbox_dir", "retry_seconds", "retry_max_seconds", "claim_seconds", "launch_seconds",
+             "grade", "grade_per_exercise"}  # fmt: skip
 
 
 def origin_of(url: str) -> str:
@@ -103,13 +103,15 @@ class Platform:
 class LtiSettings:
     """``[lti]``: the platforms; where the outbox of scores waits (``outbox_dir``; None: the
     private cache folder); the outbox's retry backoff (first wait, doubled up to the most); how
-    long a launch session lives; which attempt counts (``grade``, per exercise in
-    ``grade_per_exercise``)."""
+    long a worker's claim on a score holds before another replica takes it back
+    (``claim_seconds``: its replica died between the claim and the post); how long a launch
+    session lives; which attempt counts (``grade``, per exercise in ``grade_per_exercise``)."""
 
     platforms: tuple[Platform, ...] = ()
     outbox_dir: Path | None = None
     retry_seconds: float = 5.0
     retry_max_seconds: float = 300.0
+    claim_seconds: float = 300.0
     launch_seconds: int = 4 * 3600
     grade: GradePolicy = "best"
     grade_per_exercise: dict[str, GradePolicy] = field(default_factory=dict)
@@ -129,6 +131,7 @@ class LtiSettings:
             outbox_dir=Path(table["outbox_dir"]) if table.get("outbox_dir") else None,
             retry_seconds=float(table.get("retry_seconds", cls.retry_seconds)),
             retry_max_seconds=float(table.get("retry_max_seconds", cls.retry_max_seconds)),
+            claim_seconds=float(table.get("claim_seconds", cls.claim_seconds)),
             launch_seconds=int(table.get("launch_seconds", cls.launch_seconds)),
             grade=table.get("grade", "best"),
             grade_per_exercise=dict(table.get("grade_per_exercise", {})),
@@ -150,6 +153,8 @@ class LtiSettings:
             names.add(p.name)
         if not 0 < self.retry_seconds <= self.retry_max_seconds:
             raise ValueError("[lti] retry_seconds must be > 0 and at most retry_max_seconds")
+        if not 1 <= self.claim_seconds <= 3600:
+            raise ValueError("[lti] claim_seconds must be between 1 and 3600")
         if not 60 <= self.launch_seconds <= 24 * 3600:
             raise ValueError("[lti] launch_seconds must be between 60 and 86400")
         for where, policy in [("grade", self.grade), *self.grade_per_exercise.items()]:
