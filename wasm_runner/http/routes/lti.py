@@ -143,8 +143,7 @@ async def _student(service: Service, request: Request, session: dict[str, Any]) 
     user = "lti-" + hashlib.sha256(f"{platform.name}\x00{session['sub']}".encode()).hexdigest()[:40]
     name = platform.api_key if service.config.auth else f"anonymous:{client_address(request)}"
     tenant = service.gatekeeper.vouched(str(name), user)
-    if service.shared is None:
-        service.gatekeeper.hit(tenant)
+    await service.gatekeeper.count(tenant)  # the key's and the student's rates, like any request
     return tenant
 
 
