@@ -19,11 +19,19 @@ def test_a_student_checks_in_the_platforms_iframe_and_the_grade_lands(lti: Lti) 
     context = shared_browser().new_context()
     try:
         page = context.new_page()
+        errors: list[str] = []
+        page.on("pageerror", lambda exc: errors.append(str(exc)))
         page.goto(f"{lti.platform.url}/course?user=student-browser&exercise=greet&link=link-browser")
         tool = page.frame_locator("#tool")
         tool.locator("#code").wait_for(timeout=60_000)
         assert tool.locator("h1").inner_text() == "Greet"
         tool.locator("#code").fill(SOLUTION)
+        tool.locator("#stdin").fill("Ada")
+        tool.locator("#run").click()  # the first run
+        deadline = time.monotonic() + 60
+        while "Hello, Ada!" not in tool.locator("#results").inner_text() and time.monotonic() < deadline:
+            time.sleep(0.1)
+        assert tool.locator("#results").inner_text().strip() == "Hello, Ada!"
         tool.locator("#check").click()
         deadline = time.monotonic() + 90
         while tool.locator("#grade").inner_text() != "Grade sent." and time.monotonic() < deadline:
@@ -31,6 +39,7 @@ def test_a_student_checks_in_the_platforms_iframe_and_the_grade_lands(lti: Lti) 
         assert tool.locator("#grade").inner_text() == "Grade sent."
         assert "2 of 2 checks passed" in tool.locator("#results").inner_text()
         assert context.cookies(lti.tool.url) == []  # the launch needed no cookie
+        assert errors == []
     finally:
         context.close()
     assert wait_until(lambda: lti.platform.scores_for("student-browser"), timeout=10)

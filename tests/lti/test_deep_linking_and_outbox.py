@@ -45,6 +45,20 @@ def test_a_teacher_adds_an_exercise_by_deep_linking(lti: Lti) -> None:
     assert item["url"] == f"{lti.tool.url}/lti/launch" and item["lineItem"]["scoreMaximum"] == 2
 
 
+def test_a_teacher_adds_a_playground_with_starter_code(lti: Lti) -> None:
+    with httpx.Client(timeout=60) as browser:
+        action, fields = login(lti, browser, user="teacher-2", kind="deep_link")
+        picker = browser.post(action, data=fields)
+        session = picker.text.split('name="session" value="')[1].split('"')[0]
+        answer = browser.post(f"{lti.tool.url}/lti/deep-link", data={
+            "session": session, "playground": "1", "title": "Try loops", "starter": "for i in range(3):\n    print(i)\n"})
+        back, jwt_field = form_of(answer.text)
+        assert browser.post(back, data=jwt_field).status_code == 200
+    item = lti.platform.gradebook.deep_links[-1][0]
+    assert item["title"] == "Try loops" and item["custom"] == {"starter": "for i in range(3):\n    print(i)\n"}
+    assert "lineItem" not in item  # a playground keeps no grade
+
+
 def test_a_score_waits_in_the_outbox_while_the_platform_is_down(lti: Lti) -> None:
     lti.platform.down = True
     try:

@@ -36,3 +36,22 @@ def test_a_launched_students_check_lands_in_the_platforms_gradebook(lti: Lti) ->
     assert item["resourceId"] == "greet" and item["resourceLinkId"] == "link-greet"
     calls = [a for a in audit_lines(lti) if a.get("event") == "lti_call"]
     assert {c["path"] for c in calls} >= {"/jwks", "/token", "/lineitems", "/lineitems/1/scores"}
+
+
+def test_the_exercise_page_runs_code_and_a_playground_launch_runs_its_starter(lti: Lti) -> None:
+    with httpx.Client(timeout=60) as browser:
+        cfg = session_of(launch(lti, browser, user="student-run", link="link-run").text)
+        r = browser.post(lti.tool.url + cfg["runUrl"], json={"code": SOLUTION, "stdin": "Ada\n"},
+                         headers={"X-Wasm-Runner-Launch": cfg["session"]})
+        assert r.status_code == 200 and r.json()["stdout"] == "Hello, Ada!\n", r.text
+        page = launch(lti, browser, user="student-play", link="link-play", starter="print(6 * 7)\n")
+        assert page.status_code == 200 and "print(6 * 7)" in page.text and 'id="check"' not in page.text
+        play = session_of(page.text)
+        assert "checkUrl" not in play
+        r = browser.post(lti.tool.url + play["runUrl"], json={"code": "print(6 * 7)\n"},
+                         headers={"X-Wasm-Runner-Launch": play["session"]})
+        assert r.status_code == 200 and r.json()["stdout"] == "42\n"
+        r = browser.post(f"{lti.tool.url}/lti/exercises/greet/check", json={"code": SOLUTION},
+                         headers={"X-Wasm-Runner-Launch": play["session"]})  # a playground grades nothing
+        assert r.status_code == 403 and r.json()["error"]["code"] == "wrong_exercise"
+    assert not lti.platform.scores_for("student-play") and not lti.platform.scores_for("student-run")

@@ -145,8 +145,8 @@ def _app(p: LtiPlatform) -> Starlette:
         else:
             launch.set_user_data(user, [STUDENT_ROLE])
             launch.set_resource_link_claim(hint.get("link", "link-1"), title="Exercise")
-            launch.set_extra_claims({"https://purl.imsglobal.org/spec/lti/claim/custom":
-                                     {"exercise": hint.get("exercise", "greet")}})
+            custom = {"starter": hint["starter"]} if "starter" in hint else {"exercise": hint.get("exercise", "greet")}
+            launch.set_extra_claims({"https://purl.imsglobal.org/spec/lti/claim/custom": custom})
             launch.set_ags(f"{p.url}/lineitems", allow_creating_lineitems=True)
         launch.set_launch_context_claim("course-1", context_title="Course")
         return launch.lti_launch()  # type: ignore[no-any-return]

@@ -11,7 +11,7 @@ import secrets
 from html import escape
 from typing import Any
 
-__all__ = ["auto_post_page", "csp", "exercise_page", "picker_page", "refusal_page"]
+__all__ = ["auto_post_page", "csp", "exercise_page", "new_nonce", "picker_page", "refusal_page"]
 
 _STYLE = """body{font-family:system-ui,sans-serif;margin:1rem;max-width:60rem}
 textarea{width:100%;min-height:12rem;font-family:monospace}pre{background:#f4f4f4;padding:.5rem;
@@ -46,7 +46,19 @@ async function poll(id) {
     await new Promise(ok => setTimeout(ok, 1000));
   }
 }
-document.getElementById('check').addEventListener('click', async () => {
+const runButton = document.getElementById('run');
+runButton.addEventListener('click', async () => {
+  out.textContent = 'Running...'; out.className = '';
+  const r = await fetch(cfg.runUrl, {method: 'POST', headers: {'Content-Type': 'application/json',
+    'X-Wasm-Runner-Launch': cfg.session}, body: JSON.stringify({code: document.getElementById('code').value,
+    stdin: document.getElementById('stdin').value})});
+  const a = await r.json();
+  if (!r.ok) { out.textContent = (a.error && a.error.message) || ('Error ' + r.status); out.className = 'bad'; return; }
+  out.textContent = a.stdout + (a.stderr ? '\\n' + a.stderr : '') + (a.status === 'ok' ? '' : '\\n[' + a.status + ']');
+  document.body.dataset.ran = String(Number(document.body.dataset.ran || 0) + 1);
+});
+const checkButton = document.getElementById('check');
+if (checkButton) checkButton.addEventListener('click', async () => {
   out.textContent = 'Checking...'; grade.textContent = '';
   const r = await fetch(cfg.checkUrl, {method: 'POST', headers: {'Content-Type': 'application/json',
     'X-Wasm-Runner-Launch': cfg.session}, body: JSON.stringify({code: document.getElementById('code').value})});
@@ -64,11 +76,15 @@ document.getElementById('check').addEventListener('click', async () => {
 """
 
 
-def exercise_page(ex: dict[str, Any], session: str, check_url: str, status_url: str, nonce: str) -> str:
-    cfg = json.dumps({"session": session, "checkUrl": check_url, "statusUrl": status_url}).replace("<", "\\u003c")
-    body = (f"<h1>{escape(ex['title'])}</h1><div id=\"instructions\"><pre>{escape(ex['instructions'])}</pre></div>"
+def exercise_page(ex: dict[str, Any], session: str, urls: dict[str, str], nonce: str) -> str:
+    """An exercise (``ex``: its public part) with Run and Check, or, for ``ex`` without
+    ``instructions``, a playground with Run only (``urls``: runUrl, checkUrl, statusUrl)."""
+    cfg = json.dumps({"session": session, **urls}).replace("<", "\\u003c")
+    check = "<button id=\"check\">Check</button> " if "checkUrl" in urls else ""
+    body = (f"<h1>{escape(ex['title'])}</h1><div id=\"instructions\"><pre>{escape(ex.get('instructions', ''))}</pre></div>"
             f"<textarea id=\"code\" spellcheck=\"false\">{escape(ex['starter'])}</textarea>"
-            "<p><button id=\"check\">Check</button> <span id=\"grade\" role=\"status\"></span></p>"
+            "<p><label>Input (stdin) <input id=\"stdin\" size=\"40\"></label></p>"
+            f"<p><button id=\"run\">Run</button> {check}<span id=\"grade\" role=\"status\"></span></p>"
             "<pre id=\"results\" aria-live=\"polite\"></pre>"
             f"<script type=\"application/json\" id=\"cfg\">{cfg}</script>")  # fmt: skip
     return _page(ex["title"], body, nonce, _EXERCISE_JS)
@@ -82,7 +98,12 @@ def picker_page(exercises: list[dict[str, Any]], session: str, select_url: str, 
         f"<button type=\"submit\" data-exercise=\"{escape(e['id'])}\">{escape(e['title'])}</button></form></li>"
         for e in exercises
     )
-    return _page("Pick an exercise", f"<h1>Add an exercise to the course</h1><ul>{rows}</ul>", nonce)
+    playground = (f"<h2>Or a playground</h2><form method=\"post\" action=\"{escape(select_url)}\">"
+                  f"<input type=\"hidden\" name=\"session\" value=\"{escape(session)}\">"
+                  "<label>Title <input name=\"title\" value=\"Python playground\"></label>"
+                  "<textarea name=\"starter\" placeholder=\"starter code\"></textarea>"
+                  "<button type=\"submit\" name=\"playground\" value=\"1\">Add a playground</button></form>")  # fmt: skip
+    return _page("Pick an exercise", f"<h1>Add an exercise to the course</h1><ul>{rows}</ul>{playground}", nonce)
 
 
 def auto_post_page(url: str, fields: dict[str, str], nonce: str) -> str:

@@ -32,6 +32,7 @@ from .validation import JwksCache, LaunchRefused, ValidLaunch, validate_id_token
 __all__ = ["GradeReceipt", "LtiTool", "Launched", "ToolUrls"]
 
 STATE_SECONDS = 600  # a login's state and nonce wait this long for the launch
+MAX_STARTER_CHARS = 64 * 1024  # a playground's starter code
 
 
 @dataclass(frozen=True)
@@ -58,6 +59,8 @@ class Launched:
     kind: Literal["resource", "deep_link"]
     session: str
     claims: dict[str, Any]  # the session's claims
+    title: str = ""  # the resource link's title
+    starter: str = ""  # a playground's starter code (the ``starter`` custom parameter)
 
 
 @dataclass(frozen=True)
@@ -158,9 +161,14 @@ class LtiTool:
             "kind": "resource", "platform": valid.platform.name, "sub": c["sub"], "exercise": exercise,
             "deployment": c[DEPLOYMENT_ID], "resource_link": c[RESOURCE_LINK]["id"],
             "lineitem": lineitem, "lineitems": lineitems,
-            "grades": SCOPE_SCORE in scopes and (lineitem is not None or lineitems is not None),
+            "grades": exercise is not None and SCOPE_SCORE in scopes and (lineitem is not None or lineitems is not None),
         }  # fmt: skip
-        return Launched("resource", self.sessions.sign(claims), claims)
+        named = c.get(CUSTOM)
+        custom: dict[str, Any] = named if isinstance(named, dict) else {}
+        starter: str = custom["starter"] if isinstance(custom.get("starter"), str) else ""
+        title = c[RESOURCE_LINK].get("title")
+        return Launched("resource", self.sessions.sign(claims), claims, title if isinstance(title, str) else "",
+                        starter[:MAX_STARTER_CHARS])  # fmt: skip
 
     def _deep_link_session(self, valid: ValidLaunch) -> Launched:
         settings = valid.claims.get(DEEP_LINKING_SETTINGS)

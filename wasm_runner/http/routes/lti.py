@@ -4,6 +4,7 @@
 - ``POST /lti/launch``                    the platform's ``id_token`` → the exercise page (a resource
                                           link) or the exercise picker (deep linking)
 - ``POST /lti/deep-link``                 the teacher's pick → the signed answer, posted back
+- ``POST /lti/run``                       a launched student's run (header ``X-Wasm-Runner-Launch``)
 - ``POST /lti/exercises/{id}/check``      a launched student's check (header
                                           ``X-Wasm-Runner-Launch``: the launch session), graded
 - ``GET  /lti/grades/{id}``               whether that grade reached the platform
@@ -18,26 +19,35 @@ import asyncio
 import hashlib
 from typing import Any
 
+from pydantic import Field
 from starlette.requests import Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ...exercises import redact
 from ...lti.pages import auto_post_page, csp, exercise_page, new_nonce, picker_page, refusal_page
-from ...lti.tool import LtiTool, ToolUrls
+from ...inputs import MAX_SOURCE_BYTES
+from ...lti.tool import MAX_STARTER_CHARS, LtiTool, ToolUrls
 from ...lti.validation import LaunchRefused
 from ..auth import Tenant
 from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
-from ..schemas import read_model
-from ..service import Service, client_address
+from ..guests import cancel_on_disconnect
+from ..schemas import _Strict, read_model
+from ..service import Job, Service, client_address
 from ._common import service_of
 from .exercises import CheckRequest, run_checks
 
-__all__ = ["SESSION_HEADER", "routes", "tool_urls"]
+__all__ = ["LtiRunRequest", "SESSION_HEADER", "routes", "tool_urls"]
 
 SESSION_HEADER = "x-wasm-runner-launch"
+MAX_STDIN_CHARS = 64 * 1024
 MAX_FORM_BYTES = 128 * 1024
+
+
+class LtiRunRequest(_Strict):
+    code: str = Field(max_length=MAX_SOURCE_BYTES, description="the student's Python source")
+    stdin: str | None = Field(default=None, max_length=MAX_STDIN_CHARS, description="the program's input")
 
 
 def _tool(service: Service) -> LtiTool:
@@ -98,12 +108,15 @@ async def launch(request: Request) -> Response:
         listed = [{"id": e.id, "title": e.title} for e in exercises.values()]
         return _html(service, picker_page(listed, launched.session, "/lti/deep-link", nonce), nonce)
     ex_id = launched.claims.get("exercise")
+    if ex_id is None:  # a playground: Run only, no grade
+        shown = {"title": launched.title or "Python playground", "starter": launched.starter}
+        return _html(service, exercise_page(shown, launched.session, {"runUrl": "/lti/run"}, nonce), nonce)
     ex = exercises.get(ex_id) if isinstance(ex_id, str) else None
     if ex is None:
         return _refusal(service, request, LaunchRefused(
             "unknown_exercise", f"this activity names no exercise of this server ({ex_id!r})", 404))
-    page = exercise_page(ex.public(), launched.session, f"/lti/exercises/{ex.id}/check", "/lti/grades/", nonce)
-    return _html(service, page, nonce)
+    urls = {"runUrl": "/lti/run", "checkUrl": f"/lti/exercises/{ex.id}/check", "statusUrl": "/lti/grades/"}
+    return _html(service, exercise_page(ex.public(), launched.session, urls, nonce), nonce)
 
 
 async def deep_link(request: Request) -> Response:
@@ -113,15 +126,21 @@ async def deep_link(request: Request) -> Response:
         form = await _form(request)
         session = tool.sessions.verify(form.get("session"), "deep_link")
         ex = service.exercises.all().get(form.get("exercise", ""))
-        if ex is None:
+        if ex is None and not form.get("playground"):
             raise LaunchRefused("unknown_exercise", "pick one of the listed exercises", 404)
     except LaunchRefused as exc:
         return _refusal(service, request, exc)
     urls = tool_urls(service, request)
-    item: dict[str, Any] = {
-        "type": "ltiResourceLink", "title": ex.title, "url": urls.launch, "custom": {"exercise": ex.id},
-        "lineItem": {"scoreMaximum": len(ex.check_names()), "label": ex.title, "resourceId": ex.id},
-    }  # fmt: skip
+    item: dict[str, Any]
+    if ex is None:  # a playground with the teacher's starter code: no grade, no line item
+        title = (form.get("title") or "Python playground")[:200]
+        item = {"type": "ltiResourceLink", "title": title, "url": urls.launch,
+                "custom": {"starter": form.get("starter", "")[:MAX_STARTER_CHARS]}}  # fmt: skip
+    else:
+        item = {
+            "type": "ltiResourceLink", "title": ex.title, "url": urls.launch, "custom": {"exercise": ex.id},
+            "lineItem": {"scoreMaximum": len(ex.check_names()), "label": ex.title, "resourceId": ex.id},
+        }  # fmt: skip
     url, token = tool.deep_link_answer(session, item)
     nonce = new_nonce()
     return _html(service, auto_post_page(url, {"JWT": token}, nonce), nonce)
@@ -145,6 +164,23 @@ async def _student(service: Service, request: Request, session: dict[str, Any]) 
     tenant = service.gatekeeper.vouched(str(name), user)
     await service.gatekeeper.count(tenant)  # the key's and the student's rates, like any request
     return tenant
+
+
+async def run(request: Request) -> Response:
+    """A launched student's run (the page's Run): one fresh instance, the default profile's limits."""
+    service = service_of(request)
+    tool = _tool(service)
+    session = _session(request, tool, "resource")
+    tenant = await _student(service, request, session)
+    body = await read_model(request, LtiRunRequest, service.config.client_bounds.max_body_bytes)
+    profile, limits, runtime = service.policy(tenant, None, None)
+    job = Job(tenant=tenant, client=client_address(request), kind="run", profile=profile, limits=limits,
+              runtime=runtime, code=body.code, stdin=body.stdin, display=False)  # fmt: skip
+    work = asyncio.ensure_future(service.run_job(job))
+    result = await cancel_on_disconnect(request.receive, work)
+    answer = service.render(result)
+    answer.pop("files", None)
+    return SafeJSONResponse(answer)
 
 
 async def check(request: Request) -> Response:
@@ -191,6 +227,7 @@ def routes() -> list[BaseRoute]:
         Route("/lti/login", login, methods=["GET", "POST"]),
         Route("/lti/launch", launch, methods=["POST"]),
         Route("/lti/deep-link", deep_link, methods=["POST"]),
+        Route("/lti/run", run, methods=["POST"]),
         Route("/lti/exercises/{exercise_id}/check", check, methods=["POST"]),
         Route("/lti/grades/{grade_id}", grade_state, methods=["GET"]),
         Route("/lti/config", config, methods=["GET"]),
