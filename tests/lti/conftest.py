@@ -18,15 +18,9 @@ import pytest
 from tests.support.live_server import LiveServer, live_server, make_config
 from tests.support.lti_platform import LtiPlatform, lti_platform
 from wasm_runner.lti.registration import LtiSettings
-from wasm_runner.sandbox import default_sandbox
 
 _INPUT = re.compile(r'<input type="hidden" name="([^"]+)" value="([^"]*)">')
 _ACTION = re.compile(r'<form [^>]*action="([^"]+)"')
-
-
-@pytest.fixture(scope="session")
-def warm_sandbox() -> None:
-    default_sandbox("default", "datascience")
 
 
 @dataclass

@@ -22,7 +22,7 @@ from tests.lti.conftest import form_of, session_of
 from tests.support.live_server import wait_until
 from tests.support.lti_platform import LtiPlatform, lti_platform
 from tests.support.redis_process import RedisProcess
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, quick_profiles
 
 SECRET = secrets.token_hex(32)
 KEY = secrets.token_urlsafe(16)
@@ -36,15 +36,7 @@ redis_timeout_seconds = 2
 exercises_dir = "{exercises}"
 result_key_file = "{key_file}"
 
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 20
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
-
+{profiles}
 [[api_keys]]
 name = "course-site"
 key = "{key}"
@@ -77,7 +69,7 @@ def cluster(redis: RedisProcess, tmp_path_factory: pytest.TempPathFactory) -> It
     key_file.chmod(0o600)
     with lti_platform() as platform:
         config = tmp / "server.toml"
-        config.write_text(CONFIG.format(exercises=EXERCISES, key_file=key_file, key=KEY,
+        config.write_text(CONFIG.format(exercises=EXERCISES, key_file=key_file, key=KEY, profiles=quick_profiles(),
                                         platform=toml_table(platform.toml(api_key="course-site"))))  # fmt: skip
         replicas = [Replica(config, redis, tmp, secret=SECRET, name=f"r{n}") for n in (1, 2, 3)]
         try:
