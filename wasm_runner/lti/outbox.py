@@ -101,6 +101,12 @@ class Outbox:
         ident = entry["id"]
         try:
             await self._deliver(entry["platform"], Score(**entry["score"]))
+        except asyncio.CancelledError:  # the server stops: the score goes back to the queue at once
+            try:
+                await self._again(entry)
+            except Exception:  # then a later claim takes it back after claim_seconds
+                log.warning("score %s stays claimed until claim_seconds pass", ident)
+            raise
         except GradeError as exc:
             entry["attempts"] += 1
             if not exc.retry:
