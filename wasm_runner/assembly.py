@@ -113,8 +113,8 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
         outbox = functools.partial(RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
                                    retry_seconds=first, retry_max_seconds=most, claim_seconds=claim)  # fmt: skip
     else:
-        store = MemoryStore()
         folder = settings.outbox_dir or cache_dir() / "lti-outbox"
+        store = MemoryStore(best_folder=folder / "best")
         outbox = functools.partial(FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
                                    claim_seconds=claim)  # fmt: skip
 

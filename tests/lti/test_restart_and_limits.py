@@ -12,6 +12,7 @@ from tests.support.lti_platform import lti_platform
 from wasm_runner.lti.registration import LtiSettings
 
 SOLUTION = "name = input()\nprint(f'Hello, {name}!')\n"
+HALF = "name = input()\nprint('Hi' if name == 'Ada' else f'Hello, {name}!')\n"
 
 
 def test_a_queued_score_survives_a_restart_of_the_tool(warm_sandbox: None, tmp_path_factory: pytest.TempPathFactory) -> None:
@@ -31,6 +32,11 @@ def test_a_queued_score_survives_a_restart_of_the_tool(warm_sandbox: None, tmp_p
         with live_server(config) as again:  # the tool started again, the same outbox folder
             platform.tool_url = again.url  # where the platform reads the tool's keys now
             assert wait_until(lambda: platform.scores_for("student-r"), timeout=60)
+            with httpx.Client(timeout=60) as browser:  # a worse attempt after the restart: the best still counts
+                cfg = session_of(launch(Lti(platform, again, tmp / "audit.jsonl"), browser, user="student-r").text)
+                r = browser.post(again.url + cfg["checkUrl"], json={"code": HALF},
+                                 headers={"X-Wasm-Runner-Launch": cfg["session"]})
+                assert r.status_code == 200 and r.json()["grade"]["state"] == "kept_best", r.text
         (score,) = platform.scores_for("student-r")
         assert score["scoreGiven"] == 2
 
