@@ -26,7 +26,7 @@ def test_list_and_public_view_hold_no_check(api: httpx.Client) -> None:
     view = api.get("/api/exercises/mean")
     assert view.status_code == 200
     body = view.json()
-    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser"}
+    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser", "hints"}
     assert body["instructions"].startswith("## The mean")
     assert body["starter"].startswith("def mean(values):\n    return 0")
     assert body["checks"] == 7
@@ -47,7 +47,8 @@ def test_check_reference_and_wrong_code(api: httpx.Client) -> None:
     assert checks["test_mean_of_two"]["message"] == "assert mean([1, 3]) == 2\n  got:      3\n  expected: 2"
     hidden = [c for c in report["checks"] if c["hidden"]]
     assert [c["name"] for c in hidden] == ["hidden check 1", "hidden check 2"]
-    assert all(set(c) == {"name", "kind", "hidden", "passed", "message", "status", "limit"} for c in hidden)
+    assert all(set(c) == {"name", "kind", "hidden", "passed", "message", "status", "limit",
+                                     "weight", "fail_message"} for c in hidden)
     no_secret(bad.text)
 
 
@@ -60,7 +61,8 @@ def test_student_code_cannot_leak_hidden_inputs(api: httpx.Client) -> None:
     checks = r.json()["checks"]
     assert checks[0]["name"] == "Ada" and not checks[0]["passed"] and "Ada" in checks[0]["message"]
     assert checks[1] == {"name": "hidden check 1", "kind": "io", "hidden": True, "passed": False,
-                         "message": "Hidden check failed.", "status": "error", "limit": None}
+                         "message": "Hidden check failed.", "status": "error", "limit": None,
+                         "weight": 1.0, "fail_message": None}
 
 
 def test_infinite_loop_on_the_server_reports_its_limit(api: httpx.Client) -> None:
