@@ -46,6 +46,7 @@ from .internal import internal_call
 from .metrics import Metrics
 from .relay import Hop
 from .results import ResultSigner
+from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -82,6 +83,7 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
 
     @property
     def sessions(self) -> SessionStore:

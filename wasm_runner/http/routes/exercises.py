@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 from typing import Any
 
@@ -36,6 +37,7 @@ from ._common import service_of
 
 __all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
 
+log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
 
@@ -117,7 +119,21 @@ async def check_exercise(request: Request) -> Response:
     # in the audit log; its user is the request's own id (None without one)
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
+    await queue_webhook(service, tenant.name, shown["result_token"], ex.id)
     return SafeJSONResponse(shown)
+
+
+async def queue_webhook(service: Service, key: str, token: str, exercise: str) -> None:
+    """The signed result queued for the key's webhook (``wasm_runner.webhooks``), if it names
+    one; the check answers without waiting for the receiver. An outbox that cannot take it
+    (Redis down) is logged and audited, and the student still gets the result."""
+    if service.webhooks is None:
+        return
+    try:
+        await service.webhooks.enqueue(key, token, exercise)
+    except Exception as exc:
+        log.warning("the webhook outbox did not take a check result for %s: %s", key, type(exc).__name__)
+        service.audit.event("webhook_not_queued", tenant=key, exercise=exercise, reason=type(exc).__name__)
 
 
 def routes() -> list[BaseRoute]:
