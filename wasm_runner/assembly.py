@@ -45,6 +45,7 @@ from .http.auth import Gatekeeper
 from .http.downloads import DownloadStore
 from .http.exercise_catalog import ExerciseCatalog
 from .http.metrics import Metrics
+from .http.hint_counts import HintCounts
 from .http.mount import mount
 from .http.record import RunRecord
 from .http.relay import Hop
@@ -210,6 +211,7 @@ def assemble(config: ServerConfig) -> Service:
         drain=Drain(lifecycle, admission, executor, store, leases),
         secret=secret,
         results=result_signer(config),
+        hints=HintCounts(shared),
         webhooks=webhooks_for(config, shared, audit),
     )  # fmt: skip
 

@@ -122,3 +122,28 @@ def test_a_named_students_check_runs_within_its_own_places(api: httpx.Client) ->
     after = api.post("/api/run", json={"code": "print('next')"},
                      headers={"X-Wasm-Runner-User": "student-7"})
     assert after.status_code == 200 and after.json()["stdout"] == "next\n"
+
+
+def test_hints_used_are_counted_per_user_and_never_lowered(api: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]
+    import jwt
+
+    keys = {k["kid"]: jwt.PyJWK(k) for k in httpx.get(server.url + "/.well-known/jwks.json").json()["keys"]}
+
+    def check(hints: int, user: str | None) -> dict:  # type: ignore[type-arg]
+        headers = {"X-Wasm-Runner-User": user} if user else {}
+        r = api.post("/api/exercises/double/check", json={"code": "print(2)", "hints_used": hints}, headers=headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        token = body["result_token"]
+        claims = jwt.decode(token, keys[jwt.get_unverified_header(token)["kid"]], algorithms=["RS256"], audience="alice")
+        assert claims["hints_used"] == body["hints_used"]
+        return body  # type: ignore[no-any-return]
+
+    assert api.get("/api/exercises/double").json()["hints"][0] == "Multiply the number by 2 inside double."
+    assert check(2, "hint-student")["hints_used"] == 2
+    assert check(1, "hint-student")["hints_used"] == 2  # a reloaded page says 1: still 2
+    assert check(10, "hint-student")["hints_used"] == 3  # bounded by the exercise's 3 hints
+    assert check(0, "other-student")["hints_used"] == 0  # per user
+    assert check(1, None)["hints_used"] == 1  # no user: the request's own count
+    r = api.post("/api/exercises/double/check", json={"code": "print(2)", "hints_used": -1})
+    assert r.status_code == 422 and "hints_used" in r.text

@@ -170,13 +170,13 @@ def check_result(kind: str, name: str, hidden: bool, res: Mapping[str, Any], *, 
                  record: Mapping[str, Any] | None = None, weight: float = 1.0,
                  fail_message: str | None = None) -> dict[str, Any]:
     """One check's result: ``kind`` "io" (judged with ``case``) or "test" (with ``record``), its
-    ``weight`` in the score, and the teacher's ``fail_message`` (said first when it fails; for a
-    hidden check, all the student is told: ``redact``)."""
+    ``weight`` in the score, and the teacher's ``fail_message`` (said first when it fails; of a
+    hidden check on the server, all the student is told: ``redact``)."""
     if kind == "io":
         passed, message = judge_io(case, res)
     else:
         passed, message = judge_test(record, res)
-    if not passed and fail_message and not hidden:
+    if not passed and fail_message:
         message = f"{fail_message}\n{message}"
     return {"name": name, "kind": kind, "hidden": hidden, "passed": passed, "message": message,
             "status": res.get("status"), "limit": res.get("limit"), "weight": float(weight),

@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,6 +45,7 @@ from .exercise_catalog import ExerciseCatalog
 from .internal import internal_call
 from .metrics import Metrics
 from .relay import Hop
+from .hint_counts import HintCounts
 from .results import ResultSigner
 from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
@@ -83,6 +84,7 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
     webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
 
     @property
