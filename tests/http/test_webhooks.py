@@ -9,7 +9,9 @@ from __future__ import annotations
 
 import asyncio
 import json
+import os
 import socket
+import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -248,3 +250,42 @@ def test_the_redis_outbox_shared_by_replicas(redis_server: RedisProcess) -> None
             await shared.close()
 
     asyncio.run(run())
+
+
+DOCS = Path(__file__).resolve().parents[2] / "docs" / "lms.md"
+WEB = Path(__file__).resolve().parents[2] / "web"
+
+
+def snippet(language: str, server: LiveServer) -> str:
+    """docs/lms.md's verification snippet in ``language``, pointed at ``server``."""
+    text = DOCS.read_text()
+    code = text.split(f"```{language}\n", 1)[1].split("```", 1)[0]
+    assert 'RUNNER = "https://runner.example.org"' in code and 'ISSUER = "https://runner.example.org"' in code
+    return (code.replace('RUNNER = "https://runner.example.org"', f'RUNNER = "{server.url}"')
+            .replace('ISSUER = "https://runner.example.org"', f'ISSUER = "{ISSUER}"'))
+
+
+def test_the_docs_python_snippet_verifies_a_real_token(hooked: LiveServer) -> None:
+    report = check(hooked, HOOKED_KEY)
+    code = snippet("python", hooked).replace('key_name: str = "course-site"', 'key_name: str = "hooked"')
+    scope: dict[str, Any] = {"result": report, "print": lambda *a: None}
+    exec(compile(code, "docs/lms.md", "exec"), scope)  # noqa: S102 - our own docs, run as written
+    assert scope["claims"]["exercise"] == "greet" and scope["claims"]["score"] == 0.5
+
+
+def test_the_docs_javascript_snippet_verifies_a_real_token_with_jose(hooked: LiveServer) -> None:
+    token = check(hooked, HOOKED_KEY)["result_token"]
+    head, body, sig = token.split(".")
+    forged = f"{head}.{body[:-4]}AAAA.{sig}"
+    program = snippet("js", hooked) + """
+for (const token of JSON.parse(process.env.TOKENS)) {
+  try { console.log(JSON.stringify(await verify(token, "hooked"))); }
+  catch (error) { console.log(JSON.stringify({ refused: error.code })); }
+}
+"""
+    done = subprocess.run(["node", "--input-type=module"], input=program, cwd=WEB, capture_output=True, text=True,
+                          timeout=120, env={**os.environ, "TOKENS": json.dumps([token, forged])})
+    assert done.returncode == 0, done.stderr
+    good, bad = (json.loads(line) for line in done.stdout.splitlines())
+    assert (good["exercise"], good["score"], good["aud"], good["iss"]) == ("greet", 0.5, "hooked", ISSUER)
+    assert bad["refused"] in ("ERR_JWS_SIGNATURE_VERIFICATION_FAILED", "ERR_JWS_INVALID", "ERR_JWT_INVALID")
