@@ -27,7 +27,7 @@ from tests.support.live_server import LiveServer, live_server, make_config, wait
 from tests.support.redis_process import RedisProcess
 from wasm_runner.scaleout.state import SharedState
 from wasm_runner.settings import ApiKey, ConfigError, hash_key
-from wasm_runner.webhooks import Delivery, FileOutbox, RedisOutbox, WebhookRefused, WebhookSender
+from wasm_runner.webhooks import Delivery, FileOutbox, RedisOutbox, WebhookRefused, Webhooks, WebhookSender
 
 ISSUER = "wasm-runner-webhook-test"
 HALF = "name = input()\nprint('Hi' if name == 'Ada' else f'Hello, {name}!')\n"
@@ -289,3 +289,73 @@ for (const token of JSON.parse(process.env.TOKENS)) {
     good, bad = (json.loads(line) for line in done.stdout.splitlines())
     assert (good["exercise"], good["score"], good["aud"], good["iss"]) == ("greet", 0.5, "hooked", ISSUER)
     assert bad["refused"] in ("ERR_JWS_SIGNATURE_VERIFICATION_FAILED", "ERR_JWS_INVALID", "ERR_JWT_INVALID")
+
+
+def test_a_waiting_delivery_survives_a_restart(warm_sandbox: None, tmp_path: Path) -> None:
+    """The outbox is durable: a server stopped while its receiver is down, started again on the
+    same outbox folder, delivers the result once the receiver is up."""
+    port = free_port()
+    keys = (ApiKey("restart", hash_key("restart-key"), webhook_url=f"http://127.0.0.1:{port}/hook",
+                   webhook_allow=("127.0.0.1",)),)
+    config = make_config(tmp_path, api_keys=keys, result_issuer=ISSUER, webhook_outbox_dir=tmp_path / "outbox",
+                         webhook_retry_seconds=0.2)
+    with live_server(config) as first:
+        token = check(first, "restart-key")["result_token"]
+        assert wait_until(lambda: events(first, "restart", "webhook_failed"), timeout=60)
+    assert len(outbox_files(first)) == 1  # waiting on disk
+    with live_server(config) as second:
+        receiver = Receiver(port, second.url + "/.well-known/jwks.json", "restart")
+        receiver.start()
+        try:
+            assert wait_until(lambda: events(second, "restart", "webhook_delivered"), timeout=60)
+            assert wait_until(lambda: not outbox_files(second), timeout=30)
+        finally:
+            receiver.stop()
+    assert len(receiver.requests) == 1
+    assert next(iter(receiver.seen.values()))["_body"]["result_token"] == token
+
+
+def test_two_replicas_on_one_redis_outbox_deliver_once(redis_server: RedisProcess, tmp_path: Path) -> None:
+    """Two replicas' dispatchers share the Redis outbox and race for the same due deliveries:
+    each result reaches the receiver once."""
+    port = free_port()
+    received: list[str] = []
+
+    class Handler(BaseHTTPRequestHandler):
+        def do_POST(self) -> None:  # noqa: N802
+            self.rfile.read(int(self.headers["Content-Length"]))
+            received.append(self.headers["Idempotency-Key"])
+            self.send_response(200)
+            self.end_headers()
+
+        def log_message(self, *args: Any) -> None:
+            pass
+
+    httpd = ThreadingHTTPServer(("127.0.0.1", port), Handler)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    rule = ApiKey("cluster", hash_key("c"), webhook_url=f"http://127.0.0.1:{port}/hook", webhook_allow=("127.0.0.1",))
+    lines: list[tuple[str, dict[str, str]]] = []
+
+    async def run() -> list[str]:
+        prefix = f"webhook-replicas-{time.time_ns()}:"
+        replicas = [SharedState(redis_server.url, secret="s" * 32, key_prefix=prefix) for _ in range(2)]
+        for shared in replicas:
+            await shared.start()
+        try:
+            hooks = [Webhooks(RedisOutbox(shared), {"cluster": rule}, lambda e, **f: lines.append((e, f)))
+                     for shared in replicas]
+            ids = [await hooks[i % 2].enqueue("cluster", f"token-{i}", "greet") for i in range(6)]
+            for _ in range(3):
+                await asyncio.gather(*(h.deliver_due() for h in hooks))
+            return [i for i in ids if i is not None]
+        finally:
+            for shared in replicas:
+                await shared.close()
+
+    try:
+        ids = asyncio.run(run())
+    finally:
+        httpd.shutdown()
+        httpd.server_close()
+    assert sorted(received) == sorted(ids) and len(ids) == 6
+    assert sorted(f["delivery"] for e, f in lines if e == "webhook_delivered") == sorted(ids)

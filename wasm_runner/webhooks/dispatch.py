@@ -93,6 +93,9 @@ class Webhooks:
             return
         try:
             status = await self.sender.send(delivery, rule.webhook_allow)
+        except asyncio.CancelledError:  # the server stops: back to the outbox for the next start
+            await asyncio.shield(self.outbox.retry(delivery))
+            raise
         except WebhookRefused as e:
             await self.outbox.done(delivery)
             self._note("webhook_refused", delivery, reason=str(e))
@@ -119,13 +122,17 @@ class Webhooks:
 
     async def run_forever(self, poll_seconds: float = POLL_SECONDS) -> None:
         """Deliver due deliveries until cancelled; a failing outbox (Redis down) is retried."""
+        failing = False
         while True:
             try:
                 await self.deliver_due()
+                failing = False
             except asyncio.CancelledError:
                 raise
-            except Exception:
-                log.warning("the webhook outbox could not be read; trying again", exc_info=True)
+            except Exception as exc:
+                if not failing:  # once per outage, not every poll
+                    log.warning("the webhook outbox could not be read (%s); trying again", type(exc).__name__)
+                failing = True
             self.wake.clear()
             try:
                 await asyncio.wait_for(self.wake.wait(), poll_seconds)
