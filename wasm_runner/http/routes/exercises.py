@@ -9,7 +9,7 @@
                                         hidden checks come back as "hidden check N" and pass/fail;
                                         ``result_token``: the result signed (``http/results.py``),
                                         sent to the key's webhook (``wasm_runner/webhooks``);
-                                        ``hints_used``: the page's count (``http/hint_counts.py``)
+                                        ``hints_used``: the page's count (``exercises/hint_counts.py``)
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -122,7 +122,7 @@ async def check_exercise(request: Request) -> Response:
     shown = redact(report)
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
     # in the audit log; its user is the request's own id (None without one)
-    # the hints the student has seen (http/hint_counts.py: the page's count, never lowered)
+    # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
     shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name,
                            hints_used=shown["hints_used"])

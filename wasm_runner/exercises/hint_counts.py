@@ -19,7 +19,7 @@ from typing import cast
 
 from ..scaleout.state import SharedState, SharedStateUnavailable
 
-log = logging.getLogger("wasm_runner.http")
+log = logging.getLogger("wasm_runner.exercises")
 
 __all__ = ["HintCounts", "MAX_ENTRIES", "TTL_SECONDS"]
 
