@@ -26,7 +26,7 @@ import pytest
 from tests.support.live_server import LiveServer, live_server, make_config, wait_until
 from tests.support.redis_process import RedisProcess
 from wasm_runner.scaleout.state import SharedState
-from wasm_runner.settings import ApiKey, ConfigError, hash_key
+from wasm_runner.settings import ApiKey, ConfigError, hash_key, load_config
 from wasm_runner.webhooks import Delivery, FileOutbox, RedisOutbox, WebhookRefused, Webhooks, WebhookSender
 
 ISSUER = "wasm-runner-webhook-test"
@@ -359,3 +359,20 @@ def test_two_replicas_on_one_redis_outbox_deliver_once(redis_server: RedisProces
         httpd.server_close()
     assert sorted(received) == sorted(ids) and len(ids) == 6
     assert sorted(f["delivery"] for e, f in lines if e == "webhook_delivered") == sorted(ids)
+
+
+def test_the_webhook_settings_from_the_toml_file(tmp_path: Path) -> None:
+    path = tmp_path / "server.toml"
+    path.write_text('[server]\nwebhook_retry_seconds = 2.5\nwebhook_max_attempts = 3\n'
+                    '[[api_keys]]\nname = "course"\nkey = "course-key"\n'
+                    'webhook_url = "https://lms.example/results"\nwebhook_allow = ["10.0.0.0/8"]\n')
+    config = load_config(path, env={})
+    (key,) = config.api_keys
+    assert (key.webhook_url, key.webhook_allow) == ("https://lms.example/results", ("10.0.0.0/8",))
+    assert (config.webhook_retry_seconds, config.webhook_max_attempts) == (2.5, 3)
+    path.write_text('[[api_keys]]\nname = "course"\nkey = "k"\nwebhook_allow = "10.0.0.1"\n')
+    with pytest.raises(ConfigError, match="webhook_allow must be a list of addresses"):
+        load_config(path, env={})
+    path.write_text('[server]\nwebhook_max_attempts = 0\n[[api_keys]]\nname = "c"\nkey = "k"\n')
+    with pytest.raises(ConfigError, match="webhook_max_attempts must be a whole number from 1 to 100"):
+        load_config(path, env={})
