@@ -5,16 +5,21 @@ browser tier's generated practice program judging the same runs the same way."""
 
 from __future__ import annotations
 
+import asyncio
 import json
 import subprocess
 import sys
+import time
 from pathlib import Path
 
 import pytest
 
 from wasm_runner import Limits
 from wasm_runner.exercises import ExerciseError, check_code, load_exercise, practice, redact
+from tests.support.redis_process import RedisProcess
+from wasm_runner.exercises.hint_counts import HintCounts
 from wasm_runner.exercises.webgen import practice_program
+from wasm_runner.scaleout.state import SharedState
 
 EXERCISES = Path(__file__).resolve().parent
 DOUBLE = load_exercise(EXERCISES / "double.toml")
@@ -102,3 +107,27 @@ def test_bad_weights_messages_and_hints_are_refused_plainly(tmp_path: Path, toml
     with pytest.raises(ExerciseError) as info:
         load_exercise(path)
     assert error in str(info.value) and "bad" in str(info.value)
+
+
+def test_hint_counts_per_user_never_lowered_in_memory_and_in_redis(redis_server: RedisProcess) -> None:
+    async def counts(hints: HintCounts) -> list[int]:
+        return [await hints.record("course", "u1", "double", 2, 3),
+                await hints.record("course", "u1", "double", 1, 3),   # a reloaded page: still 2
+                await hints.record("course", "u1", "double", 9, 3),   # bounded by the 3 hints
+                await hints.record("course", "u2", "double", 0, 3),   # another user
+                await hints.record("course", "u1", "mean", 1, 3),     # another exercise
+                await hints.record("other", "u1", "double", 1, 3),    # another key
+                await hints.record("course", None, "double", 2, 3),   # no user: the request's own
+                await hints.record("course", None, "double", -4, 3)]
+
+    async def in_redis() -> list[int]:
+        shared = SharedState(redis_server.url, secret="s" * 32, key_prefix=f"hints-test-{time.time_ns()}:")
+        await shared.start()
+        try:
+            return await counts(HintCounts(shared))
+        finally:
+            await shared.close()
+
+    expected = [2, 2, 3, 0, 1, 1, 2, 0]
+    assert asyncio.run(counts(HintCounts())) == expected
+    assert asyncio.run(in_redis()) == expected

@@ -147,3 +147,17 @@ def test_hints_used_are_counted_per_user_and_never_lowered(api: httpx.Client, se
     assert check(1, None)["hints_used"] == 1  # no user: the request's own count
     r = api.post("/api/exercises/double/check", json={"code": "print(2)", "hints_used": -1})
     assert r.status_code == 422 and "hints_used" in r.text
+
+
+def test_a_failing_hidden_check_says_only_the_teachers_words(api: httpx.Client) -> None:
+    # the program prints its stdin and raises with it; the hidden case (weight 3) fails
+    leak = "import sys\nx = sys.stdin.read()\nprint(x)\nraise ValueError(x)\n"
+    r = api.post("/api/exercises/double/check", json={"code": leak})
+    assert r.status_code == 200, r.text
+    for secret in ("quokka", "-41", "-82", "test_quokka_returns", "double(7)"):
+        assert secret not in r.text, secret
+    report = r.json()
+    hidden = report["checks"][1]
+    assert hidden["name"] == "hidden check 1" and hidden["weight"] == 3.0
+    assert hidden["message"] == "Hidden check failed. Does your program work for negative numbers?"
+    assert report["score"] == 0.0 and report["summary"] == "0 of 3 checks passed, score 0%."
