@@ -363,13 +363,13 @@ def test_two_replicas_on_one_redis_outbox_deliver_once(redis_server: RedisProces
 
 def test_the_webhook_settings_from_the_toml_file(tmp_path: Path) -> None:
     path = tmp_path / "server.toml"
-    path.write_text('[server]\nwebhook_retry_seconds = 2.5\nwebhook_max_attempts = 3\n'
+    path.write_text(f'[server]\nwebhook_retry_seconds = 2.5\nwebhook_max_attempts = 3\nwebhook_outbox_dir = "{tmp_path}"\n'
                     '[[api_keys]]\nname = "course"\nkey = "course-key"\n'
                     'webhook_url = "https://lms.example/results"\nwebhook_allow = ["10.0.0.0/8"]\n')
     config = load_config(path, env={})
     (key,) = config.api_keys
     assert (key.webhook_url, key.webhook_allow) == ("https://lms.example/results", ("10.0.0.0/8",))
-    assert (config.webhook_retry_seconds, config.webhook_max_attempts) == (2.5, 3)
+    assert (config.webhook_retry_seconds, config.webhook_max_attempts, config.webhook_outbox_dir) == (2.5, 3, tmp_path)
     path.write_text('[[api_keys]]\nname = "course"\nkey = "k"\nwebhook_allow = "10.0.0.1"\n')
     with pytest.raises(ConfigError, match="webhook_allow must be a list of addresses"):
         load_config(path, env={})

@@ -186,6 +186,8 @@ def load_config(
         server["exercises_dir"] = Path(server["exercises_dir"])
     if server.get("result_key_file"):
         server["result_key_file"] = Path(server["result_key_file"])
+    if server.get("webhook_outbox_dir"):
+        server["webhook_outbox_dir"] = Path(server["webhook_outbox_dir"])
     secret_file = server.pop("cluster_secret_file", None)
     if secret_file and not server.get("cluster_secret"):
         server["cluster_secret"] = _read_secret(Path(secret_file))
