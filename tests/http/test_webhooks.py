@@ -376,3 +376,24 @@ def test_the_webhook_settings_from_the_toml_file(tmp_path: Path) -> None:
     path.write_text('[server]\nwebhook_max_attempts = 0\n[[api_keys]]\nname = "c"\nkey = "k"\n')
     with pytest.raises(ConfigError, match="webhook_max_attempts must be a whole number from 1 to 100"):
         load_config(path, env={})
+
+
+def test_a_server_with_redis_url_delivers_from_the_redis_outbox(warm_sandbox: None, tmp_path: Path,
+                                                                  redis_server: RedisProcess) -> None:
+    port = free_port()
+    keys = (ApiKey("clustered", hash_key("clustered-key"), webhook_url=f"http://127.0.0.1:{port}/hook",
+                   webhook_allow=("127.0.0.1",)),)
+    config = make_config(tmp_path, api_keys=keys, result_issuer=ISSUER, redis_url=redis_server.url,
+                         cluster_secret="c" * 32, advertise_url="http://127.0.0.1:9", webhook_retry_seconds=0.2)
+    with live_server(config) as live:
+        assert isinstance(live.app.state.service.webhooks.outbox, RedisOutbox)  # type: ignore[attr-defined]
+        token = check(live, "clustered-key")["result_token"]
+        assert wait_until(lambda: events(live, "clustered", "webhook_failed"), timeout=60)  # receiver down
+        receiver = Receiver(port, live.url + "/.well-known/jwks.json", "clustered")
+        receiver.start()
+        try:
+            assert wait_until(lambda: events(live, "clustered", "webhook_delivered"), timeout=60)
+        finally:
+            receiver.stop()
+    assert len(receiver.requests) == 1 and set(receiver.requests) == set(receiver.seen)
+    assert [c["_body"]["result_token"] for c in receiver.seen.values()] == [token]
