@@ -14,6 +14,7 @@ back with a new due time.
 from __future__ import annotations
 
 import json
+import logging
 import os
 import time
 from collections.abc import Awaitable
@@ -26,6 +27,7 @@ if TYPE_CHECKING:
 
 __all__ = ["Delivery", "FileOutbox", "Outbox", "RedisOutbox", "LEASE_SECONDS"]
 
+log = logging.getLogger("wasm_runner.webhooks")
 LEASE_SECONDS = 60.0  # a claimed delivery comes back to the outbox after this long unless done
 
 
@@ -165,7 +167,13 @@ class RedisOutbox:
     async def claim(self, now: float, limit: int = 16) -> list[Delivery]:
         script = self.shared.redis.eval(_CLAIM, 2, self.due_key, self.item_key, now, now + self.lease_seconds, limit)
         found = await self.shared.call(cast("Awaitable[list[bytes]]", script), "the webhook outbox")
-        return [Delivery.loads(raw) for raw in found]
+        claimed = []
+        for raw in found:
+            try:
+                claimed.append(Delivery.loads(raw))
+            except (ValueError, TypeError):  # not one of ours: left where it is (its lease keeps it aside)
+                log.warning("an unreadable delivery in the webhook outbox (Redis) was skipped")
+        return claimed
 
     async def done(self, delivery: Delivery) -> None:
         pipe = self.shared.redis.pipeline(transaction=True)
