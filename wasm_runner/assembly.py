@@ -44,6 +44,7 @@ from .host_functions.declared import Catalog
 from .http.auth import Gatekeeper
 from .downloads import DownloadStore
 from .exercises.catalog import ExerciseCatalog
+from .exercises.hint_counts import HintCounts
 from .http.mount import mount
 from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
@@ -51,7 +52,7 @@ from .http.results import ResultSigner
 from .http.service import Service
 from .lti.ags import Score
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
-from .lti.outbox import FileOutbox, Outbox, RedisOutbox
+from .lti import outbox as lti_outbox
 from .lti.registration import Platform
 from .lti.tool import LtiTool
 from .sandbox.provider import ServerSandboxes
@@ -64,6 +65,7 @@ from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
 from .warmup import RETRY_SECONDS
+from .webhooks import FileOutbox, Outbox, RedisOutbox, Webhooks
 
 __all__ = ["assemble", "build_app", "create_app", "running", "snapshot_secret"]
 
@@ -106,16 +108,16 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
     if not settings.platforms:
         return None
     store: OneTimeStore
-    outbox: Callable[[Callable[[str, Score], Awaitable[None]]], Outbox]
+    outbox: Callable[[Callable[[str, Score], Awaitable[None]]], lti_outbox.Outbox]
     first, most, claim = settings.retry_seconds, settings.retry_max_seconds, settings.claim_seconds
     if shared is not None:
         store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
-        outbox = functools.partial(RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
+        outbox = functools.partial(lti_outbox.RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
                                    retry_seconds=first, retry_max_seconds=most, claim_seconds=claim)  # fmt: skip
     else:
         folder = settings.outbox_dir or cache_dir() / "lti-outbox"
         store = MemoryStore(best_folder=folder / "best")
-        outbox = functools.partial(FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
+        outbox = functools.partial(lti_outbox.FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
                                    claim_seconds=claim)  # fmt: skip
 
     def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
@@ -124,6 +126,24 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
     # the launch session's iss: the same on every replica (advertise_url is each replica's own)
     return LtiTool(settings, keys=signer.keys, store=store, outbox=outbox, on_call=on_call,
                    session_issuer=config.result_issuer or "wasm-runner")  # fmt: skip
+
+
+def webhooks_for(config: ServerConfig, shared: SharedState | None, audit: AuditLog) -> Webhooks | None:
+    """The keys' webhooks (``wasm_runner.webhooks``), or None when no key names a webhook_url: the
+    outbox in Redis with ``redis_url`` (every replica delivers), else in ``webhook_outbox_dir``
+    (default: ``webhooks`` in the cache folder); every step in the audit log."""
+    rules = {key.name: key for key in config.api_keys if key.webhook_url}
+    if not rules:
+        return None
+    outbox: Outbox
+    if shared is not None:
+        outbox = RedisOutbox(shared)
+    else:
+        from .cache import cache_dir
+
+        outbox = FileOutbox(config.webhook_outbox_dir or cache_dir() / "webhooks")
+    return Webhooks(outbox, rules, audit.event, retry_seconds=config.webhook_retry_seconds,
+                    max_attempts=config.webhook_max_attempts)
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:
@@ -227,6 +247,8 @@ def assemble(config: ServerConfig) -> Service:
         secret=secret,
         results=result_keys,
         lti=lti_tool(config, shared, result_keys, audit),
+        hints=HintCounts(shared),
+        webhooks=webhooks_for(config, shared, audit),
     )  # fmt: skip
 
 
@@ -275,6 +297,8 @@ async def running(service: Service) -> AsyncIterator[None]:
         tasks.append(asyncio.ensure_future(service.lti.outbox.run_forever()))
     if service.leases is not None:  # this replica's heartbeat; when it lapses, others drop its leases
         tasks.append(asyncio.ensure_future(service.leases.beat_forever()))
+    if service.webhooks is not None:  # check results to the keys' webhooks, from the outbox
+        tasks.append(asyncio.ensure_future(service.webhooks.run_forever()))
     try:
         yield
     finally:

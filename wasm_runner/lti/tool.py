@@ -207,20 +207,22 @@ class LtiTool:
             raise LaunchRefused("unknown_platform", "the platform of this launch is no longer registered", 403)
         return platform
 
-    async def grade(self, session: dict[str, Any], *, title: str, passed: int, total: int) -> GradeReceipt:
-        """A server-side check's score for the launched student: into the outbox (never waiting
-        for the platform), unless the best attempt counts and this one is not better."""
+    async def grade(self, session: dict[str, Any], *, title: str, score: float, total: int) -> GradeReceipt:
+        """A server-side check's score (``score``: the weighted share passed, 0 to 1, of
+        ``total`` checks) for the launched student: into the outbox (never waiting for the
+        platform), unless the best attempt counts and this one is not better. The platform gets
+        ``score * total`` out of ``total`` (with equal weights: the checks passed)."""
         platform = self._platform(session)
         if not session.get("grades") or total <= 0:
             return GradeReceipt("no_grade_service")
         exercise = str(session["exercise"])
         if self.settings.grade_for(exercise) == "best":
             key = f"{platform.name}|{session['resource_link']}|{session['sub']}"
-            if not await self.store.raise_to(key, passed / total):
+            if not await self.store.raise_to(key, score):
                 return GradeReceipt("kept_best")
         score = Score(
             user=str(session["sub"]), exercise=exercise, title=title, resource_link=str(session["resource_link"]),
-            lineitem=session.get("lineitem"), lineitems=session.get("lineitems"), given=float(passed),
+            lineitem=session.get("lineitem"), lineitems=session.get("lineitems"), given=round(score * total, 4),
             maximum=float(total), timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         )  # fmt: skip
         return GradeReceipt("queued", await self.outbox.put(platform.name, score))

@@ -201,7 +201,9 @@ async def check(request: Request) -> Response:
     shown = redact(report)
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
-    receipt = await tool.grade(session, title=ex.title, passed=int(report["passed_count"]), total=int(report["total"]))
+    total = int(report["total"])
+    share = float(report.get("score", int(report["passed_count"]) / total if total else 0.0))  # weighted
+    receipt = await tool.grade(session, title=ex.title, score=share, total=total)
     shown["grade"] = {"state": receipt.state, "id": receipt.outbox_id}
     return SafeJSONResponse(shown)
 
