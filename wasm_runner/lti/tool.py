@@ -220,12 +220,12 @@ class LtiTool:
             key = f"{platform.name}|{session['resource_link']}|{session['sub']}"
             if not await self.store.raise_to(key, score):
                 return GradeReceipt("kept_best")
-        score = Score(
+        sent = Score(
             user=str(session["sub"]), exercise=exercise, title=title, resource_link=str(session["resource_link"]),
             lineitem=session.get("lineitem"), lineitems=session.get("lineitems"), given=round(score * total, 4),
             maximum=float(total), timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         )  # fmt: skip
-        return GradeReceipt("queued", await self.outbox.put(platform.name, score))
+        return GradeReceipt("queued", await self.outbox.put(platform.name, sent))
 
     async def _deliver(self, platform_name: str, score: Score) -> None:
         from .ags import GradeError
