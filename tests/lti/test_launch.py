@@ -55,3 +55,15 @@ def test_the_exercise_page_runs_code_and_a_playground_launch_runs_its_starter(lt
                          headers={"X-Wasm-Runner-Launch": play["session"]})  # a playground grades nothing
         assert r.status_code == 403 and r.json()["error"]["code"] == "wrong_exercise"
     assert not lti.platform.scores_for("student-play") and not lti.platform.scores_for("student-run")
+
+
+def test_the_grade_is_the_weighted_share(lti: Lti) -> None:
+    # tests/exercises/double.toml: "two" weighs 1, the hidden negative case 3, the hidden test 0
+    with httpx.Client(timeout=60) as browser:
+        cfg = session_of(launch(lti, browser, user="student-w", exercise="double", link="link-w").text)
+        r = browser.post(lti.tool.url + cfg["checkUrl"], json={"code": "print(abs(2 * int(input())))\n"},
+                         headers={"X-Wasm-Runner-Launch": cfg["session"]})
+        assert r.status_code == 200 and r.json()["passed_count"] == 1, r.text
+    assert wait_until(lambda: lti.platform.scores_for("student-w"), timeout=60)
+    (score,) = lti.platform.scores_for("student-w")
+    assert (score["scoreGiven"], score["scoreMaximum"]) == (0.75, 3)  # a quarter of the weight
