@@ -67,3 +67,16 @@ def test_the_grade_is_the_weighted_share(lti: Lti) -> None:
     assert wait_until(lambda: lti.platform.scores_for("student-w"), timeout=60)
     (score,) = lti.platform.scores_for("student-w")
     assert (score["scoreGiven"], score["scoreMaximum"]) == (0.75, 3)  # a quarter of the weight
+
+
+def test_the_tool_says_what_an_admin_registers(lti: Lti) -> None:
+    config = httpx.get(f"{lti.tool.url}/lti/config").json()
+    assert config["login_url"] == f"{lti.tool.url}/lti/login" and config["redirect_uris"] == [config["launch_url"]]
+    canvas = httpx.get(f"{lti.tool.url}/lti/canvas.json").json()
+    assert canvas["oidc_initiation_url"] == config["login_url"] and canvas["target_link_uri"] == config["launch_url"]
+    assert canvas["public_jwk_url"] == f"{lti.tool.url}/.well-known/jwks.json"
+    assert "https://purl.imsglobal.org/spec/lti-ags/scope/score" in canvas["scopes"]
+    placements = canvas["extensions"][0]["settings"]["placements"]
+    assert {p["message_type"] for p in placements} == {"LtiDeepLinkingRequest"}
+    # the JWKS Canvas and Moodle read holds the key the tool signs with
+    assert httpx.get(canvas["public_jwk_url"]).json()["keys"][0]["kty"] == "RSA"

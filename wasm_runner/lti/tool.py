@@ -21,7 +21,7 @@ from joserfc.jwk import RSAKey
 from .ags import GradeService, Score
 from .claims import (
     AGS_ENDPOINT, CONTENT_ITEMS, CUSTOM, DATA, DEEP_LINKING_SETTINGS, DEPLOYMENT_ID, LTI_VERSION,
-    MESSAGE_TYPE, RESOURCE_LINK, SCOPE_SCORE, TARGET_LINK_URI, VERSION,
+    MESSAGE_TYPE, RESOURCE_LINK, SCOPE_LINEITEM, SCOPE_SCORE, TARGET_LINK_URI, VERSION,
 )  # fmt: skip
 from .onetime import OneTimeStore
 from .outbox import Outbox
@@ -29,7 +29,7 @@ from .registration import LtiSettings, Platform
 from .session import LaunchSessions
 from .validation import JwksCache, LaunchRefused, ValidLaunch, validate_id_token
 
-__all__ = ["GradeReceipt", "LtiTool", "Launched", "ToolUrls"]
+__all__ = ["GradeReceipt", "LtiTool", "Launched", "ToolUrls", "canvas_configuration"]
 
 STATE_SECONDS = 600  # a login's state and nonce wait this long for the launch
 MAX_STARTER_CHARS = 64 * 1024  # a playground's starter code
@@ -44,12 +44,34 @@ class ToolUrls:
     deep_linking: str
     jwks: str
     redirect_uris: tuple[str, ...]
+    canvas_json: str  # the tool's configuration as Canvas reads it
 
     @classmethod
     def under(cls, base: str) -> ToolUrls:
         base = base.rstrip("/")
         launch = f"{base}/lti/launch"
-        return cls(f"{base}/lti/login", launch, launch, f"{base}/.well-known/jwks.json", (launch,))
+        return cls(f"{base}/lti/login", launch, launch, f"{base}/.well-known/jwks.json", (launch,),
+                   f"{base}/lti/canvas.json")  # fmt: skip
+
+
+def canvas_configuration(urls: ToolUrls, title: str = "wasm-runner") -> dict[str, Any]:
+    """The tool's LTI 1.3 configuration in Canvas's JSON form (a developer key's "Enter URL"
+    method): the login, launch and JWKS URLs, the grade scopes, and two placements (assignment
+    and link selection) that open the exercise picker (deep linking)."""
+    placements = [
+        {"placement": place, "message_type": "LtiDeepLinkingRequest", "target_link_uri": urls.deep_linking}
+        for place in ("assignment_selection", "link_selection")
+    ]
+    return {
+        "title": title,
+        "description": "Python exercises checked on the server; grades go to the gradebook.",
+        "oidc_initiation_url": urls.login,
+        "target_link_uri": urls.launch,
+        "public_jwk_url": urls.jwks,
+        "scopes": [SCOPE_LINEITEM, SCOPE_SCORE],
+        "extensions": [{"platform": "canvas.instructure.com", "privacy_level": "anonymous",
+                        "settings": {"placements": placements}}],  # fmt: skip
+    }
 
 
 @dataclass(frozen=True)
@@ -107,7 +129,9 @@ class LtiTool:
 
     # -- login and launch ----------------------------------------------------------------
     async def login(self, params: dict[str, str], launch_url: str) -> str:
-        """The platform's authorisation URL to send the browser to (OIDC login initiation)."""
+        """The platform's authorisation URL to send the browser to (OIDC login initiation). The
+        redirect URI is always this tool's ``launch_url``, whatever ``target_link_uri`` the
+        request names (the launch's own claims say what opens)."""
         issuer = params.get("iss", "")
         client_id = params.get("client_id") or None
         platform = self.settings.find(issuer, client_id)
@@ -117,7 +141,6 @@ class LtiTool:
         login_hint = params.get("login_hint")
         if not login_hint:
             raise LaunchRefused("invalid_login", "the login request has no login_hint", 400)
-        target = params.get("target_link_uri") or launch_url
         state, nonce = secrets.token_urlsafe(32), secrets.token_urlsafe(32)
         await self.store.put("state:" + state, {"nonce": nonce, "platform": platform.name}, STATE_SECONDS)
         query = {
@@ -127,7 +150,6 @@ class LtiTool:
         }  # fmt: skip
         if params.get("lti_message_hint"):
             query["lti_message_hint"] = params["lti_message_hint"]
-        del target  # the launch names its own target; the redirect is always this tool's launch URL
         sep = "&" if "?" in platform.auth_url else "?"
         return f"{platform.auth_url}{sep}{urlencode(query)}"
 

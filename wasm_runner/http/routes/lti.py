@@ -9,6 +9,7 @@
                                           ``X-Wasm-Runner-Launch``: the launch session), graded
 - ``GET  /lti/grades/{id}``               whether that grade reached the platform
 - ``GET  /lti/config``                    the URLs an admin registers in the LMS
+- ``GET  /lti/canvas.json``               the same as a Canvas developer key's JSON configuration
 
 Refusals are pages (launch) or JSON errors (calls), each audit-logged as ``lti_refused`` with its
 code; each call to a platform is audit-logged as ``lti_call`` (method, path, status)."""
@@ -27,7 +28,7 @@ from starlette.routing import BaseRoute, Route
 from ...exercises import redact
 from ...lti.pages import auto_post_page, csp, exercise_page, new_nonce, picker_page, refusal_page
 from ...inputs import MAX_SOURCE_BYTES
-from ...lti.tool import MAX_STARTER_CHARS, LtiTool, ToolUrls
+from ...lti.tool import MAX_STARTER_CHARS, LtiTool, ToolUrls, canvas_configuration
 from ...lti.validation import LaunchRefused
 from ..auth import Tenant
 from ..errors import ApiError, SafeJSONResponse
@@ -224,6 +225,12 @@ async def config(request: Request) -> Response:
                              "redirect_uris": list(urls.redirect_uris)})  # fmt: skip
 
 
+async def canvas_config(request: Request) -> Response:
+    service = service_of(request)
+    _tool(service)
+    return SafeJSONResponse(canvas_configuration(tool_urls(service, request)))
+
+
 def routes() -> list[BaseRoute]:
     return [
         Route("/lti/login", login, methods=["GET", "POST"]),
@@ -233,4 +240,5 @@ def routes() -> list[BaseRoute]:
         Route("/lti/exercises/{exercise_id}/check", check, methods=["POST"]),
         Route("/lti/grades/{grade_id}", grade_state, methods=["GET"]),
         Route("/lti/config", config, methods=["GET"]),
+        Route("/lti/canvas.json", canvas_config, methods=["GET"]),
     ]
