@@ -81,7 +81,7 @@ class Executor(Runner):
             return []
         granted = self.packages.granted(job.code, job.packages, image=image)
         job.packages_granted = tuple(f"{p.name}=={p.version}" for p in granted)
-        return [self.packages.folder(p) for p in granted]
+        return self.packages.mounted(image) if granted else []
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(

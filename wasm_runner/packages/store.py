@@ -84,10 +84,17 @@ class PackageStore:
                 "allowed but not installed on this server yet: the operator runs `wasm-runner packages fetch`.")
         return packages
 
+    def mounted(self, image: frozenset[str] = frozenset()) -> list[Path]:
+        """The folders a run that was granted packages gets: every fetched package of the lock the
+        image does not have. One set per lock, so one view of it whatever runs ask for (a view
+        per combination asked would let callers fill the disk with views); every package of the
+        lock is one the operator allowed, and a run that asks for none gets none."""
+        return [self.folder(p) for p in self.lock.packages.values() if not self.in_image(p, image) and self.is_ready(p)]
+
     def folders_for(self, code: str | bytes, explicit: Sequence[str] = (), *,
                     image: frozenset[str] = frozenset()) -> list[Path]:
-        """The unpacked folders of ``granted``'s packages."""
-        return [self.folder(p) for p in self.granted(code, explicit, image=image)]
+        """The folders a run of ``code`` gets: ``mounted`` when ``granted`` gives it any package."""
+        return self.mounted(image) if self.granted(code, explicit, image=image) else []
 
 def default_store() -> PackageStore | None:
     """The store of ``$WASM_RUNNER_PACKAGES_LOCK`` (None when unset: no packages beyond the image)."""

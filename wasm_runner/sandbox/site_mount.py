@@ -3,8 +3,9 @@ puts ``/wasm-runner/site`` first on ``sys.path``.
 
 A run that asks for packages (``Sandbox.run(packages=...)``: unpacked, compiled package folders,
 ``wasm_runner.packages``) gets, in place of the wrapper's folder, a view of it: the wrapper's
-files and ``site/`` holding every package asked for, all hard links into the cache (built once
-per set of packages, shared by every run that asks for the same set, read-only to the guest).
+files and ``site/`` holding the packages given, all hard links into the cache (built once per
+set of package folders, shared by every run given the same set, read-only to the guest; the
+caller keeps the number of sets bounded: ``packages.PackageStore.mounted``).
 The preopen at ``/wasm-runner`` is the one every instance has, so no image's fd layout changes:
 a fresh instance starts on the view, a warm slot (or an image's instance) is pointed at it at
 hand-over (``GuestIO.rebind``), like ``/data``.
