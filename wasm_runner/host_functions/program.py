@@ -31,11 +31,12 @@ def _source(*parts: str) -> str:
 
 _CODEC_SOURCE = _source("codec.py")
 _HOST_SOURCE = _source("guest", "host_module.py")
+_NETWORK_SOURCE = _source("guest", "network.py")
 
 # runs in the guest, in a namespace of its own; frame 1 is the loader's, in the job's namespace
 SETUP = """\
 import sys
-codec_src, host_src, names, docs, max_bytes, code, filename, show_last = _wr_args
+codec_src, host_src, names, docs, max_bytes, net, code, filename, show_last = _wr_args
 namespace = sys._getframe(1).f_globals
 
 def load(name, src):
@@ -43,36 +44,49 @@ def load(name, src):
     exec(compile(src, '<wasm-runner>', 'exec'), module.__dict__)
     return module
 
-host = load('host', host_src)
-host._wr_setup(load('wasm_runner_codec', codec_src), names, docs, max_bytes)
-sys.modules['host'] = host
+keeper = None
+if net is not None:
+    keeper = network = load('_wr_network', net[0])
+    network._wr_setup(net[1], net[2])
+    sys.modules['_wr_network'] = network
+if host_src is not None:
+    keeper = host = load('host', host_src)
+    host._wr_setup(load('wasm_runner_codec', codec_src), names, docs, max_bytes)
+    sys.modules['host'] = host
 from _wasm_runner_guest import program
 program.prepare(filename, code)
 body, tail = program.compile_program(code, filename, show_last)
-host._wr_keep_last(tail, namespace)
+keeper._wr_keep_last(tail, namespace)
 exec(body, namespace)
 """
 
 
-def program(code: str, filename: str | None, names: Mapping[str, str], display: bool | str,
-            max_bytes: int) -> str:
-    """The loader the wrapper runs (under ``WRAPPER_FILE``) for ``code`` with the functions
-    ``names`` (name -> description) importable from ``host``; ``max_bytes`` is the run's
-    ``host_call_bytes``. ``display`` is the job's: when ``True`` the loader's last line evaluates
-    the user's last expression for the wrapper to show."""
-    args = (_CODEC_SOURCE, _HOST_SOURCE, sorted(names), dict(names), max_bytes, code,
+def program(code: str, filename: str | None, names: Mapping[str, str] | None, display: bool | str,
+            max_bytes: int, network: tuple[bool, str] | None = None) -> str:
+    """The loader the wrapper runs (under ``WRAPPER_FILE``) for ``code``: with the functions
+    ``names`` (name -> description; None: no ``host`` module) importable from ``host``
+    (``max_bytes``: the run's ``host_call_bytes``), and with ``network`` = (on, the refusal
+    sentence) the network shim installed (``guest/network.py``). ``display`` is the job's: when
+    ``True`` the loader's last line evaluates the user's last expression for the wrapper to show."""
+    net = None if network is None else (_NETWORK_SOURCE, network[0], network[1])
+    host = _HOST_SOURCE if names is not None else None
+    args = (_CODEC_SOURCE if host else None, host, sorted(names or ()), dict(names or {}), max_bytes, net, code,
             filename or "<string>", display is True)
     lines = [f"exec(compile({SETUP!r}, {WRAPPER_FILE!r}, 'exec'), "
              f"{{'__builtins__': __builtins__, '_wr_args': {args!r}}})"]
     if display is True:
-        lines.append("__import__('host')._wr_last()")
+        keeper = "host" if names is not None else "_wr_network"
+        lines.append(f"__import__({keeper!r})._wr_last()")
     return "\n".join(lines) + "\n"
 
 
-def prepare_program(functions: Mapping[str, HostFunction] | HostFunctions, code: str,
-                    filename: str | None, display: bool | str, limits: Limits) -> tuple[HostFunctions, str, str]:
+def prepare_program(functions: Mapping[str, HostFunction] | HostFunctions | None, code: str,
+                    filename: str | None, display: bool | str, limits: Limits,
+                    network: tuple[bool, str] | None = None) -> tuple[HostFunctions | None, str, str]:
     """(the functions checked, the loader to run in place of ``code``, the file name the job
-    gets): what ``Sandbox.run`` and ``Session.run`` hand the wrapper for a run with functions.
-    ``InvalidFunctions`` when the functions cannot be given."""
-    checked = as_host_functions(functions)
-    return checked, program(code, filename, checked.docs(), display, limits.host_call_bytes), WRAPPER_FILE
+    gets): what ``Sandbox.run`` and ``Session.run`` hand the wrapper for a run with functions
+    or a network shim (``network``: (on, the refusal sentence)). ``InvalidFunctions`` when the
+    functions cannot be given."""
+    checked = None if functions is None else as_host_functions(functions)
+    names = None if checked is None else checked.docs()
+    return checked, program(code, filename, names, display, limits.host_call_bytes, network), WRAPPER_FILE
