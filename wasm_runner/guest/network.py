@@ -14,8 +14,6 @@
 # own file name, installed as the module ``_wr_network``. Standard library only. Nothing here is
 # trusted by the host: it checks every request again whatever this file did.
 
-import base64 as _base64
-import json as _json
 import os as _os
 import sys as _sys
 
@@ -23,7 +21,6 @@ __all__ = []
 _CALL_MAGIC = b"WRHC"
 _read, _write = _os.read, _os.write  # the program may replace os.read / os.write: not for us
 _state = {"on": False, "refusal": "network access is off for this run", "transport": None}
-_pending = [None, None]  # the user's last expression (display) and the namespace it runs in
 _PATCHED = {}
 
 
@@ -47,6 +44,7 @@ def _read_exactly(n):
 
 
 def _host_call(request):
+    import json as _json  # here, not at the run's start: most runs never make a request
     data = _json.dumps(request, separators=(",", ":"), ensure_ascii=True).encode("ascii")
     transport = _state["transport"]
     if transport is not None:  # another tier's channel
@@ -68,6 +66,7 @@ def fetch(method, url, headers, body):
     ``NetworkRefused`` (or the ``OSError`` subclass the host named) when it is refused."""
     if not _state["on"]:
         _refuse()
+    import base64 as _base64
     answer = _host_call({"op": "net", "method": method, "url": url, "headers": headers,
                          "body": _base64.b64encode(body).decode("ascii")})
     if type(answer) is dict and type(answer.get("value")) is dict:
@@ -260,14 +259,3 @@ def _wr_setup(on, refusal, transport=None):
             patch(module)
     if not all(name in _PATCHED for name in _AFTER_IMPORT):
         _sys.meta_path.insert(0, _Finder)
-
-
-def _wr_keep_last(tail, namespace):
-    _pending[:] = [tail, namespace]
-
-
-def _wr_last():
-    """The value of the user's last expression (shown like a notebook cell's), or None."""
-    tail, namespace = _pending
-    _pending[:] = [None, None]
-    return None if tail is None else eval(tail, namespace)

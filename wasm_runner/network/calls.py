@@ -20,12 +20,13 @@ import json
 from collections.abc import Callable
 from typing import Any
 
-from ..host_functions import RunState, background_loop
+from ..host_functions import NETWORK_SHIM, RunState, background_loop
 from .fetcher import NetworkRefused, RunNetwork
 
-__all__ = ["NET_PREFIX", "NetworkCalls"]
+__all__ = ["NET_PREFIX", "SHIM_REQUEST", "NetworkCalls"]
 
 NET_PREFIX = b'{"op":"net"'  # how the guest's shim starts each request (compact JSON)
+SHIM_REQUEST = b'{"op":"net-shim"}'  # the loader asks for the shim's source
 POLL_S = 0.05  # how often a request in progress looks for Stop
 HostCall = Callable[[bytes, Callable[[], str | None]], bytes | None]
 
@@ -50,6 +51,8 @@ class NetworkCalls:
         return bool(run.reports) or run.stop_reason is not None or (run.cancel is not None and run.cancel.is_set())
 
     def __call__(self, request: bytes, stop: Callable[[], str | None]) -> bytes | None:
+        if request == SHIM_REQUEST:
+            return None if self._ended() else NETWORK_SHIM
         if not request.startswith(NET_PREFIX):
             return None if self.functions is None else self.functions(request, stop)
         if self._ended():

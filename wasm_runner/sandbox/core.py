@@ -313,7 +313,7 @@ class Sandbox:
                                                                  (net.on, net.off))
             except InvalidFunctions as e:
                 return Result.invalid(f"Invalid functions: {e}.", rt)
-            network = net if net.on else None
+            network = net
         if pool is None and "plain" in self.pools:
             pool = "plain"
         if pool is not None and pool not in self.pools:
