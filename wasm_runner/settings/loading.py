@@ -13,6 +13,7 @@ from typing import Any
 from ..environment import variables
 from ..execution import Policy
 from ..host_functions.declared import functions_from
+from ..network.rules import network_from
 from ..limits import InvalidLimits, Limits
 from .rules import (
     ConfigError, ENV_PREFIX, FromText, KEY_MAX_CONCURRENT, KEY_RATE, PROFILE_IMAGE,
@@ -141,7 +142,7 @@ def load_config(
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions"}
+    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions", "network"}
     if unknown_tables:
         raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
 
@@ -181,9 +182,11 @@ def load_config(
         server["cluster_secret"] = _read_secret(Path(secret_file))
     try:  # host functions the operator declares (docs/host-functions.md#the-http-service-and-mcp)
         functions = functions_from(doc.get("functions", {}))
+        network = network_from(doc.get("network", {}))  # docs/security.md, "Network"
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     try:
-        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, **server)
+        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, network=network,
+                                      **server)
     except TypeError as exc:
         raise ConfigError(str(exc)) from None
