@@ -61,9 +61,13 @@ class Later:
         module._wr_setup(net[0], net[1])
         return module._Finder.find_spec(name, path, target)
 Later.find_spec = staticmethod(Later.find_spec)
-sys.meta_path.insert(0, Later)
-if 'http.client' in sys.modules or '_socket' in sys.modules:
+if '_wr_network' in sys.modules:  # an earlier cell of the session loaded it: this cell's rules
+    sys.modules['_wr_network']._wr_setup(net[0], net[1])
+elif 'http.client' in sys.modules or '_socket' in sys.modules:
+    sys.meta_path.insert(0, Later)
     Later.find_spec('socket')
+else:
+    sys.meta_path.insert(0, Later)
 """
 _HOST = """\
 keeper = host = load('host', host_src)
