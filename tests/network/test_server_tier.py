@@ -170,3 +170,17 @@ def test_escapes_are_refused_or_capped(default_sandbox: Sandbox, api: LoopbackAP
     # the host is unharmed: the next run works
     again = default_sandbox.run("print('next run')", limits=WALL)
     assert again.stdout == "next run\n"
+
+
+def test_a_session_gets_each_cells_rules(default_sandbox: Sandbox, api: LoopbackAPI) -> None:
+    fetch = (f"import urllib.request\ntry:\n    print(urllib.request.urlopen('{api.url('/data.json')}').read())\n"
+             "except OSError as e:\n    print(e)\n")
+    before = len(api.log)
+    with default_sandbox.session(limits=WALL) as session:
+        first = session.run(fetch, network=RunNetwork((), off="network access is off for this cell"))
+        second = session.run(fetch, network=RunNetwork([rule(api)]))
+        third = session.run(fetch)
+    assert first.stdout == "network access is off for this cell\n"
+    assert second.stdout == "b'{\"answer\": 42, \"items\": [1, 2, 3]}'\n"
+    assert third.stdout == "network access is off for this run: it was given no network rule\n"
+    assert api.paths()[before:] == ["/data.json"]
