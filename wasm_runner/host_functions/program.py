@@ -1,15 +1,20 @@
-"""The program a run with host functions hands the guest wrapper: ``host`` installed, then the
-user's code, exactly as the wrapper would run it alone.
+"""The program a run hands the guest wrapper: ``host`` (with functions) and the network shim's
+finder installed, then the user's code, exactly as the wrapper would run it alone.
 
-The wrapper (``guest/runner.py``) runs one program per job and knows nothing of host functions.
-A run with functions hands it a two-line loader instead of the user's code: the first line
-runs ``SETUP`` (codec.py and ``guest/host_module.py`` loaded from source as modules, ``host``
-put in ``sys.modules``, the user's code compiled under its own file name, as the wrapper would
-(the guest package's ``program`` module, ``guest/program.py``), and run in the job's
-namespace), the second (only when the last expression's value is shown) evaluates the user's
-last expression. Everything of ours is compiled under the wrapper's own file name
+The wrapper (``guest/runner.py``) runs one program per job and knows nothing of host functions
+or the network. A run hands it a loader instead of the user's code: the first line runs the set-up
+(``setup``: the parts the run needs, joined; each costs the guest's slow compiler about 0.1 ms a
+line at every run's start): ``_NETWORK`` installs a finder that fetches the network shim
+(``guest/network.py``, ``NETWORK_SHIM``) from the host when the program first imports
+``socket``, ``http.client`` or ``urllib.request``, and installs it with the run's rule state (on,
+or the sentence refusing every request); ``_HOST`` loads codec.py and ``guest/host_module.py``
+from source as modules and puts ``host`` in ``sys.modules``; then the user's code is compiled
+under its own file name, as the wrapper would (the guest package's ``program`` module,
+``guest/program.py``), and run in the job's namespace, the loader's two frames added to the
+recursion limit. The second line (only when the last expression's value is shown) evaluates the
+user's last expression. Everything of ours is compiled under the wrapper's own file name
 (``WRAPPER_FILE``): the wrapper drops those frames from tracebacks, so the user sees the
-traceback the same code would give without functions, and the line numbers of their file.
+traceback the same code would give without the loader, and the line numbers of their file.
 """
 
 from __future__ import annotations
