@@ -9,6 +9,7 @@ import json
 from collections.abc import Iterator
 from pathlib import Path
 
+import anyio
 import pytest
 
 from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config
@@ -69,3 +70,25 @@ def test_a_key_without_a_rule_gets_the_sentence(server: LiveServer, api: Loopbac
         assert api.log[before:] == []
         assert client.post("/api/run", json={"code": "print('still answering')"}).json()["stdout"] == \
             "still answering\n"
+
+
+def test_the_mcp_tool_gets_the_keys_rules(server: LiveServer, api: LoopbackAPI) -> None:
+    from mcp import Client
+    from mcp.client.streamable_http import streamable_http_client
+    from mcp.shared._httpx_utils import create_mcp_http_client
+
+    from tests.support import mcp_checks
+
+    code = f"import urllib.request\nprint(urllib.request.urlopen('{api.url('/data.json?mcp')}').read().decode())"
+
+    async def run_python(key: str) -> str:
+        http = create_mcp_http_client(headers={"Authorization": f"Bearer {key}"})
+        async with Client(streamable_http_client(f"{server.url}/mcp", http_client=http),
+                          read_timeout_seconds=300) as client:
+            return mcp_checks.text_of(await client.call_tool("run_python", {"code": code}))
+
+    before = len(api.log)
+    assert '{"answer": 42, "items": [1, 2, 3]}' in anyio.run(run_python, KEY)
+    assert "network access is off for this run: no [network] rule of the server names the key 'bob'" in \
+        anyio.run(run_python, OTHER_KEY)
+    assert api.paths()[before:] == ["/data.json?mcp"]
