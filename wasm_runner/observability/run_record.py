@@ -6,9 +6,9 @@ admission gate's ``on_refused``).
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..execution import Job
+from ..execution.running import SessionFacts
 from ..result import Result
 from .audit import AuditLog
 from .metrics import Metrics
@@ -47,7 +47,7 @@ class RunRecord:
             network=[r.to_dict() for r in job.network_requests],
         )
 
-    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+    def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:
         if live is None:  # about a saved state, not a session: ``fields`` name the tenant
             self.audit.event(f"session_{event}", **fields)
             return
