@@ -52,11 +52,11 @@ def load(name, src):
 # the network shim (guest/network.py), fetched from the host and installed when the program first
 # imports socket or http.client: most runs never do, and pay only for these lines
 _NETWORK = """\
-class Later:
+class _wr_later:
     def find_spec(name, path=None, target=None):
         if name not in ('socket', 'http.client', 'urllib.request'):
             return None
-        sys.meta_path.remove(Later)
+        sys.meta_path.remove(_wr_later)
         import os
         os.write(0, b'WRHC{"op":"net-shim"}')
         n, src = int.from_bytes(os.read(0, 4), 'little'), b''
@@ -65,14 +65,14 @@ class Later:
         module = sys.modules['_wr_network'] = load('_wr_network', src.decode())
         module._wr_setup(net[0], net[1])
         return module._Finder.find_spec(name, path, target)
-Later.find_spec = staticmethod(Later.find_spec)
+_wr_later.find_spec = staticmethod(_wr_later.find_spec)
 if '_wr_network' in sys.modules:  # an earlier cell of the session loaded it: this cell's rules
     sys.modules['_wr_network']._wr_setup(net[0], net[1])
 elif 'http.client' in sys.modules or '_socket' in sys.modules:
-    sys.meta_path.insert(0, Later)
-    Later.find_spec('socket')
+    sys.meta_path.insert(0, _wr_later)
+    _wr_later.find_spec('socket')
 else:
-    sys.meta_path.insert(0, Later)
+    sys.meta_path.insert(0, _wr_later)
 """
 _HOST = """\
 keeper = host = load('host', host_src)
