@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -45,7 +45,9 @@ from .errors import ApiError
 from ..exercises.catalog import ExerciseCatalog
 from .internal import internal_call
 from .relay import Hop
+from ..exercises.hint_counts import HintCounts
 from .results import ResultSigner
+from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -82,6 +84,8 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
+    webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
 
     @property
     def sessions(self) -> SessionStore:
