@@ -37,6 +37,7 @@ async def job_from_request(service: Service, request: Request, kind: str) -> tup
         packages=tuple(body.packages or ()),
     )
     job.functions = service.host_functions(tenant, profile, body.functions, job.request_id)
+    service.network_for(job)
     return job, body
 
 
