@@ -16,7 +16,7 @@ from mcp import Client, StdioServerParameters
 
 from tests.support import mcp_checks as checks
 from tests.support.live_server import KEY, live_server, make_config
-from wasm_runner import Sandbox
+from wasm_runner import Limits, Sandbox
 from wasm_runner.execution import Executor, Job, OneSandbox
 from wasm_runner.packages import PackageStore
 from wasm_runner.result import Status
@@ -125,3 +125,18 @@ def test_a_session_cell_naming_packages_is_refused_and_the_session_goes_on(api: 
     assert refused.status_code == 422 and refused.json()["error"]["code"] == "packages_in_session", refused.text
     assert api.post(f"/api/sessions/{sid}/run", json={"code": "print(2 + 2)"}).json()["stdout"] == "4\n"
     api.delete(f"/api/sessions/{sid}")
+
+
+def test_a_run_with_packages_reaches_the_network_its_rule_allows(default_sandbox: Sandbox, store: PackageStore) -> None:
+    from tests.support.loopback_api import loopback_api
+    from wasm_runner.network import NetworkRule, RunNetwork
+
+    with loopback_api() as api:
+        rule = NetworkRule.from_table("test-api", {"destinations": [f"http://127.0.0.1:{api.port}"]})
+        code = ("import json, urllib.request\nfrom markdown_it import MarkdownIt\n"
+                f"data = json.load(urllib.request.urlopen('http://127.0.0.1:{api.port}/data.json'))\n"
+                "print(MarkdownIt().render(f\"**{data['answer']}**\"), end='')\n")
+        result = default_sandbox.run(code, packages=store.folders_for(code), network=RunNetwork([rule]),
+                                     limits=Limits(wall_seconds=60))
+    assert result.status == Status.OK, result.stderr
+    assert result.stdout == "<p><strong>42</strong></p>\n"
