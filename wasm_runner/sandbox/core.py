@@ -25,7 +25,7 @@ import wasmtime as wt
 
 from .. import engine, images
 from ..grants import collect_files
-from ..network import NetworkCalls, RunNetwork
+from ..network import NetworkCalls, RunNetwork, may_reach_network
 from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
@@ -324,11 +324,12 @@ class Sandbox:
             return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
         if host_call is None:
             net = network or RunNetwork(())
-            try:
-                host_functions, code, filename = prepare_program(functions, code, filename, display, limits,
-                                                                 (net.on, net.off))
-            except InvalidFunctions as e:
-                return Result.invalid(f"Invalid functions: {e}.", rt)
+            if functions is not None or net.on or may_reach_network(code):  # else: no loader to compile
+                try:
+                    host_functions, code, filename = prepare_program(functions, code, filename, display, limits,
+                                                                     (net.on, net.off))
+                except InvalidFunctions as e:
+                    return Result.invalid(f"Invalid functions: {e}.", rt)
             network = net
         view: Path | None = None
         if packages:
