@@ -2,8 +2,12 @@
 // Python habits: Tab indents by 4 spaces (Shift+Tab dedents), Enter keeps the indentation, and
 // Escape then Tab leaves the editor (CodeMirror's tab-focus escape, documented in the label);
 // Ctrl/Cmd+Enter runs. (@codemirror/commands and /language come with `codemirror`.)
+// Lint while typing (`attachLint`): the findings of the lazily loaded ruff.js as CodeMirror
+// diagnostics, in the gutter and underlined; Ctrl+Shift+M opens the list of them (CodeMirror's lint
+// panel, which screen readers read), F8 moves to the next one.
 import { EditorView, basicSetup } from "codemirror";
-import { EditorState } from "@codemirror/state";
+import { Compartment, EditorState } from "@codemirror/state";
+import { linter, lintGutter } from "@codemirror/lint";
 import { keymap } from "@codemirror/view";
 import { indentWithTab } from "@codemirror/commands";
 import { indentUnit } from "@codemirror/language";
@@ -15,7 +19,9 @@ import { python } from "@codemirror/lang-python";
  * @param {{doc?: string, readOnly?: boolean, label?: string, onRun?: () => void, onChange?: (code: string) => void, root?: ShadowRoot}} options
  */
 export function createEditor(parent, { doc = "", readOnly = false, label = "Python code", onRun, onChange, root } = {}) {
+  const lintSlot = new Compartment();
   const extensions = [
+    lintSlot.of([]),
     keymap.of([
       { key: "Mod-Enter", run: () => { if (onRun) onRun(); return true; } },
     ]),
@@ -44,6 +50,42 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
     view,
     focus: () => view.focus(),
     getCode: () => view.state.doc.toString(),
+    /**
+     * Mark the findings of `check(code)` (lint.js's finding objects) while the student types:
+     * `delay` ms after the last change. `onFindings(findings)` hears each new set.
+     */
+    attachLint: (check, { delay = 100, onFindings } = {}) => view.dispatch({
+      effects: lintSlot.reconfigure([
+        linter((lintView) => {
+          const findings = check(lintView.state.doc.toString());
+          if (onFindings) onFindings(findings);
+          return findings.map((finding) => toDiagnostic(lintView.state.doc, finding));
+        }, { delay }),
+        lintGutter(),
+      ]),
+    }),
     setCode: (text) => view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } }),
   };
+}
+
+// A position from a 1-based line and a 1-based column counted in characters (code points, as
+// Ruff counts them): CodeMirror counts UTF-16 units. A position past the end is the end.
+function offsetOf(doc, line, column) {
+  if (line > doc.lines) return doc.length;
+  const text = doc.line(line);
+  let units = 0;
+  let chars = 1;
+  for (const char of text.text) {
+    if (chars >= column) break;
+    units += char.length;
+    chars += 1;
+  }
+  return text.from + units;
+}
+
+function toDiagnostic(doc, finding) {
+  const from = offsetOf(doc, finding.line, finding.column);
+  const to = Math.max(from, offsetOf(doc, finding.end_line, finding.end_column));
+  return { from, to, severity: finding.severity, source: finding.rule === "syntax" ? "syntax" : finding.rule,
+    message: `${finding.title}: ${finding.message}` };
 }
