@@ -303,4 +303,4 @@ def test_turtle_rejects_markup_in_colors_and_needs_no_window():
 def test_browser_copy_of_the_python_is_current():
     from wasm_runner.exercises import webgen
 
-    assert webgen.main(["--check"]) == 0  # web/src/pylib.js, bootstrap.py.js, checking.js == the Python here
+    assert webgen.main(["--check"]) == 0  # web/src/pylib.js, bootstrap.py.js, checking.js, lintrules.js == the package here
