@@ -17,7 +17,7 @@ CODE = (Path(__file__).resolve().parents[1] / "lint" / "corpus" / "misspelt_name
 )
 
 
-def open_offline(path: str = "/") -> tuple[Any, list[str]]:
+def open_offline(path: str = "/", ready: str = "window.playground.runner.browserInfo") -> tuple[Any, list[str]]:
     """The playground with every request that is not to the server aborted (no CDN, no internet)."""
     base = shared_server()
     context = shared_browser().new_context(viewport={"width": 1280, "height": 800})
@@ -35,7 +35,7 @@ def open_offline(path: str = "/") -> tuple[Any, list[str]]:
     page.errors = []
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     page.goto(base + path)
-    poll(page, "window.playground && window.playground.runner.browserInfo", timeout=READY_SECONDS)
+    poll(page, f"window.playground && {ready}", timeout=READY_SECONDS)
     return page, asked
 
 
@@ -90,4 +90,18 @@ def test_a_fix_clears_its_mark() -> None:
     poll(page, "document.body.dataset.lintCount === '0'")
     poll(page, "document.querySelectorAll('.cm-lintRange').length === 0")
     assert page.text_content("#lint-note") == "Checked as you type: no problems found"
+    page.context.close()
+
+
+def test_an_exercise_with_style_shows_its_notes_beside_the_checks() -> None:
+    page, _ = open_offline("/?exercise=tidy&tier=server", ready="window.playground.exercise && window.playground.exercise.exercise")
+    page.evaluate("window.playground.editor.setCode('l = int(input()); m = int(input())\\nprint(l + m)\\n')")
+    page.click(".check-button")
+    poll(page, "document.querySelector('.style-notes') !== null", timeout=180)
+    assert page.text_content(".check-summary").startswith("1 of 1")
+    notes = page.evaluate("Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent)")
+    assert notes[0].startswith("Line 1: Name easy to misread. `l` is easy to confuse with 1 or 0")
+    assert any(n.startswith("Line 1: Two statements on one line. Put each statement on its own line") for n in notes)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "lint-style-notes.png"), full_page=True)
     page.context.close()

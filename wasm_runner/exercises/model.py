@@ -72,13 +72,15 @@ class Exercise:
     tests: tuple[TestFile, ...] = ()
     limits: dict[str, float] = field(default_factory=dict)
     browser: bool = False  # may the full exercise (hidden checks too) be sent to browsers?
+    style: bool = False  # add style notes (wasm_runner.lint, the style rules) beside the checks?
 
     def public(self) -> dict[str, Any]:
         """What a student may see: title, instructions, starter, whether the browser tier may
-        check it (``browser``: its bundle is served); no checks, no solution."""
+        check it (``browser``: its bundle is served), whether a check adds style notes
+        (``style``); no checks, no solution."""
         return {"id": self.id, "title": self.title, "instructions": self.instructions,
                 "starter": self.starter, "checks": len(self.check_names()),
-                "limits": dict(self.limits), "browser": self.browser}
+                "limits": dict(self.limits), "browser": self.browser, "style": self.style}
 
     def check_names(self) -> list[tuple[str, str, bool]]:
         """(kind, name, hidden) of every check, in the order they run."""
@@ -204,7 +206,7 @@ def load_exercise(path: str | Path) -> Exercise:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ExerciseError(f"{where}: {toml_path.name}: {e}") from None
-    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser"}
+    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "style"}
     unknown = set(raw) - known
     if unknown:
         raise ExerciseError(f"{where}: unknown keys in {toml_path.name}: {', '.join(sorted(unknown))}")
@@ -260,6 +262,9 @@ def load_exercise(path: str | Path) -> Exercise:
     browser = raw.get("browser", False)
     if not isinstance(browser, bool):
         raise ExerciseError(f"{where}: browser must be true or false")
+    style = raw.get("style", False)
+    if not isinstance(style, bool):
+        raise ExerciseError(f"{where}: style must be true or false")
     return Exercise(
         id=ex_id,
         title=title.strip()[:200],
@@ -270,6 +275,7 @@ def load_exercise(path: str | Path) -> Exercise:
         tests=tuple(tests),
         limits=_limits(raw.get("limits"), where),
         browser=browser,
+        style=style,
     )
 
 

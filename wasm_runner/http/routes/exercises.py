@@ -7,7 +7,9 @@
                                         check is one job through admission and the audit log
                                         (a test check: two instances, one job), up to 4 at once;
                                         hidden checks come back as "hidden check N" and pass/fail;
-                                        ``result_token``: the result signed (``http/results.py``)
+                                        ``result_token``: the result signed (``http/results.py``);
+                                        ``style_notes``: for an exercise with ``style = true``, the
+                                        lint's style findings (``wasm_runner.lint``), not scored
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -27,6 +29,7 @@ from starlette.routing import BaseRoute, Route
 
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
 from ...inputs import MAX_SOURCE_BYTES
+from ...lint import LintFailed, lint_source
 from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
 from ..guests import cancel_on_disconnect
@@ -34,7 +37,7 @@ from ..schemas import _Strict, read_model
 from ..service import Job, Service, client_address
 from ._common import service_of
 
-__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
+__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "style_notes"]
 
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
@@ -113,11 +116,22 @@ async def check_exercise(request: Request) -> Response:
     work = asyncio.ensure_future(run_all())
     report = await cancel_on_disconnect(request.receive, work)
     shown = redact(report)
+    if ex.style:
+        shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
     # in the audit log; its user is the request's own id (None without one)
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
     return SafeJSONResponse(shown)
+
+
+def style_notes(code: str) -> list[dict[str, Any]]:
+    """The lint's style findings for ``code`` (beside the checks, never scored); [] when lint
+    could not run (the checks' verdict stands either way)."""
+    try:
+        return [dict(f) for f in lint_source(code, style=True) if f["kind"] == "style"]
+    except LintFailed:
+        return []
 
 
 def routes() -> list[BaseRoute]:
