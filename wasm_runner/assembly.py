@@ -9,11 +9,11 @@ collaborators it needs (a part never receives the whole service, and none calls 
   leases across replicas (``scaleout.leases``) and the lifecycle (``scaleout.drain``: warming,
   ready, draining) behind the executor's ``AdmissionGate``;
 - the sandboxes (``sandbox.provider.ServerSandboxes``: sandboxes, warm pools, warm-up, memory a
-  run holds) and the record (``http.record.RunRecord``: metrics and audit): the executor's one
+  run holds) and the record (``observability.RunRecord``: metrics and audit): the executor's one
   ``SandboxProvider`` and one ``Recorder``;
 - sessions (``wasm_runner.sessions``, ``config.sessions``): the executor's session store, the
   paused-session store and its ``Pausing``, recovery of a lost replica's sessions;
-- downloads (``http.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
+- downloads (``wasm_runner.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
   drain (``scaleout``, ``config.scale_out``); the host-function catalog (``config.functions``) and
   the exercises (``config.exercises_dir``).
 
@@ -40,13 +40,12 @@ from starlette.routing import BaseRoute
 from .admission import Admission, AdmissionGate, server_memory_mb
 from .execution import Executor
 from .host_functions.declared import Catalog
-from .http.audit import AuditLog
 from .http.auth import Gatekeeper
-from .http.downloads import DownloadStore
-from .http.exercise_catalog import ExerciseCatalog
-from .http.metrics import Metrics
+from .downloads import DownloadStore
+from .exercises.catalog import ExerciseCatalog
+from .exercises.hint_counts import HintCounts
 from .http.mount import mount
-from .http.record import RunRecord
+from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
 from .http.results import ResultSigner
 from .http.service import Service
@@ -60,6 +59,7 @@ from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
 from .warmup import RETRY_SECONDS
+from .webhooks import FileOutbox, Outbox, RedisOutbox, Webhooks
 
 __all__ = ["assemble", "build_app", "create_app", "running", "snapshot_secret"]
 
@@ -90,6 +90,24 @@ def result_signer(config: ServerConfig) -> ResultSigner:
                     "own key; set [server] result_key_file, the same file on every replica (docs/lms.md)")
     issuer = config.result_issuer or config.scale_out.advertise_url
     return ResultSigner(config.result_key_file, issuer)
+
+
+def webhooks_for(config: ServerConfig, shared: SharedState | None, audit: AuditLog) -> Webhooks | None:
+    """The keys' webhooks (``wasm_runner.webhooks``), or None when no key names a webhook_url: the
+    outbox in Redis with ``redis_url`` (every replica delivers), else in ``webhook_outbox_dir``
+    (default: ``webhooks`` in the cache folder); every step in the audit log."""
+    rules = {key.name: key for key in config.api_keys if key.webhook_url}
+    if not rules:
+        return None
+    outbox: Outbox
+    if shared is not None:
+        outbox = RedisOutbox(shared)
+    else:
+        from .cache import cache_dir
+
+        outbox = FileOutbox(config.webhook_outbox_dir or cache_dir() / "webhooks")
+    return Webhooks(outbox, rules, audit.event, retry_seconds=config.webhook_retry_seconds,
+                    max_attempts=config.webhook_max_attempts)
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:
@@ -191,6 +209,8 @@ def assemble(config: ServerConfig) -> Service:
         drain=Drain(lifecycle, admission, executor, store, leases),
         secret=secret,
         results=result_signer(config),
+        hints=HintCounts(shared),
+        webhooks=webhooks_for(config, shared, audit),
     )  # fmt: skip
 
 
@@ -237,6 +257,8 @@ async def running(service: Service) -> AsyncIterator[None]:
     ]
     if service.leases is not None:  # this replica's heartbeat; when it lapses, others drop its leases
         tasks.append(asyncio.ensure_future(service.leases.beat_forever()))
+    if service.webhooks is not None:  # check results to the keys' webhooks, from the outbox
+        tasks.append(asyncio.ensure_future(service.webhooks.run_forever()))
     try:
         yield
     finally:

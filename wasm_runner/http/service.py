@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -37,15 +37,16 @@ from ..sessions import PausedStore, SessionStore
 from ..settings import ServerConfig
 from ..warmup import Warmup
 from ..wasi.guestio import InputSource
-from .audit import AuditLog
-from .auth import Gatekeeper, Tenant
-from .downloads import DownloadStore
+from ..observability import AuditLog, Metrics
+from .auth import Gatekeeper, Tenant, current_tenant
+from ..downloads import DownloadStore
 from .errors import ApiError
-from .exercise_catalog import ExerciseCatalog
+from ..exercises.catalog import ExerciseCatalog
 from .internal import internal_call
-from .metrics import Metrics
 from .relay import Hop
+from ..exercises.hint_counts import HintCounts
 from .results import ResultSigner
+from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -82,6 +83,8 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
+    webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
 
     @property
     def sessions(self) -> SessionStore:
@@ -248,9 +251,11 @@ class Service:
         """The result object for the client; files as base64 or as short-lived download URLs."""
         body = result.to_dict()
         if files_as == "url":
+            caller = current_tenant.get()
+            tenant_name = caller.name if caller is not None else ""
             for entry, f in zip(body["files"], result.files, strict=True):
                 name = Path(f.path).name or "file"
-                token = self.downloads.put(name, f.content)
+                token = self.downloads.put(name, f.content, tenant_name)
                 if token is None:  # no room in this tenant's quota: the file stays inline
                     continue
                 entry.pop("content_base64", None)

@@ -82,7 +82,9 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
 directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated), ``WASM_RUNNER_RESULT_KEY_FILE`` and
 ``WASM_RUNNER_RESULT_ISSUER`` (``[server] result_key_file``, ``result_issuer``: signed check results,
-docs/lms.md).
+docs/lms.md), ``WASM_RUNNER_WEBHOOK_OUTBOX_DIR`` and ``WASM_RUNNER_WEBHOOK_MAX_ATTEMPTS`` (``[server]
+webhook_outbox_dir``, ``webhook_max_attempts``, with ``webhook_retry_seconds``: the keys' webhooks,
+``[[api_keys]] webhook_url`` and ``webhook_allow``, docs/lms.md).
 
 Scale-out: ``[server] redis_url`` / ``WASM_RUNNER_REDIS_URL`` turns shared state on;
 ``advertise_url`` / ``WASM_RUNNER_ADVERTISE_URL`` is this replica's internal base URL; the

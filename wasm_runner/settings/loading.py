@@ -28,6 +28,7 @@ _PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "pr
 _KEY_KEYS = {
     "name", "key", "key_sha256", "profiles", "rate", "max_concurrent", "user_rate",
     "user_max_concurrent", "user_token_secret", "user_token_secret_file", "user_token_required",
+    "webhook_url", "webhook_allow",
 }  # fmt: skip
 
 
@@ -84,7 +85,16 @@ def _key_from(entry: Mapping[str, Any]) -> ApiKey:
         user_max_concurrent=int(entry.get("user_max_concurrent", USER_MAX_CONCURRENT)),
         user_token_secret=None if secret is None else str(secret),
         user_token_required=bool(entry.get("user_token_required", False)),
+        webhook_url=None if entry.get("webhook_url") is None else str(entry["webhook_url"]),
+        webhook_allow=_webhook_allow(entry),
     )
+
+
+def _webhook_allow(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    allow = entry.get("webhook_allow", [])
+    if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
+        raise ConfigError(f"api key {entry['name']!r}: webhook_allow must be a list of addresses")
+    return tuple(allow)
 
 
 def environment(env: Mapping[str, str]) -> dict[str, Any]:
@@ -176,6 +186,8 @@ def load_config(
         server["exercises_dir"] = Path(server["exercises_dir"])
     if server.get("result_key_file"):
         server["result_key_file"] = Path(server["result_key_file"])
+    if server.get("webhook_outbox_dir"):
+        server["webhook_outbox_dir"] = Path(server["webhook_outbox_dir"])
     secret_file = server.pop("cluster_secret_file", None)
     if secret_file and not server.get("cluster_secret"):
         server["cluster_secret"] = _read_secret(Path(secret_file))

@@ -7,7 +7,9 @@
                                         check is one job through admission and the audit log
                                         (a test check: two instances, one job), up to 4 at once;
                                         hidden checks come back as "hidden check N" and pass/fail;
-                                        ``result_token``: the result signed (``http/results.py``);
+                                        ``result_token``: the result signed (``http/results.py``),
+                                        sent to the key's webhook (``wasm_runner/webhooks``);
+                                        ``hints_used``: the page's count (``exercises/hint_counts.py``);
                                         ``style_notes``: for an exercise with ``style = true``, the
                                         lint's style findings (``wasm_runner.lint``), not scored
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
@@ -19,6 +21,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 from typing import Any
 
@@ -28,6 +31,7 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
+from ...exercises.model import MAX_HINTS
 from ...inputs import MAX_SOURCE_BYTES
 from ...lint import LintFailed, lint_source
 from ..errors import ApiError, SafeJSONResponse
@@ -39,12 +43,15 @@ from ._common import service_of
 
 __all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "style_notes"]
 
+log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
 
 class CheckRequest(_Strict):
     code: str = Field(max_length=MAX_SOURCE_BYTES, description="the student's Python source")
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
+    hints_used: int = Field(default=0, ge=0, le=MAX_HINTS, description=(
+        "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
 
 
 def _exercise(request: Request) -> tuple[Service, Exercise]:
@@ -120,8 +127,12 @@ async def check_exercise(request: Request) -> Response:
         shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
     # in the audit log; its user is the request's own id (None without one)
-    claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
+    # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
+    shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
+    claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name,
+                           hints_used=shown["hints_used"])
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
+    await queue_webhook(service, tenant.name, shown["result_token"], ex.id)
     return SafeJSONResponse(shown)
 
 
@@ -132,6 +143,19 @@ def style_notes(code: str) -> list[dict[str, Any]]:
         return [dict(f) for f in lint_source(code, style=True) if f["kind"] == "style"]
     except LintFailed:
         return []
+
+
+async def queue_webhook(service: Service, key: str, token: str, exercise: str) -> None:
+    """The signed result queued for the key's webhook (``wasm_runner.webhooks``), if it names
+    one; the check answers without waiting for the receiver. An outbox that cannot take it
+    (Redis down) is logged and audited, and the student still gets the result."""
+    if service.webhooks is None:
+        return
+    try:
+        await service.webhooks.enqueue(key, token, exercise)
+    except Exception as exc:
+        log.warning("the webhook outbox did not take a check result for %s: %s", key, type(exc).__name__)
+        service.audit.event("webhook_not_queued", tenant=key, exercise=exercise, reason=type(exc).__name__)
 
 
 def routes() -> list[BaseRoute]:

@@ -1,4 +1,4 @@
-"""``POST /api/lint`` on a live server: the beginner findings in plain words (the same as the
+"""``POST /api/lint`` (``wasm_runner/http/routes/lint.py``) on a live server: the beginner findings in plain words (the same as the
 browser's, tests/lint and tests/browser/test_lint.py), the style notes, auth, a rate limit that
 holds while the server still answers, bounded input, and the OpenAPI description."""
 
