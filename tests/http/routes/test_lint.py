@@ -13,7 +13,7 @@ from tests.support.live_server import KEY, LiveServer, live_server, make_config
 
 from wasm_runner.settings import ApiKey, hash_key
 
-CORPUS = Path(__file__).resolve().parents[1] / "lint" / "corpus"
+CORPUS = Path(__file__).resolve().parents[2] / "lint" / "corpus"
 THRIFTY_KEY = "thrifty-key"
 
 
