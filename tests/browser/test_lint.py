@@ -74,10 +74,13 @@ def test_marks_appear_while_typing_offline_and_match_the_server() -> None:
     poll(page, "document.querySelector('.cm-panel.cm-panel-lint') !== null")
     listed = page.text_content(".cm-panel-lint ul")
     assert "Unknown name" in listed and "Comparison to None" in listed
-    assert page.get_attribute(".cm-panel-lint ul", "aria-label")  # CodeMirror's labelled list
+    assert page.get_attribute(".cm-panel-lint ul", "aria-label") == "Problems in the code"
     # no request left the origin; Ruff came from the server
     assert all(urlsplit(url).hostname == "127.0.0.1" for url in asked), [u for u in asked if "127.0.0.1" not in u]
-    assert any(url.endswith("/ruff.wasm") for url in asked)
+    ruff = next(i for i, url in enumerate(asked) if url.endswith("/ruff.wasm"))
+    # lazily: Python's own files first (the first run does not wait for Ruff), and no preload
+    assert ruff > max(i for i, url in enumerate(asked) if url.endswith(("pyodide.asm.wasm", "python_stdlib.zip")))
+    assert "ruff" not in page.evaluate("Array.from(document.querySelectorAll('link'), (l) => l.href).join(' ')")
     assert page.errors == []
     page.context.close()
 

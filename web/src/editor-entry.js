@@ -61,6 +61,8 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
     python(),
     syntaxHighlighting(readableHighlighting),
     readableLintPanel,
+    // what screen readers hear for the lint's list and marks
+    EditorState.phrases.of({ Diagnostics: "Problems in the code", "No diagnostics": "No problems" }),
     indentUnit.of("    "),
     EditorState.tabSize.of(4),
     EditorView.lineWrapping,
