@@ -13,8 +13,10 @@ from urllib.parse import urlsplit
 
 from ..execution import Policy
 from ..host_functions.declared import DeclaredFunction
+from ..network.rules import NetworkRule
 from ..images import RESIDENT_MB, image_names
 from ..limits import Limits
+from ..lti.registration import LtiSettings
 from .rules import (
     ConfigError, KEY_MAX_CONCURRENT, KEY_RATE, MIN_SECRET_CHARS, PROFILE_IMAGE, RUNTIMES,
     USER_MAX_CONCURRENT, USER_RATE, _Section, _int, _names, _on_off, _text, one_of, rate, rule,
@@ -129,6 +131,8 @@ class ServerConfig(_Section):
     profiles: Mapping[str, Policy] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
     # host functions declared by the operator (``[functions.NAME]``, host_functions/declared.py)
     functions: Mapping[str, DeclaredFunction] = field(default_factory=dict)
+    # where runs may connect (``[network.NAME]``, network/rules.py): none, the network is off
+    network: Mapping[str, NetworkRule] = field(default_factory=dict)
     default_profile: str = field(default="student", metadata=rule(env=_text))
     runtimes: tuple[str, ...] = RUNTIMES
     cors_origins: tuple[str, ...] = field(default=(), metadata=rule(env=_names))  # browser origins
@@ -150,6 +154,8 @@ class ServerConfig(_Section):
     webhook_outbox_dir: Path | None = field(default=None, metadata=rule(env=_text))
     webhook_retry_seconds: float = field(default=5.0, metadata=rule(seconds))
     webhook_max_attempts: int = field(default=12, metadata=rule(whole_between(1, 100), _int))
+    # LTI 1.3 (wasm_runner.lti, docs/lms.md): ``[lti]`` and its ``[[lti.platforms]]``
+    lti: LtiSettings = field(default_factory=LtiSettings)
     # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)
@@ -191,6 +197,11 @@ class ServerConfig(_Section):
             self._check_profile(profile)
         for key in self.api_keys:
             key.check(self.profiles)
+        try:
+            self.lti.check()
+            self.lti.check_keys({k.name for k in self.api_keys}, self.auth)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _check_profile(self, profile: Policy) -> None:
         admission = self.admission
@@ -281,7 +292,7 @@ def hash_key(key: str) -> str:
 def server_keys() -> set[str]:
     """The keys of ``[server]``: the settings' fields (keys, profiles and functions have tables of
     their own; the cluster secret is never read from the file, only the file naming it)."""
-    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "cluster_secret"} | {
+    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "lti", "network", "cluster_secret"} | {
         "cluster_secret_file"
     }
 

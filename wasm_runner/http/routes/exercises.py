@@ -38,10 +38,12 @@ from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
 from ..guests import cancel_on_disconnect
 from ..schemas import _Strict, read_model
+from ..auth import Tenant
 from ..service import Job, Service, client_address
 from ._common import service_of
 
-__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "style_notes"]
+__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "run_checks",
+           "style_notes"]
 
 log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
@@ -85,11 +87,11 @@ async def get_bundle(request: Request) -> Response:
     return SafeJSONResponse(ex.bundle())
 
 
-async def check_exercise(request: Request) -> Response:
-    service, ex = _exercise(request)
-    tenant = await service.caller(request)
-    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
-    profile, base_limits, runtime = service.policy(tenant, body.profile, None)
+async def run_checks(request: Request, service: Service, tenant: Tenant, ex: Exercise, code: str,
+                     profile_name: str | None = None) -> dict[str, Any]:
+    """Every check of ``ex`` on ``code`` for ``tenant``, the report not yet redacted (the LTI
+    routes grade with it too: ``routes/lti.py``)."""
+    profile, base_limits, runtime = service.policy(tenant, profile_name, None)
     profile = dataclasses.replace(profile, files_out=False, display=False)
     limits = ex.run_limits(base_limits)
     client = client_address(request)
@@ -117,18 +119,26 @@ async def check_exercise(request: Request) -> Response:
         return check
 
     async def run_all() -> dict[str, Any]:
-        checks = await asyncio.gather(*(one(spec) for spec in plan(ex, body.code)))
+        checks = await asyncio.gather(*(one(spec) for spec in plan(ex, code)))
         return summarize(ex.id, list(checks))
 
     work = asyncio.ensure_future(run_all())
-    report = await cancel_on_disconnect(request.receive, work)
+    report: dict[str, Any] = await cancel_on_disconnect(request.receive, work)
+    return report
+
+
+async def check_exercise(request: Request) -> Response:
+    service, ex = _exercise(request)
+    tenant = await service.caller(request)
+    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
+    report = await run_checks(request, service, tenant, ex, body.code, body.profile)
     shown = redact(report)
-    if ex.style:
+    if ex.style:  # beside the checks, never scored
         shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
-    # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
-    # in the audit log; its user is the request's own id (None without one)
     # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
     shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
+    # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
+    # in the audit log; its user is the request's own id (None without one)
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name,
                            hints_used=shown["hints_used"])
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
