@@ -25,6 +25,7 @@ from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
+from ..network import describe_off, rules_for
 from ..limits import InvalidLimits, Limits
 from ..lti.tool import LtiTool
 from ..result import Result
@@ -173,6 +174,12 @@ class Service:
                 f" (it may call: {', '.join(f.name for f in self.catalog.allowed(tenant.name, profile.name)) or 'none'})",
             )  # fmt: skip
         return self.catalog.for_caller(sorted(set(names)), FunctionCaller(tenant.name, tenant.user_id, request_id))
+
+    def network_for(self, job: Job) -> None:
+        """Give ``job`` the network rules of its key and profile (none: the sentence saying so)."""
+        key, profile = job.tenant.name, job.profile.name
+        job.network_rules = rules_for(tuple(self.config.network.values()), key, profile)
+        job.network_off = describe_off(key, profile)
 
     def policy(
         self,

@@ -72,6 +72,11 @@ TOML layout (every table and key optional)::
     secret_file = "…"                 # the endpoint's own secret; signs every call
     keys = ["course-site"]            # who may use it; profiles = [...] narrows it
 
+    [network.course-apis]             # where runs may connect (network/rules.py); none: off
+    destinations = ["https://api.example.org", "https://*.wikipedia.org"]
+    max_requests = 20                 # and max_bytes_in, max_bytes_out, request_seconds, addresses
+    keys = ["course-site"]            # the keys it applies to; profiles = [...] narrows it
+
 Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file),
 ``WASM_RUNNER_AUTH`` (``on``/``off``), ``WASM_RUNNER_API_KEYS`` (``name:key,name:key``),
 ``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,

@@ -13,6 +13,7 @@ from urllib.parse import urlsplit
 
 from ..execution import Policy
 from ..host_functions.declared import DeclaredFunction
+from ..network.rules import NetworkRule
 from ..images import RESIDENT_MB, image_names
 from ..limits import Limits
 from ..lti.registration import LtiSettings
@@ -130,6 +131,8 @@ class ServerConfig(_Section):
     profiles: Mapping[str, Policy] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
     # host functions declared by the operator (``[functions.NAME]``, host_functions/declared.py)
     functions: Mapping[str, DeclaredFunction] = field(default_factory=dict)
+    # where runs may connect (``[network.NAME]``, network/rules.py): none, the network is off
+    network: Mapping[str, NetworkRule] = field(default_factory=dict)
     default_profile: str = field(default="student", metadata=rule(env=_text))
     runtimes: tuple[str, ...] = RUNTIMES
     cors_origins: tuple[str, ...] = field(default=(), metadata=rule(env=_names))  # browser origins
@@ -289,7 +292,7 @@ def hash_key(key: str) -> str:
 def server_keys() -> set[str]:
     """The keys of ``[server]``: the settings' fields (keys, profiles and functions have tables of
     their own; the cluster secret is never read from the file, only the file naming it)."""
-    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "lti", "cluster_secret"} | {
+    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "lti", "network", "cluster_secret"} | {
         "cluster_secret_file"
     }
 

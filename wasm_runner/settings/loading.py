@@ -13,6 +13,7 @@ from typing import Any
 from ..environment import variables
 from ..execution import Policy
 from ..host_functions.declared import functions_from
+from ..network.rules import network_from
 from ..limits import InvalidLimits, Limits
 from ..lti.registration import LtiSettings
 from .rules import (
@@ -152,7 +153,7 @@ def load_config(
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions", "lti"}
+    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions", "lti", "network"}
     if unknown_tables:
         raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
 
@@ -194,6 +195,7 @@ def load_config(
         server["cluster_secret"] = _read_secret(Path(secret_file))
     try:  # host functions the operator declares (docs/host-functions.md#the-http-service-and-mcp)
         functions = functions_from(doc.get("functions", {}))
+        network = network_from(doc.get("network", {}))  # docs/security.md, "Network"
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
     try:  # LTI 1.3 platforms (wasm_runner.lti.registration, docs/lms.md)
@@ -201,7 +203,7 @@ def load_config(
     except (ValueError, TypeError) as exc:
         raise ConfigError(str(exc)) from None
     try:
-        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, lti=lti,
+        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, lti=lti, network=network,
                                       **server)
     except TypeError as exc:
         raise ConfigError(str(exc)) from None
