@@ -1,5 +1,6 @@
 """``FileStore``: the outbox as files in a private folder (mode 0700), which replicas on one
-host (or a shared folder) may share. ``<id>.json`` waits; ``working/<id>.json`` is claimed (its
+host (or a shared folder) may share. ``<id>.json`` waits (its modification time is its due time,
+so a look at the queue reads only the files that are due); ``working/<id>.json`` is claimed (its
 modification time is the claim's ``now``); ``failed/<id>.json`` is kept aside;
 ``sent/<id>`` (empty) says it was sent, kept ``sent_keep_seconds``. Every write is a new file
 flushed to disk then renamed into place, so a crash leaves the old entry or the new one, never
@@ -36,27 +37,38 @@ class FileStore:
         return f"FileStore({self.folder})"
 
     # -- writing ---------------------------------------------------------------------------
-    def _write(self, path: Path, entry: Entry) -> None:
+    def _write(self, path: Path, entry: Entry, stamp: float) -> None:
+        """``entry`` in ``path``, whole or not at all, the file's time ``stamp``."""
         tmp = path.with_name(f".{path.name}.{os.getpid()}.{secrets.token_hex(4)}.tmp")
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW, 0o600)
         with os.fdopen(fd, "wb") as f:
             f.write(entry.dumps())
             f.flush()
             os.fsync(f.fileno())
+        os.utime(tmp, (stamp, stamp))
         os.replace(tmp, path)
 
     def _move_out(self, entry: Entry, target: Path) -> None:
         """The claimed ``entry``, as it is now, moved from ``working/`` to ``target`` (one rename:
-        never lost, never a second copy)."""
+        never lost, never a second copy). Rewritten in ``working/`` with the time now, so no
+        other process takes the claim back meanwhile."""
         working = self._working / f"{entry.id}.json"
-        self._write(working, entry)
+        self._write(working, entry, time.time())
         os.replace(working, target)
 
+    def _requeue(self, entry: Entry) -> None:
+        path = self.folder / f"{entry.id}.json"
+        self._move_out(entry, path)
+        try:
+            os.utime(path, (entry.due, entry.due))  # until then it is read and found not yet due
+        except FileNotFoundError:  # due already, and claimed by another process
+            pass
+
     async def add(self, entry: Entry) -> None:
-        await asyncio.to_thread(self._write, self.folder / f"{entry.id}.json", entry)
+        await asyncio.to_thread(self._write, self.folder / f"{entry.id}.json", entry, entry.due)
 
     async def retry(self, entry: Entry) -> None:
-        await asyncio.to_thread(self._move_out, entry, self.folder / f"{entry.id}.json")
+        await asyncio.to_thread(self._requeue, entry)
 
     async def fail(self, entry: Entry) -> None:
         await asyncio.to_thread(self._move_out, entry, self._failed / f"{entry.id}.json")
@@ -103,19 +115,29 @@ class FileStore:
             except OSError:
                 continue
 
+    def _due_files(self, now: float | None) -> list[tuple[float, Path]]:
+        """The waiting files by due time (their modification time), those due by ``now`` only
+        unless None."""
+        found = []
+        for path in self.folder.glob("*.json"):
+            try:
+                due = path.stat().st_mtime
+            except OSError:
+                continue
+            if now is None or due <= now:
+                found.append((due, path))
+        return sorted(found)
+
     def _claim(self, now: float, limit: int) -> list[Entry]:
         self._return_stale(now)
         self._prune_sent()
-        due = []
-        for path in self.folder.glob("*.json"):
-            entry = self._read(path)
-            if entry is not None and entry.due <= now:
-                due.append((entry.due, entry.id, entry))
         claimed: list[Entry] = []
-        for _, _, entry in sorted(due, key=lambda found: found[:2]):
+        for _, path in self._due_files(now):  # the earliest due first
             if len(claimed) >= limit:
                 break
-            path = self.folder / f"{entry.id}.json"
+            entry = self._read(path)
+            if entry is None or entry.due > now:
+                continue
             try:
                 os.utime(path, (now, now))  # the claim's time, for _return_stale
                 os.rename(path, self._working / path.name)  # one process wins
@@ -140,8 +162,8 @@ class FileStore:
         return "unknown"
 
     def _next_due(self) -> float | None:
-        found = [e.due for e in map(self._read, self.folder.glob("*.json")) if e is not None]
-        return min(found, default=None)
+        found = self._due_files(None)
+        return found[0][0] if found else None
 
     async def next_due(self) -> float | None:
         return await asyncio.to_thread(self._next_due)
