@@ -3,6 +3,8 @@ unpacking it safely (no absolute path, no ``..``, no link) into a folder."""
 
 from __future__ import annotations
 
+from ..errors import WasmRunnerError
+
 import hashlib
 import re
 import zipfile
@@ -19,7 +21,7 @@ _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-class WheelError(ValueError):
+class WheelError(WasmRunnerError, ValueError):
     """A wheel that is refused: not a wheel, not pure Python, or unsafe to unpack."""
 
 

@@ -146,7 +146,7 @@ class ServerConfig(_Section):
     # signed results (http/results.py, docs/lms.md): a PEM file of the tool's private RSA keys (the
     # first signs, the others are published while rotating), or None: one made in the cache folder
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
-    # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
+    # the signed results' ``iss``; None: "wasm-runner" in a cluster (redis_url), else advertise_url or "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
     # packages beyond the image (wasm_runner.packages, docs/configuration.md#packages): the operator's
     # lock file (``wasm-runner packages lock``); None: runs have only the image's packages
