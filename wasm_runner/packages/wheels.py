@@ -3,8 +3,6 @@ unpacking it safely (no absolute path, no ``..``, no link) into a folder."""
 
 from __future__ import annotations
 
-from ..errors import WasmRunnerError
-
 import hashlib
 import re
 import zipfile
@@ -12,6 +10,7 @@ from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path, PurePosixPath
 
+from ..errors import WasmRunnerError
 from .lock import normalize
 
 __all__ = ["WheelError", "WheelInfo", "read_wheel", "sha256_of", "unpack_wheel"]
