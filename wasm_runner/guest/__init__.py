@@ -25,6 +25,14 @@ Nothing here is imported by the host. The files are read as text and shipped to 
   ``web/src/pylib.js`` and ``web/src/bootstrap.py.js`` by ``python -m
   wasm_runner.exercises.webgen``; ``tests/exercises/test_checker.py`` fails when they are stale.
 
+**Guest code the host imports too** lives beside the host code that uses it, not here, because
+this folder is never imported by the host: ``wasm_runner/codec.py`` (plain data across a
+boundary: the host's side of host functions and exercise checks, and, shipped as text, the
+guest's), ``wasm_runner/exercises/judging.py`` (judging a check: the server's checker on the
+host, the browser's practice checks in Pyodide) and ``wasm_runner/exercises/practice.py`` (the
+browser's practice checking, tested on the host). They keep the rules below, as the files here
+do; ``tests/test_layout.py`` checks that they import nothing of the package.
+
 The rules of guest code:
 
 - **Standard library only**, and only what both interpreters have (CPython on WASI, Pyodide): a
