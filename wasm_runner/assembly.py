@@ -199,7 +199,7 @@ def assemble(config: ServerConfig) -> Service:
     sessions = config.sessions
     secret = functools.cache(functools.partial(snapshot_secret, config))
     shared = SharedState.from_settings(config.scale_out)  # None: everything local (one host)
-    gatekeeper = Gatekeeper(config, shared)
+    gatekeeper = Gatekeeper.from_config(config, shared)
     admission = admission_for(config.admission, sessions, server_memory_mb(config))
     metrics = Metrics()
     audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
