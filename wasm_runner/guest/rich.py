@@ -47,12 +47,9 @@ def _method(value, name):
 
 
 def _plain(value):
-    try:
-        text = repr(value)
-    except Exception as e:
-        text = "<%s object (repr failed: %s)>" % (type(value).__name__, type(e).__name__)
-    if type(text) is not str:
-        text = "<%s object>" % type(value).__name__
+    """The repr, cut at MAX_PLAIN_CHARS; a repr that raises is the program's error (as when
+    Python itself shows the value)."""
+    text = repr(value)
     if len(text) > MAX_PLAIN_CHARS:
         text = text[:MAX_PLAIN_CHARS] + "..."
     return text
