@@ -9,11 +9,11 @@ collaborators it needs (a part never receives the whole service, and none calls 
   leases across replicas (``scaleout.leases``) and the lifecycle (``scaleout.drain``: warming,
   ready, draining) behind the executor's ``AdmissionGate``;
 - the sandboxes (``sandbox.provider.ServerSandboxes``: sandboxes, warm pools, warm-up, memory a
-  run holds) and the record (``http.record.RunRecord``: metrics and audit): the executor's one
+  run holds) and the record (``observability.RunRecord``: metrics and audit): the executor's one
   ``SandboxProvider`` and one ``Recorder``;
 - sessions (``wasm_runner.sessions``, ``config.sessions``): the executor's session store, the
   paused-session store and its ``Pausing``, recovery of a lost replica's sessions;
-- downloads (``http.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
+- downloads (``wasm_runner.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
   drain (``scaleout``, ``config.scale_out``); the host-function catalog (``config.functions``) and
   the exercises (``config.exercises_dir``).
 
@@ -40,13 +40,11 @@ from starlette.routing import BaseRoute
 from .admission import Admission, AdmissionGate, server_memory_mb
 from .execution import Executor
 from .host_functions.declared import Catalog
-from .http.audit import AuditLog
 from .http.auth import Gatekeeper
-from .http.downloads import DownloadStore
-from .http.exercise_catalog import ExerciseCatalog
-from .http.metrics import Metrics
+from .downloads import DownloadStore
+from .exercises.catalog import ExerciseCatalog
 from .http.mount import mount
-from .http.record import RunRecord
+from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
 from .http.results import ResultSigner
 from .http.service import Service

@@ -37,13 +37,12 @@ from ..sessions import PausedStore, SessionStore
 from ..settings import ServerConfig
 from ..warmup import Warmup
 from ..wasi.guestio import InputSource
-from .audit import AuditLog
-from .auth import Gatekeeper, Tenant
-from .downloads import DownloadStore
+from ..observability import AuditLog, Metrics
+from .auth import Gatekeeper, Tenant, current_tenant
+from ..downloads import DownloadStore
 from .errors import ApiError
-from .exercise_catalog import ExerciseCatalog
+from ..exercises.catalog import ExerciseCatalog
 from .internal import internal_call
-from .metrics import Metrics
 from .relay import Hop
 from .results import ResultSigner
 from .schemas import FileIn, LimitsRequest
@@ -248,9 +247,11 @@ class Service:
         """The result object for the client; files as base64 or as short-lived download URLs."""
         body = result.to_dict()
         if files_as == "url":
+            caller = current_tenant.get()
+            tenant_name = caller.name if caller is not None else ""
             for entry, f in zip(body["files"], result.files, strict=True):
                 name = Path(f.path).name or "file"
-                token = self.downloads.put(name, f.content)
+                token = self.downloads.put(name, f.content, tenant_name)
                 if token is None:  # no room in this tenant's quota: the file stays inline
                     continue
                 entry.pop("content_base64", None)

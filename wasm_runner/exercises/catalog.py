@@ -10,8 +10,8 @@ from __future__ import annotations
 import threading
 from pathlib import Path
 
-from ..exercises import Exercise, ExerciseError, load_folder
-from .errors import ApiError
+from ..execution import Refused
+from .model import Exercise, ExerciseError, load_folder
 
 __all__ = ["ExerciseCatalog"]
 
@@ -29,9 +29,9 @@ class ExerciseCatalog:
         with self._lock:
             if self._loaded is None:
                 if self.folder is None:
-                    raise ApiError(404, "no_exercises", "this server has no exercises configured")
+                    raise Refused(404, "no_exercises", "this server has no exercises configured")
                 try:
                     self._loaded = load_folder(self.folder)
                 except ExerciseError as exc:
-                    raise ApiError(503, "exercises_unavailable", f"the exercises cannot be loaded: {exc}") from None
+                    raise Refused(503, "exercises_unavailable", f"the exercises cannot be loaded: {exc}") from None
             return self._loaded

@@ -10,7 +10,7 @@ from typing import Any
 
 import httpx
 from tests.support.live_server import KEY, LiveServer
-from tests.http.test_stream import sse_events
+from tests.support.http_clients import sse_events
 from websockets.sync.client import connect
 
 FLOOD = "i = 0\nwhile True:\n    print(i)\n    i += 1\n"

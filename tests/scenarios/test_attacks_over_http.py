@@ -15,7 +15,7 @@ from typing import Any
 
 import httpx
 import pytest
-from tests.http.attack_kit import (
+from tests.support.attack_kit import (
     ALICE,
     BOB,
     AttackServer,

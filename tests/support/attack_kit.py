@@ -1,6 +1,6 @@
 """Hostile clients against a real ``wasm-runner serve`` (its own process, so its memory is its own).
 
-Used by ``tests/http/test_attacks.py`` (small scale: each attack just past the limits, the whole suite
+Used by ``tests/scenarios/test_attacks_over_http.py`` (small scale: each attack just past the limits, the whole suite
 in about a minute) and ``benchmarks/http_attacks.py`` (the scale of issue 12). Every attack is
 judged from outside: what the attacker got back, the server's resident memory (``/proc``),
 ``/healthz`` answering during and after (latency recorded), and the server log.

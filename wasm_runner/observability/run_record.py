@@ -6,9 +6,9 @@ admission gate's ``on_refused``).
 
 from __future__ import annotations
 
-from typing import Any
 
 from ..execution import Job
+from ..execution.running import SessionFacts
 from ..result import Result
 from .audit import AuditLog
 from .metrics import Metrics
@@ -46,7 +46,7 @@ class RunRecord:
             host_calls=host_calls,
         )
 
-    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+    def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:
         if live is None:  # about a saved state, not a session: ``fields`` name the tenant
             self.audit.event(f"session_{event}", **fields)
             return

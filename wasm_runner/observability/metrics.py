@@ -11,8 +11,6 @@ from typing import Any
 
 from prometheus_client import CollectorRegistry, Counter, Gauge, Histogram, generate_latest
 from prometheus_client.exposition import CONTENT_TYPE_LATEST
-from starlette.requests import Request
-from starlette.responses import Response
 
 from ..result import Result
 
@@ -108,5 +106,6 @@ class Metrics:
             self.host_call_bytes.labels(row["name"], "in").inc(row["request_bytes"])
             self.host_call_bytes.labels(row["name"], "out").inc(row["answer_bytes"])
 
-    def response(self, request: Request) -> Response:
-        return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+    def exposition(self) -> tuple[bytes, str]:
+        """The metrics in Prometheus' text format, and its content type (``GET /metrics``)."""
+        return generate_latest(self.registry), CONTENT_TYPE_LATEST

@@ -12,10 +12,10 @@ import threading
 from pathlib import Path
 
 import httpx
-from tests.http.attack_kit import read_status
+from tests.support.attack_kit import read_status
 from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config, wait_until
 
-from tests.http.test_sessions import call, open_session
+from tests.support.http_clients import call, open_session
 
 OCTETS = {"Content-Type": "application/octet-stream"}
 

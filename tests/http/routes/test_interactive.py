@@ -4,30 +4,11 @@ from __future__ import annotations
 
 import json
 import time
-from typing import Any
 
 import pytest
 from tests.support.live_server import KEY, LiveServer, wait_until
+from tests.support.http_clients import open_ws, receive, until
 from websockets.exceptions import ConnectionClosed, InvalidStatus
-from websockets.sync.client import ClientConnection, connect
-
-
-def open_ws(server: LiveServer, key: str | None = KEY, **kw: Any) -> ClientConnection:
-    url = server.ws_url + "/api/run/ws" + (f"?api_key={key}" if key else "")
-    return connect(url, open_timeout=30, **kw)
-
-
-def receive(ws: ClientConnection) -> dict[str, Any]:
-    return json.loads(ws.recv(timeout=60))
-
-
-def until(ws: ClientConnection, kind: str) -> tuple[list[dict[str, Any]], dict[str, Any]]:
-    seen = []
-    while True:
-        msg = receive(ws)
-        if msg["type"] == kind:
-            return seen, msg
-        seen.append(msg)
 
 
 def test_input_waits_for_the_client(server: LiveServer) -> None:

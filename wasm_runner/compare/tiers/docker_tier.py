@@ -1,4 +1,4 @@
-"""Tiers this project only detects: Docker (when a daemon answers) and Firecracker (when on PATH)."""
+"""Docker: used when a daemon answers and has the image (``docker run`` with the comparison's rules)."""
 
 from __future__ import annotations
 
@@ -12,9 +12,8 @@ from ...limits import Limits
 from ..outcome import Outcome
 from ..process import run_process
 from .base import Tier
-from .microvm_tier import choose_accel
 
-__all__ = ["DockerTier", "FirecrackerTier"]
+__all__ = ["DockerTier"]
 
 DOCKER_IMAGE = IMAGE_VARIABLE.text() or "python:3.11-slim"
 
@@ -67,27 +66,3 @@ class DockerTier(Tier):
         finally:
             shutil.rmtree(folder, ignore_errors=True)
 
-
-class FirecrackerTier(Tier):
-    """Detected only. No package registry ships a firecracker binary (searched 2026-12-06: Debian has
-    no package, PyPI none named firecracker, npm's ``firecracker`` is a Firebase client; the PyPI
-    packages that mention it are clients and SDKs), and it needs a ``/dev/kvm`` that runs a stock
-    guest kernel, which these machines' PVM one does not (``choose_accel``, as for QEMU). So there is
-    no adapter: the row says which of the two is missing here."""
-
-    name = "firecracker"
-    family = "microvm"
-    description = "Firecracker microVM (detected only: no adapter)"
-
-    def available(self) -> tuple[bool, str]:
-        accel, why = choose_accel()
-        kvm = "" if accel == "kvm" else f"; and it needs KVM that runs a stock kernel, but {why}"
-        if not shutil.which("firecracker"):
-            return False, ("firecracker not on PATH: no registry package ships a firecracker binary "
-                           "(Debian has none; PyPI and npm hold only clients and SDKs)" + kvm)
-        if kvm:
-            return False, "firecracker is on PATH" + kvm
-        return False, "firecracker is on PATH and KVM is usable, but this project has no Firecracker adapter yet"
-
-    def run(self, source: str, limits: Limits) -> Outcome:
-        raise NotImplementedError

@@ -2,23 +2,10 @@
 
 from __future__ import annotations
 
-import json
-from collections.abc import Iterator
 
 import httpx
 from tests.support.live_server import LiveServer, wait_until
-
-
-def sse_events(response: httpx.Response) -> Iterator[tuple[str, dict]]:  # type: ignore[type-arg]
-    event, data = "message", ""
-    for line in response.iter_lines():
-        if line.startswith("event: "):
-            event = line[7:]
-        elif line.startswith("data: "):
-            data = line[6:]
-        elif line == "" and data:
-            yield event, json.loads(data)
-            event, data = "message", ""
+from tests.support.http_clients import sse_events
 
 
 def test_stream_sends_output_then_result(api: httpx.Client) -> None:

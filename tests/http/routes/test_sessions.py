@@ -7,20 +7,7 @@ from pathlib import Path
 
 import httpx
 from tests.support.live_server import OTHER_KEY, LiveServer, b64, live_server, make_config, wait_until
-from tests.http.test_stream import sse_events
-
-
-def open_session(api: httpx.Client, **body: object) -> str:
-    r = api.post("/api/sessions", json=body)
-    assert r.status_code == 201, r.text
-    assert r.json()["alive"] is True
-    return str(r.json()["id"])
-
-
-def call(api: httpx.Client, sid: str, code: str, **body: object) -> dict:  # type: ignore[type-arg]
-    r = api.post(f"/api/sessions/{sid}/run", json={"code": code, **body})
-    assert r.status_code == 200, r.text
-    return r.json()  # type: ignore[no-any-return]
+from tests.support.http_clients import call, open_session, sse_events
 
 
 def test_variables_and_files_persist(api: httpx.Client) -> None:

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import httpx
 
-EXERCISES = Path(__file__).resolve().parents[1] / "exercises"
+EXERCISES = Path(__file__).resolve().parents[2] / "exercises"
 SECRETS = ("zebra-quartz", "secret case", "7 7 7 7", "test_secret_values", "mean([2, 4, 9])",
            "Xylophone", "hidden-name-case", "def test_", "return sum(values)")
 

@@ -7,7 +7,7 @@ when the store is full the links dropped are those of a tenant holding more than
 (else the adder's own), so no tenant can evict another's links by filling the store. A file that
 gets no room (larger than the quota, or a store full of others' smaller holdings) gets no link:
 ``put`` returns None and the caller sends it inline.
-The tenant is the caller of the current request (``auth.current_tenant``) unless given.
+The tenant is the key a link is counted against (the HTTP face passes the caller's).
 
 With several replicas (``redis_url``) every link is also registered in the download directory
 (``scaleout/directory.py``), so ``GET /api/files/<token>`` works on any replica: the others pass it
@@ -23,8 +23,7 @@ import time
 from collections import OrderedDict
 from dataclasses import dataclass
 
-from .auth import current_tenant
-from ..scaleout.directory import Directory, LocalDirectory
+from .scaleout.directory import Directory, LocalDirectory
 
 __all__ = ["DownloadStore", "Download"]
 
@@ -61,11 +60,8 @@ class DownloadStore:
         with self._lock:
             return self._by_tenant.get(tenant, 0)
 
-    def put(self, name: str, content: bytes, tenant: str | None = None) -> str | None:
+    def put(self, name: str, content: bytes, tenant: str) -> str | None:
         """A token for ``content``, or None when it is larger than one tenant's quota."""
-        if tenant is None:
-            caller = current_tenant.get()
-            tenant = caller.name if caller is not None else ""
         size = len(content)
         if size > self.tenant_bytes:
             return None
