@@ -36,6 +36,7 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "wheelhouse": ("wasm_runner.browser.wheelhouse", "build the browser tier's local wheelhouse"),
     "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
     "exercise": ("wasm_runner.exercises.cli", "validate an exercise (reference passes, starter fails), check code, export"),
+    "lti": ("wasm_runner.lti.cli", "print what an LMS admin registers for this server as an LTI 1.3 tool"),
     "notebook": ("wasm_runner.notebook.cli", "run a Jupyter notebook's code cells in one session; write the executed notebook"),
     "cluster": ("wasm_runner.scaleout.launcher.cli", "a local cluster: Redis, N serve replicas and HAProxy in front"),
 }

@@ -94,6 +94,7 @@ class Executor(Runner):
             cancel=cancel,
             pool=self.sandboxes.pool_for(sandbox, job.profile),
             functions=functions,
+            network=job.network(),
         )
 
     async def run(

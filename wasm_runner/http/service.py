@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,7 +25,9 @@ from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
+from ..network import describe_off, rules_for
 from ..limits import InvalidLimits, Limits
+from ..lti.tool import LtiTool
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
 from ..scaleout.directory import Directory
@@ -44,7 +46,9 @@ from .errors import ApiError
 from ..exercises.catalog import ExerciseCatalog
 from .internal import internal_call
 from .relay import Hop
+from ..exercises.hint_counts import HintCounts
 from .results import ResultSigner
+from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -81,6 +85,9 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
+    webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
+    lti: LtiTool | None = None  # the LTI 1.3 tool (wasm_runner.lti), when platforms are registered
 
     @property
     def sessions(self) -> SessionStore:
@@ -167,6 +174,12 @@ class Service:
                 f" (it may call: {', '.join(f.name for f in self.catalog.allowed(tenant.name, profile.name)) or 'none'})",
             )  # fmt: skip
         return self.catalog.for_caller(sorted(set(names)), FunctionCaller(tenant.name, tenant.user_id, request_id))
+
+    def network_for(self, job: Job) -> None:
+        """Give ``job`` the network rules of its key and profile (none: the sentence saying so)."""
+        key, profile = job.tenant.name, job.profile.name
+        job.network_rules = rules_for(tuple(self.config.network.values()), key, profile)
+        job.network_off = describe_off(key, profile)
 
     def policy(
         self,

@@ -18,7 +18,7 @@ import base64
 import binascii
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
@@ -29,6 +29,7 @@ from pydantic import Field
 from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog, describe_functions
+from ..network import NetworkRule, describe_off, rules_for
 from ..result import Status
 from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
@@ -134,6 +135,7 @@ def build_server(
     resolve: Resolve | None = None,
     catalog: Catalog | None = None,
     locate: Locate | None = None,
+    network: Sequence[NetworkRule] = (),
 ) -> tuple[MCPServer, Executor]:
     """The MCP server and the executor its tools run through.
 
@@ -159,6 +161,8 @@ def build_server(
         return [f.name for f in catalog.allowed(caller.name, policy.name)] if catalog is not None else []
 
     def with_functions(job: Job, caller: CallerLike) -> Job:
+        job.network_rules = rules_for(network, caller.name, job.profile.name)  # docs/security.md, "Network"
+        job.network_off = describe_off(caller.name, job.profile.name)
         names = allowed(caller)
         if catalog is not None and names:
             job.functions = catalog.for_caller(

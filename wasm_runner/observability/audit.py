@@ -54,6 +54,7 @@ class AuditLog:
         queued_seconds: float = 0.0,
         user: str | None = None,
         host_calls: list[dict[str, Any]] | None = None,
+        network: list[dict[str, Any]] | None = None,
     ) -> None:
         if self.path is None:
             return
@@ -91,6 +92,9 @@ class AuditLog:
             ],
             # host functions: calls by name and outcome with their sizes and time, never the payload
             "host_calls": host_calls or [],
+            # the guest's network requests (network/): rule, method, URL, address, status, bytes,
+            # outcome and the refusal's sentence; never a header or a body
+            "network": network or [],
         }
         if self.keep_code:
             entry["code"] = code

@@ -44,6 +44,7 @@ class RunRecord:
             queued_seconds=waited,
             user=getattr(job.tenant, "user", None),
             host_calls=host_calls,
+            network=[r.to_dict() for r in job.network_requests],
         )
 
     def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:

@@ -25,6 +25,7 @@ import wasmtime as wt
 
 from .. import engine, images
 from ..grants import collect_files
+from ..network import NetworkCalls, RunNetwork
 from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
@@ -265,6 +266,7 @@ class Sandbox:
         pool: str | None = None,
         host_call: HostCall | None = None,
         functions: Mapping[str, HostFunction] | HostFunctions | None = None,
+        network: RunNetwork | None = None,
     ) -> Result:
         """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
 
@@ -279,6 +281,9 @@ class Sandbox:
         ``functions`` (name -> callable, or ``HostFunctions``) are the app's functions the code
         may call (``from host import name``; docs/host-functions.md), within the limits
         ``host_calls``, ``host_call_bytes`` and ``host_seconds``; not with ``host_call``.
+        ``network``: the run's network (``network.RunNetwork``: the operator's rules that apply
+        to it; docs/security.md, "Network"); without it, or without rules, every request of
+        ``urllib.request``/``http.client`` raises the sentence that says the network is off.
         """
         t0 = time.perf_counter()
         rt = self.runtime.name
@@ -299,13 +304,16 @@ class Sandbox:
                 f"Invalid limits: memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
                 f"the {rt} runtime needs to start.", rt)
         host_functions = None
-        if functions is not None:
+        if functions is not None and host_call is not None:
+            return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
+        if host_call is None:
+            net = network or RunNetwork(())
             try:
-                host_functions, code, filename = prepare_program(functions, code, filename, display, limits)
+                host_functions, code, filename = prepare_program(functions, code, filename, display, limits,
+                                                                 (net.on, net.off))
             except InvalidFunctions as e:
                 return Result.invalid(f"Invalid functions: {e}.", rt)
-            if host_call is not None:
-                return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
+            network = net
         if pool is None and "plain" in self.pools:
             pool = "plain"
         if pool is not None and pool not in self.pools:
@@ -315,7 +323,7 @@ class Sandbox:
         try:
             return self._run_in_instance(code, data, limits, data_dir, out_dir, files, collect_out,
                                          filename, display, on_output, input_source, cancel, pool, t0,
-                                         host_call, host_functions)
+                                         host_call, host_functions, network)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -329,7 +337,7 @@ class Sandbox:
                          display: bool | str, on_output: OutputCallback | None,
                          input_source: InputSource | None, cancel: threading.Event | None,
                          pool: str | None, t0: float, host_call: HostCall | None,
-                         host_functions: HostFunctions | None) -> Result:
+                         host_functions: HostFunctions | None, network: RunNetwork | None = None) -> Result:
         rt = self.runtime.name
         guest = self.pools[pool].take() if pool is not None else None
         try:
@@ -353,6 +361,8 @@ class Sandbox:
             io.host_call = host_call
             if host_functions is not None:
                 io.host_call = HostCalls(host_functions, limits, io)
+            if network is not None:
+                io.host_call = NetworkCalls(network, io, io.host_call)
             io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
                                   once=True, session=False, display=display,
                                   memory_cap=self.memory_cap(limits)))

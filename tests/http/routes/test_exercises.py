@@ -26,7 +26,7 @@ def test_list_and_public_view_hold_no_check(api: httpx.Client) -> None:
     view = api.get("/api/exercises/mean")
     assert view.status_code == 200
     body = view.json()
-    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser"}
+    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser", "hints"}
     assert body["instructions"].startswith("## The mean")
     assert body["starter"].startswith("def mean(values):\n    return 0")
     assert body["checks"] == 7
@@ -47,7 +47,8 @@ def test_check_reference_and_wrong_code(api: httpx.Client) -> None:
     assert checks["test_mean_of_two"]["message"] == "assert mean([1, 3]) == 2\n  got:      3\n  expected: 2"
     hidden = [c for c in report["checks"] if c["hidden"]]
     assert [c["name"] for c in hidden] == ["hidden check 1", "hidden check 2"]
-    assert all(set(c) == {"name", "kind", "hidden", "passed", "message", "status", "limit"} for c in hidden)
+    assert all(set(c) == {"name", "kind", "hidden", "passed", "message", "status", "limit",
+                                     "weight", "fail_message"} for c in hidden)
     no_secret(bad.text)
 
 
@@ -60,7 +61,8 @@ def test_student_code_cannot_leak_hidden_inputs(api: httpx.Client) -> None:
     checks = r.json()["checks"]
     assert checks[0]["name"] == "Ada" and not checks[0]["passed"] and "Ada" in checks[0]["message"]
     assert checks[1] == {"name": "hidden check 1", "kind": "io", "hidden": True, "passed": False,
-                         "message": "Hidden check failed.", "status": "error", "limit": None}
+                         "message": "Hidden check failed.", "status": "error", "limit": None,
+                         "weight": 1.0, "fail_message": None}
 
 
 def test_infinite_loop_on_the_server_reports_its_limit(api: httpx.Client) -> None:
@@ -120,3 +122,42 @@ def test_a_named_students_check_runs_within_its_own_places(api: httpx.Client) ->
     after = api.post("/api/run", json={"code": "print('next')"},
                      headers={"X-Wasm-Runner-User": "student-7"})
     assert after.status_code == 200 and after.json()["stdout"] == "next\n"
+
+
+def test_hints_used_are_counted_per_user_and_never_lowered(api: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]
+    import jwt
+
+    keys = {k["kid"]: jwt.PyJWK(k) for k in httpx.get(server.url + "/.well-known/jwks.json").json()["keys"]}
+
+    def check(hints: int, user: str | None) -> dict:  # type: ignore[type-arg]
+        headers = {"X-Wasm-Runner-User": user} if user else {}
+        r = api.post("/api/exercises/double/check", json={"code": "print(2)", "hints_used": hints}, headers=headers)
+        assert r.status_code == 200, r.text
+        body = r.json()
+        token = body["result_token"]
+        claims = jwt.decode(token, keys[jwt.get_unverified_header(token)["kid"]], algorithms=["RS256"], audience="alice")
+        assert claims["hints_used"] == body["hints_used"]
+        return body  # type: ignore[no-any-return]
+
+    assert api.get("/api/exercises/double").json()["hints"][0] == "Multiply the number by 2 inside double."
+    assert check(2, "hint-student")["hints_used"] == 2
+    assert check(1, "hint-student")["hints_used"] == 2  # a reloaded page says 1: still 2
+    assert check(10, "hint-student")["hints_used"] == 3  # bounded by the exercise's 3 hints
+    assert check(0, "other-student")["hints_used"] == 0  # per user
+    assert check(1, None)["hints_used"] == 1  # no user: the request's own count
+    r = api.post("/api/exercises/double/check", json={"code": "print(2)", "hints_used": -1})
+    assert r.status_code == 422 and "hints_used" in r.text
+
+
+def test_a_failing_hidden_check_says_only_the_teachers_words(api: httpx.Client) -> None:
+    # the program prints its stdin and raises with it; the hidden case (weight 3) fails
+    leak = "import sys\nx = sys.stdin.read()\nprint(x)\nraise ValueError(x)\n"
+    r = api.post("/api/exercises/double/check", json={"code": leak})
+    assert r.status_code == 200, r.text
+    for secret in ("quokka", "-41", "-82", "test_quokka_returns", "double(7)"):
+        assert secret not in r.text, secret
+    report = r.json()
+    hidden = report["checks"][1]
+    assert hidden["name"] == "hidden check 1" and hidden["weight"] == 3.0
+    assert hidden["message"] == "Hidden check failed. Does your program work for negative numbers?"
+    assert report["score"] == 0.0 and report["summary"] == "0 of 3 checks passed, score 0%."

@@ -160,6 +160,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
             filename=start.filename,
         )
         job.functions = service.host_functions(tenant, profile, start.functions, job.request_id)
+        service.network_for(job)
     except Refused as exc:  # ApiError, or the shared state's refusals
         await _fatal(ws, exc)
         return

@@ -36,6 +36,7 @@ async def job_from_request(service: Service, request: Request, kind: str) -> tup
         filename=body.filename,
     )
     job.functions = service.host_functions(tenant, profile, body.functions, job.request_id)
+    service.network_for(job)
     return job, body
 
 

@@ -107,6 +107,7 @@ async def _session_job(
         session_id=live.id,
     )
     job.functions = service.host_functions(tenant, live.profile, body.functions, job.request_id)
+    service.network_for(job)
     return job, body
 
 
