@@ -34,8 +34,9 @@ function textBlock(text, className = "out-value") {
   return pre;
 }
 
-/** The element showing a bundle output, or null when it holds nothing to show. */
-export function showBundle(output) {
+/** The element showing a bundle output, or null when it holds nothing to show. `trustHtml`:
+ * the operator trusts the programs' HTML ([server] trust_html): shown as made, not sanitised. */
+export function showBundle(output, { trustHtml = false } = {}) {
   let data;
   try {
     data = JSON.parse(output.data).data;
@@ -71,6 +72,14 @@ export function showBundle(output) {
     }, () => {});
     return box;
   };
+  if (typeof data["text/html"] === "string" && trustHtml) {
+    const box = document.createElement("div");
+    box.className = "out-html";
+    const template = document.createElement("template");
+    template.innerHTML = data["text/html"];
+    box.append(template.content);
+    return box;
+  }
   if (typeof data["text/html"] === "string") {
     return later("out-html", (rich, made) => made.append(rich.sanitizedHtml(data["text/html"])));
   }
@@ -85,11 +94,13 @@ export function showBundle(output) {
 export class OutputView {
   /**
    * @param {HTMLElement} element  the output panel (not a live region itself)
-   * @param {{live?: HTMLElement}} [options]  a polite live region for short announcements
+   * @param {{live?: HTMLElement, trustHtml?: boolean}} [options]  a polite live region for short
+   *   announcements; trustHtml: the operator trusts the programs' HTML (shown unsanitised)
    */
-  constructor(element, { live = null } = {}) {
+  constructor(element, { live = null, trustHtml = false } = {}) {
     this.element = element;
     this.live = live;
+    this.trustHtml = trustHtml;
     this.clear();
   }
 
@@ -317,7 +328,7 @@ export class OutputView {
       img.className = "out-image out-svg";
       this.element.appendChild(img);
     } else if (output.mime === BUNDLE_MIME) {
-      const shown = showBundle(output);
+      const shown = showBundle(output, { trustHtml: this.trustHtml });
       if (shown) this.element.appendChild(shown);
     } else if (output.kind === "text" || output.kind === "table") {
       const pre = document.createElement("pre");

@@ -1,7 +1,8 @@
 """``POST /api/notebooks/run``: a notebook's code cells in one session of the key, the executed
 notebook back, valid per nbformat's own schema and readable by nbformat (what JupyterLab opens);
 errors as ``error`` outputs; the first failing cell stops the run unless allow_errors; a bad
-notebook is refused with a sentence; the key's auth holds."""
+notebook is refused with a sentence; the key's auth holds. And the playground's page says whether
+the operator trusts the programs' HTML (``[server] trust_html``)."""
 
 from __future__ import annotations
 
@@ -10,8 +11,9 @@ from typing import Any
 
 import httpx
 import nbformat
+import pytest
 from nbformat.v4 import new_code_cell, new_markdown_cell, new_notebook
-from tests.support.live_server import LiveServer
+from tests.support.live_server import LiveServer, live_server, make_config
 
 FIVE_CELLS = [
     "import pandas as pd\nclass Fraction:\n    def _repr_latex_(self):\n        return r'$\\frac{1}{2}$'\n"
@@ -86,3 +88,16 @@ def test_a_bad_notebook_is_refused_with_a_sentence_and_auth_holds(api: httpx.Cli
     assert odd.status_code == 422 and "cell 0" in odd.json()["error"]["message"]
     anonymous = httpx.post(server.url + "/api/notebooks/run", json={"notebook": notebook("1")})
     assert anonymous.status_code == 401
+
+
+def playground_config(base: str) -> dict[str, Any]:
+    page = httpx.get(base + "/").text
+    start = page.index('id="playground-config">') + len('id="playground-config">')
+    return json.loads(page[start:page.index("</script>", start)])  # type: ignore[no-any-return]
+
+
+def test_the_playground_sanitises_html_unless_the_operator_trusts_it(
+        server: LiveServer, tmp_path_factory: pytest.TempPathFactory) -> None:
+    assert playground_config(server.url)["trust_html"] is False
+    with live_server(make_config(tmp_path_factory.mktemp("trusting"), trust_html=True)) as trusting:
+        assert playground_config(trusting.url)["trust_html"] is True
