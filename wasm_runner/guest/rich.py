@@ -29,6 +29,7 @@ MAX_BUNDLE_CHARS = 8 << 20  # one bundle's data, at most (the host bounds a run'
 MAX_RUN_CHARS = 12 << 20  # all bundles of one run (or cell): the job's report stays within the host's bound
 MAX_JSON_VALUES = 20_000  # values of one application/json, at most (the report's JSON is bounded too)
 MAX_PLAIN_CHARS = 100_000  # text/plain of a repr, at most
+MAX_TYPES = 32  # mime types in one bundle, at most
 _left = [MAX_RUN_CHARS]  # what this run may still send (install() starts a run's count)
 
 
@@ -116,7 +117,7 @@ def bundle(value, include=None, exclude=None):
     data, metadata = {}, {}
 
     def add(mime, raw, meta=None):
-        if not isinstance(mime, str) or mime in data:
+        if not isinstance(mime, str) or mime in data or len(data) >= MAX_TYPES:
             return
         encoded = _encode(mime, raw)
         if encoded is None:
@@ -216,7 +217,7 @@ def display_function(emit):
                 data = {}
                 for mime, value in obj.items():
                     encoded = _encode(mime, value) if isinstance(mime, str) else None
-                    if encoded is not None:
+                    if encoded is not None and len(data) < MAX_TYPES:
                         data[mime] = encoded
                 if "text/plain" not in data:
                     data["text/plain"] = ""
@@ -231,10 +232,126 @@ def display_function(emit):
     return display
 
 
+class IPythonDisplay:
+    """``from IPython.display import display, HTML, Markdown, Latex, Math, SVG, JSON, Image``
+    where IPython is not installed (a meta-path finder, after every other: an installed IPython
+    wins): the objects notebook code builds, each with the ``_repr_*_`` method of its type, and
+    the builtin ``display``."""
+
+    NAMES = ("IPython", "IPython.display", "IPython.core", "IPython.core.display")
+
+    @classmethod
+    def find_spec(cls, name, path=None, target=None):
+        if name not in cls.NAMES:
+            return None
+        from importlib.machinery import ModuleSpec
+        return ModuleSpec(name, cls, is_package=name in ("IPython", "IPython.core"))
+
+    @staticmethod
+    def create_module(spec):
+        return None
+
+    @staticmethod
+    def exec_module(module):
+        import builtins
+        if module.__name__ in ("IPython", "IPython.core"):
+            module.__path__ = []
+            if module.__name__ == "IPython":
+                module.display = lambda *objs, **kwargs: builtins.display(*objs, **kwargs)
+                module.get_ipython = lambda: None
+            return
+        for name, value in _display_objects().items():
+            setattr(module, name, value)
+        module.display = lambda *objs, **kwargs: builtins.display(*objs, **kwargs)
+        module.clear_output = lambda wait=False: None
+
+
+def _display_objects():
+    """The IPython.display classes, made when the program imports them."""
+
+    class DisplayObject:
+        binary = False
+
+        def __init__(self, data=None, url=None, filename=None, metadata=None):
+            if filename is not None:
+                with open(filename, "rb" if self.binary else "r") as f:
+                    data = f.read()
+            self.data, self.url, self.filename, self.metadata = data, url, filename, metadata
+
+        def __repr__(self):
+            return "<IPython.core.display.%s object>" % type(self).__name__
+
+    class HTML(DisplayObject):
+        def _repr_html_(self):
+            return self.data
+
+    class Markdown(DisplayObject):
+        def _repr_markdown_(self):
+            return self.data
+
+    class Latex(DisplayObject):
+        def _repr_latex_(self):
+            return self.data
+
+    class Math(DisplayObject):
+        def _repr_latex_(self):
+            return "$$%s$$" % str(self.data).strip().strip("$")
+
+    class SVG(DisplayObject):
+        def _repr_svg_(self):
+            return self.data
+
+    class JSON(DisplayObject):
+        def __init__(self, data=None, url=None, filename=None, expanded=False, metadata=None, **kwargs):
+            DisplayObject.__init__(self, data, url, filename, metadata)
+            if isinstance(self.data, str):
+                import json
+                self.data = json.loads(self.data)
+
+        def _repr_json_(self):
+            return self.data
+
+    class Pretty(DisplayObject):
+        def __repr__(self):
+            return str(self.data)
+
+    class Image(DisplayObject):
+        binary = True
+
+        def __init__(self, data=None, url=None, filename=None, format=None, embed=None, width=None,
+                     height=None, metadata=None, **kwargs):
+            if isinstance(data, str) and filename is None and not data.startswith("iVBOR"):
+                filename, data = data, None  # Image("plot.png"): a file's name
+            DisplayObject.__init__(self, data, url, filename, metadata)
+            name = (filename or "").lower()
+            if format is None:
+                jpeg = name.endswith((".jpg", ".jpeg")) or (isinstance(self.data, bytes) and self.data[:2] == b"\xff\xd8")
+                format = "jpeg" if jpeg else "png"
+            self.format = "jpeg" if str(format).lower() in ("jpg", "jpeg") else "png"
+            self.size = {k: v for k, v in (("width", width), ("height", height)) if v is not None}
+
+        def _made(self, want):
+            if self.format != want or self.data is None:
+                return None
+            return (self.data, self.size) if self.size else self.data
+
+        def _repr_png_(self):
+            return self._made("png")
+
+        def _repr_jpeg_(self):
+            return self._made("jpeg")
+
+    return {"DisplayObject": DisplayObject, "HTML": HTML, "Markdown": Markdown, "Latex": Latex,
+            "Math": Math, "SVG": SVG, "JSON": JSON, "Pretty": Pretty, "Image": Image}
+
+
 def install(emit):
     """``display`` as a builtin, as IPython has it (the one name the runners put where a program
     sees it that is not ``_wr_``: it is the notebook's own), at the start of each run or cell:
-    its bundles count against MAX_RUN_CHARS from here."""
+    its bundles count against MAX_RUN_CHARS from here; and ``IPython.display`` where IPython is
+    not installed."""
     import builtins
     _left[0] = MAX_RUN_CHARS
     builtins.display = display_function(emit)
+    if IPythonDisplay not in sys.meta_path:
+        sys.meta_path.append(IPythonDisplay)
