@@ -10,9 +10,9 @@ what uses them (``pandas.read_csv(url)``) reach the host through it; without a r
 request raises the sentence ``describe_off`` writes.
 """
 
-from .calls import NetworkCalls
+from .calls import NetworkCalls, may_reach_network
 from .fetcher import NetworkRecord, NetworkRefused, RunNetwork
 from .rules import Destination, NetworkRule, describe_off, network_from, rules_for
 
 __all__ = ["Destination", "NetworkCalls", "NetworkRecord", "NetworkRefused", "NetworkRule", "RunNetwork",
-           "describe_off", "network_from", "rules_for"]
+           "describe_off", "may_reach_network", "network_from", "rules_for"]
