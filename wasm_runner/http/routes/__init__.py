@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lint, lti, meta, run, sessions, stream
+from . import exercises, files, interactive, lint, lti, meta, notebooks, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -20,4 +20,5 @@ def api_routes() -> list[BaseRoute]:
         *exercises.routes(),
         *lint.routes(),
         *lti.routes(),
+        *notebooks.routes(),
     ]
