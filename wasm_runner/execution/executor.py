@@ -67,6 +67,7 @@ class Executor(Runner):
             pausing=session_pausing,
         )
         self.sessions.max_fork_copies = max_fork_copies
+        self.sessions.packages = self.packages
         if self.recorder is not None:  # forks, snapshots, resumes: the audit log
             self.sessions.on_event = self.recorder.session_event
 

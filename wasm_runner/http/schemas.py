@@ -115,6 +115,9 @@ ProfileName = Annotated[str, Field(min_length=1, max_length=64, pattern=r"^[A-Za
 FilesAs = Literal["base64", "url"]
 
 
+PackageName = Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]
+
+
 class _RunFields(_Strict):
     code: str = Field(max_length=MAX_SOURCE_BYTES, description="Python source to run")
     stdin: str | None = Field(
@@ -146,7 +149,7 @@ class _RunFields(_Strict):
         description="host functions the code may call (from host import NAME): functions the "
         "server declares that this key and profile may use (docs/host-functions.md)",
     )
-    packages: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] | None = Field(
+    packages: list[PackageName] | None = Field(
         default=None,
         max_length=64,
         description="packages of the operator's wheelhouse the code may import (e.g. [\"rich\"]); "
@@ -198,6 +201,13 @@ class SessionCreate(_Strict):
     profile: ProfileName | None = None
     limits: LimitsRequest | None = None
     runtime: Literal["default", "small"] | None = None
+    packages: list[PackageName] | None = Field(
+        default=None,
+        max_length=64,
+        description="packages of the operator's wheelhouse the session's cells may import, mounted "
+        "from its first cell; a session opened with any sees the whole wheelhouse "
+        "(docs/configuration.md#packages)",
+    )
 
 
 class SessionFork(_Strict):

@@ -36,9 +36,9 @@ from . import wrapper
 from .classify import classify
 from .guest import Guest, GuestModule, Outcome, OutputCallback, start_thread
 from .pool import WarmPool, bind_slot, default_prestart
-from .sealing import MAX_BODY_BYTES, default_secret, open_sealed
-from .session import Restore, Session, SessionHost
-from .session_state import PAGE, Reference, body_bound, parse
+from .sealing import MAX_BODY_BYTES, SnapshotRefused, default_secret, open_sealed
+from .session import Restore, Session, SessionHost, SessionPackages
+from .session_state import PAGE, Reference, body_bound, packages_of, parse
 from .site_mount import WRAPPER_FILE, loader, view_folder
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, extra_grant, make_workspace, sweep_stale, work_root
 
@@ -430,13 +430,26 @@ class Sandbox:
         data_dir: str | os.PathLike[str] | None = None,
         out_dir: str | os.PathLike[str] | None = None,
         files: dict[str, bytes] | None = None,
+        packages: Sequence[Path] = (),
+        package_names: Sequence[str] = (),
     ) -> Session:
-        """A long-lived instance that keeps variables and files across ``Session.run`` calls."""
+        """A long-lived instance that keeps variables and files across ``Session.run`` calls.
+        ``packages``: unpacked package folders its cells may import (as ``run``'s), mounted from
+        its start; ``package_names`` (``name==version``) are what its snapshots record of them."""
         limits = (limits or Limits()).validate()
         if limits.memory_mb < self.min_memory_mb:
             raise InvalidLimits(f"memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
                                 f"the {self.runtime.name} runtime needs to start")
-        return Session(self._session_host(), limits, data_dir, out_dir, files)
+        return Session(self._session_host(), limits, data_dir, out_dir, files,
+                       packages=self._session_packages(package_names, packages))
+
+    def _session_packages(self, names: Sequence[str], folders: Sequence[Path]) -> SessionPackages | None:
+        """A session's package view (``site_mount``), or None without packages."""
+        if not folders:
+            return None
+        if self.boot is None:
+            raise OSError("the wrapper is still being prepared: packages cannot be mounted yet")
+        return SessionPackages(tuple(names), view_folder(self.boot, [Path(p) for p in folders]))
 
     # ---- snapshots ----------------------------------------------------------------------------
     @property
@@ -462,6 +475,7 @@ class Sandbox:
         out_dir: str | os.PathLike[str] | None = None,
         within: Limits | None = None,
         user: str = "",
+        packages: Callable[[list[str]], Sequence[Path]] | None = None,
     ) -> Session:
         """A new session that continues the one ``snapshot`` saved (``Session.snapshot``), on
         this sandbox's image: its variables, imported modules, random state, files and open
@@ -473,7 +487,11 @@ class Sandbox:
         profile's limits: the most the saved session may have) bounds what the snapshot may
         inflate to by their memory cap and disk quota, checked before it is inflated (default:
         ``sealing.MAX_BODY_BYTES``). ``user``: the user of ``owner`` a snapshot sealed for one
-        (``Session.snapshot(user=...)``) must name; one past its expiry is refused."""
+        (``Session.snapshot(user=...)``) must name; one past its expiry is refused.
+        ``packages`` gives the package folders for the names a snapshot records (its session's
+        packages, ``name==version``), or raises ``ValueError`` with the sentence that says which
+        this server no longer has; the snapshot is then refused (``packages``), as it is when it
+        records packages and ``packages`` is None."""
         bound = MAX_BODY_BYTES if within is None else body_bound(self.memory_cap(within), within.disk_bytes)
         body = open_sealed(snapshot, owner=owner, secret=default_secret() if secret is None else secret,
                            image=self.snapshot_image, max_body=bound, user=user)
@@ -486,7 +504,18 @@ class Sandbox:
         if state.header["memory_pages"] * PAGE > self.memory_cap(limits):
             raise InvalidLimits(f"the snapshot's memory ({state.header['memory_pages'] * PAGE >> 20} MiB) is over "
                                 f"these limits' memory ({self.memory_cap(limits) >> 20} MiB)")
-        return Session(self._session_host(), limits, data_dir, out_dir, None, restore=state)
+        names = packages_of(state)
+        folders: Sequence[Path] = ()
+        if names:
+            if packages is None:
+                raise SnapshotRefused("packages", f"its session had packages ({', '.join(names)}) and this "
+                                      "server has no package wheelhouse")
+            try:
+                folders = packages(names)
+            except ValueError as e:
+                raise SnapshotRefused("packages", str(e)) from None
+        return Session(self._session_host(), limits, data_dir, out_dir, None, restore=state,
+                       packages=self._session_packages(names, folders))
 
     def retire(self) -> None:
         """No more prestarted instances: every pool's are dropped and none are started again (the

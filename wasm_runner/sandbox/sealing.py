@@ -141,7 +141,8 @@ class SnapshotRefused(WasmRunnerError, ValueError):
     authentication failed), ``image`` (made from another image or wrapper), ``state`` (its
     authenticated content does not fit this sandbox), ``user`` (made for another user of the same
     owner), ``expired`` (past the expiry its authenticated header names, or none where one is
-    required)."""
+    required), ``packages`` (its session had packages beyond the image this server's package
+    lock no longer has)."""
 
     def __init__(self, reason: str, message: str):
         super().__init__(message)

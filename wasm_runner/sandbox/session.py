@@ -21,6 +21,7 @@ from . import wrapper
 from .classify import classify
 from .guest import WARMUP_SECONDS, Guest, OutputCallback
 from .sealing import default_secret, seal
+from .site_mount import WRAPPER_FILE, loader
 from .session_state import (
     PAGE as PAGE_BYTES,
     Reference,
@@ -35,7 +36,7 @@ from .session_state import (
 )
 from .workspace import MAX_FILES_OUT_BYTES, Workspace, write_upload
 
-__all__ = ["REST_SECONDS", "Restore", "Session", "SessionEnded", "SessionHost", "StartGuest"]
+__all__ = ["REST_SECONDS", "Restore", "Session", "SessionEnded", "SessionHost", "SessionPackages", "StartGuest"]
 
 REST_SECONDS = 30.0  # how long a snapshot or a resume waits for the instance to come to rest
 
@@ -45,9 +46,20 @@ class SessionEnded(WasmRunnerError, RuntimeError):
 
 
 Restore = Callable[[Guest, Any, Any], None]  # (guest, store, memory): a saved session's state put back
-# (limits, data_dir, out_dir, files, collect_out, rest, restore) -> the guest started and its run folder
-StartGuest = Callable[[Limits, Any, Any, "dict[str, bytes] | None", bool, bool, "Restore | None"],
+# (limits, data_dir, out_dir, files, collect_out, rest, restore, view) -> the guest started and its
+# run folder (view: the folder at /wasm-runner in place of the wrapper's, ``site_mount``)
+StartGuest = Callable[[Limits, Any, Any, "dict[str, bytes] | None", bool, bool, "Restore | None", "Path | None"],
                       "tuple[Guest, Workspace]"]
+
+
+@dataclass(frozen=True)
+class SessionPackages:
+    """A session's packages beyond the image (``wasm_runner.packages``): ``names`` as its
+    snapshots record them (``name==version``, checked again on resume) and ``view``, the folder
+    its instance sees at ``/wasm-runner`` from its first cell (``site_mount.view_folder``)."""
+
+    names: tuple[str, ...]
+    view: Path
 
 
 @dataclass(frozen=True)
@@ -75,9 +87,11 @@ class Session:
     """
 
     def __init__(self, host: SessionHost, limits: Limits, data_dir: Any, out_dir: Any,
-                 files: dict[str, bytes] | None, restore: State | None = None):
+                 files: dict[str, bytes] | None, restore: State | None = None,
+                 packages: SessionPackages | None = None):
         self.host = host
         self.limits = limits
+        self.packages = packages  # None: only the image's packages
         self._dirs = (data_dir, out_dir)
         # what the snapshot it was resumed from noted (``snapshot(note=...)``); empty otherwise
         self.note: dict[str, int] = note_of(restore) if restore is not None else {}
@@ -97,7 +111,8 @@ class Session:
                 except BaseException as e:
                     failed.append(e)
                     raise
-        self._guest, self._ws = host.start_guest(limits, data_dir, out_dir, files, out_dir is None, rest, restore_fn)
+        self._guest, self._ws = host.start_guest(limits, data_dir, out_dir, files, out_dir is None, rest, restore_fn,
+                                                 packages.view if packages is not None else None)
         if rest and restore is None:
             self._guest.io.submit({"kind": "rest"})  # the wrapper starts, then rests at once
         if restore is not None:
@@ -174,6 +189,8 @@ class Session:
                                                              (net.on, net.off))
         except InvalidFunctions as e:
             return Result.invalid(f"Invalid functions: {e}.", rt)
+        if self.packages is not None:  # the site folder first on sys.path (once), then the cell
+            code, filename = loader(code, filename, display), WRAPPER_FILE
         with self._lock:
             if not self.alive:
                 raise SessionEnded("the session has ended")
@@ -228,6 +245,8 @@ class Session:
             extra: dict[str, Any] = {"runtime": self.host.runtime}
             if note:
                 extra["note"] = dict(note)
+            if self.packages is not None:
+                extra["packages"] = list(self.packages.names)
             out.append(capture(ref, store, g.io, self.limits.to_dict(), extra))
 
         if not g.at_rest(take, REST_SECONDS):
@@ -253,7 +272,7 @@ class Session:
         try:
             for i in range(copies):
                 dirs = folders[i] if folders is not None else self._dirs
-                s = Session(self.host, self.limits, *dirs, None, restore=state)
+                s = Session(self.host, self.limits, *dirs, None, restore=state, packages=self.packages)
                 s._reseed = not keep_seeds
                 made.append(s)
         except BaseException:

@@ -46,7 +46,7 @@ from ..wasi import GuestIO
 from ..wasi.fdtable import MAX_FDS, Fd
 from .sealing import SnapshotRefused
 
-__all__ = ["BLOCK", "PAGE", "Reference", "SnapshotFailed", "State", "body_bound", "capture", "note_of", "parse", "restore_files",
+__all__ = ["BLOCK", "PAGE", "Reference", "SnapshotFailed", "State", "body_bound", "capture", "note_of", "packages_of", "parse", "restore_files",
            "restore_io", "restore_memory"]
 
 PAGE = 65536
@@ -262,6 +262,15 @@ def note_of(state: State) -> dict[str, int]:
             or not all(isinstance(k, str) and type(v) is int for k, v in note.items())):
         raise _bad("note")
     return dict(note)
+
+
+def packages_of(state: State) -> list[str]:
+    """The packages beyond the image its session had (``name==version``), checked for shape."""
+    names = state.header.get("packages", [])
+    if (not isinstance(names, list) or len(names) > 256
+            or not all(isinstance(n, str) and 0 < len(n) <= 200 for n in names)):
+        raise _bad("package list")
+    return list(names)
 
 
 def _rel_parts(rel: str) -> tuple[str, ...]:

@@ -15,6 +15,7 @@ from ..execution.policy import CallerLike, PolicyLike
 from ..execution.refusal import Refused
 from ..execution.running import Runner
 from ..limits import Limits
+from ..packages import PackageStore
 from .directory import SessionListener
 from .folders import Folders
 from .live import LiveSession
@@ -57,6 +58,8 @@ class StoreBase:
         # refusal of a saved state has no session: None, and ``fields`` name the tenant
         self.on_event: Callable[[str, LiveSession | None, dict[str, str]], None] | None = None
         self.pausing = pausing  # None: sessions are never paused
+        # the operator's wheelhouse (the executor's): sessions opened with packages (``packages``)
+        self.packages: PackageStore | None = None
         self._orphans_swept = -ORPHAN_SWEEP_SECONDS
 
     def __len__(self) -> int:

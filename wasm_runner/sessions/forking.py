@@ -14,6 +14,7 @@ from ..execution.refusal import Refused
 from ..limits import Limits
 from .folders import Folders, copy_files, str_or_none, unseal_folders
 from .live import LiveSession
+from .packages import recorded_folders
 from .pausing import PausingSessions
 
 __all__ = ["ForkingSessions"]
@@ -72,6 +73,7 @@ class ForkingSessions(PausingSessions):
             except SnapshotFailed as exc:
                 raise Refused(422, "fork_failed", f"the session cannot be copied: {exc}") from None
             live.last_used = time.monotonic()
+            self._resave(live)
         for copy in made:
             copy.seen = dict(live.seen)
             copy.uploaded_bytes = live.uploaded_bytes
@@ -123,7 +125,14 @@ class ForkingSessions(PausingSessions):
             except (SnapshotFailed, SnapshotRefused) as exc:
                 raise Refused(422, "snapshot_failed", f"the session cannot be saved: {exc}") from None
             live.last_used = time.monotonic()
+            self._resave(live)
         return done
+
+    def _resave(self, live: LiveSession) -> None:
+        """Its background save again, when waking it (``wake``) cancelled one not begun: else a
+        session forked or sealed after its last call would never be paused."""
+        if live.saving is None and not live.paused and not live.saved:
+            self._save_later(live)
 
     async def snapshot(
         self, live: LiveSession, *, owner: str, secret: bytes | None = None, user: str = "",
@@ -174,7 +183,7 @@ class ForkingSessions(PausingSessions):
             sandbox = self.executor.sandboxes.sandbox_for(runtime, profile.image)
             session = sandbox.resume(
                 snapshot, owner=owner, secret=secret, data_dir=str_or_none(data_dir), out_dir=str_or_none(out_dir),
-                within=limits, user=user,
+                within=limits, user=user, packages=recorded_folders(self.packages, runtime),
             )
             try:
                 limits.tightened(session.limits)  # the saved limits within this profile's

@@ -61,6 +61,8 @@ class LiveSession:
     save_started: bool = False  # ...and it has begun (no longer cancelled by a call)
     save_tried_at: float | None = None  # when its last save began (monotonic; None: never)
     lost_cells: list[int] = field(default_factory=list)  # resumed from an older snapshot: the calls lost
+    # its packages beyond the image (``name==version``, ``sessions.packages``); empty: the image's only
+    packages: tuple[str, ...] = ()
     moved: bool = False  # resumed here after the process that held it was lost (a face says so once)
 
     @property
@@ -118,6 +120,8 @@ class LiveSession:
             out["saved"] = self.saved
             if self.snapshot_error is not None:
                 out["snapshot_error"] = dict(self.snapshot_error)
+        if self.packages:
+            out["packages"] = list(self.packages)
         if self.lost_cells:
             out["lost_cells"] = list(self.lost_cells)
         return out

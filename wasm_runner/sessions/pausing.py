@@ -23,6 +23,7 @@ from ..limits import Limits
 from .base import StoreBase
 from .folders import files_under, new_folders, restore_folders, seal_folders
 from .live import LiveSession
+from .packages import recorded_folders
 from .paused import PausedStoreFull
 
 __all__ = ["PausingSessions"]
@@ -272,6 +273,7 @@ class PausingSessions(StoreBase):
                 blob, owner=live.tenant, secret=pausing.secret,
                 data_dir=str(data_dir) if data_dir else None,
                 out_dir=str(out_dir) if out_dir else None, within=live.limits,
+                packages=recorded_folders(self.packages, live.runtime),
             )  # fmt: skip
 
         try:
@@ -299,6 +301,7 @@ class PausingSessions(StoreBase):
             if not self._opening[tenant.name]:
                 del self._opening[tenant.name]
         live.session, live.paused = session, False
+        live.packages = tuple(session.packages.names) if session.packages is not None else ()
         live.reservation, live.claim = reservation, claim
         if writer is not None:  # another process's snapshot, now this one's
             await self.executor.call(lambda: pausing.store.adopt(live.id, live.tenant, writer))

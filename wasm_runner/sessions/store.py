@@ -18,7 +18,7 @@ import secrets
 import shutil
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -28,10 +28,12 @@ from ..execution.policy import CallerLike, PolicyLike
 from ..execution.refusal import Refused
 from ..host_functions import InvalidFunctions
 from ..limits import Limits
+from ..packages import PackageRefused
 from ..result import Result
 from .base import ORPHAN_RETRY_SECONDS, ORPHAN_SWEEP_SECONDS
 from .folders import Folders, new_folders, str_or_none
 from .live import LiveSession
+from .packages import check_cell, opened_packages
 from .saved import SavingSessions
 
 __all__ = ["SessionStore"]
@@ -63,13 +65,21 @@ class SessionStore(SavingSessions):
         runtime: str,
         *,
         private_folders: bool = False,
+        packages: Sequence[str] = (),
     ) -> LiveSession:
-        """A new session for ``tenant``; ``Refused(429)`` when a cap or the budget is reached."""
+        """A new session for ``tenant``; ``Refused(429)`` when a cap or the budget is reached.
+        ``packages``: names of the operator's wheelhouse its cells may import (``Refused(422)``
+        ``package_refused`` for one neither the lock nor the image has)."""
+        try:
+            opened = opened_packages(self.packages, runtime, packages)
+        except PackageRefused as exc:
+            raise Refused(422, "package_refused", str(exc)) from None
 
         def open_session(folders: list[Folders]) -> list[Any]:
             ((data_dir, out_dir),) = folders
             sandbox = self.executor.sandboxes.sandbox_for(runtime, profile.image)
-            return [sandbox.session(limits=limits, data_dir=str_or_none(data_dir), out_dir=str_or_none(out_dir))]
+            return [sandbox.session(limits=limits, data_dir=str_or_none(data_dir), out_dir=str_or_none(out_dir),
+                                    packages=opened.folders, package_names=opened.names)]
 
         (live,) = await self._admit(
             tenant, profile, limits, runtime, private_folders=private_folders, make=open_session
@@ -146,6 +156,8 @@ class SessionStore(SavingSessions):
                 claim=claims[i] if claims else None,
                 caller=tenant,
             )
+            opened_with = getattr(sandbox_session, "packages", None)
+            live.packages = tuple(opened_with.names) if opened_with is not None else ()
             if self.pausing is not None and getattr(sandbox_session, "can_snapshot", False):
                 live.paused_lifetime_seconds = self.pausing.lifetime_seconds
             self._hold_until(live)
@@ -190,6 +202,10 @@ class SessionStore(SavingSessions):
                     functions = job.host_functions(loop)
                 except InvalidFunctions as exc:
                     return Result.invalid(f"Invalid functions: {exc}.")
+                try:
+                    check_cell(self.packages, live.runtime, live.packages, job.code, job.packages)
+                except PackageRefused as exc:
+                    return Result.invalid(str(exc), live.runtime)
                 try:
                     for name, content in job.files.items():
                         live.session.upload(name, content)

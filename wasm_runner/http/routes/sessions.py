@@ -52,7 +52,7 @@ async def create_session(request: Request) -> Response:
     tenant = await service.caller(request)
     body = await read_model(request, SessionCreate, service.config.client_bounds.max_body_bytes, empty_ok=True)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
-    live = await service.sessions.create(tenant, profile, limits, runtime)
+    live = await service.sessions.create(tenant, profile, limits, runtime, packages=tuple(body.packages or ()))
     return SafeJSONResponse(live.describe(), status_code=201)
 
 
@@ -91,9 +91,6 @@ async def _session_job(
     request: Request, service: Service, tenant: Tenant, live: LiveSession, kind: str
 ) -> tuple[Job, SessionRunRequest]:
     body = await read_model(request, SessionRunRequest, service.config.client_bounds.max_body_bytes)
-    if body.packages:  # a session's instance is started before its cells: no mount per cell yet
-        raise ApiError(422, "packages_in_session",
-                       "packages are for runs (POST /api/run); sessions have only the image's packages")
     limits = service.tighten(live.limits, body.limits)
     job = Job(
         tenant=tenant,
@@ -108,6 +105,7 @@ async def _session_job(
         display=live.profile.display if body.display is None else body.display,
         filename=body.filename,
         session_id=live.id,
+        packages=tuple(body.packages or ()),  # checked against the session's (sessions.packages)
     )
     job.functions = service.host_functions(tenant, live.profile, body.functions, job.request_id)
     service.network_for(job)

@@ -1,0 +1,88 @@
+"""A session's packages beyond the image (issue 37): the packages a session gets when it is
+opened with ``packages`` (every fetched package of the operator's lock the image does not have,
+mounted from its first cell, as a one-shot run granted packages gets: ``PackageStore.mounted``),
+whether a cell's names and imports fit its session, and the folders for the names a snapshot of
+it recorded when it is resumed (a fork, a paused session woken, a saved state, a snapshot)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Sequence
+from dataclasses import dataclass
+from pathlib import Path
+
+from ..packages import PackageLock, PackageRefused, PackageStore, normalize
+from ..packages.store import image_modules
+from ..packages.wanted import wanted_packages
+
+__all__ = ["OpenedPackages", "check_cell", "opened_packages", "recorded_folders"]
+
+
+def _image(runtime: str) -> frozenset[str]:
+    return image_modules(runtime) if runtime == "default" else frozenset()
+
+
+@dataclass(frozen=True)
+class OpenedPackages:
+    """What a session opened with packages gets: ``names`` (``name==version``, with what they
+    require; its snapshots record them) and ``folders`` (the unpacked folders mounted)."""
+
+    names: tuple[str, ...] = ()
+    folders: tuple[Path, ...] = ()
+
+
+def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[str]) -> OpenedPackages:
+    """The packages a session that asks for ``asked`` gets (none when the image has them all);
+    ``PackageRefused`` (the sentence its user sees) for a name neither the lock nor the image has."""
+    if not asked:
+        return OpenedPackages()
+    image = _image(runtime)
+    if store is None:  # no wheelhouse: only what the image has may be asked for
+        wanted_packages(PackageLock({}), "", asked, image_modules=image)
+        return OpenedPackages()
+    granted = store.granted("", asked, image=image)
+    if not granted:
+        return OpenedPackages()
+    return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(image)))
+
+
+def check_cell(store: PackageStore | None, runtime: str, opened: Sequence[str], code: str | bytes,
+               asked: Sequence[str]) -> None:
+    """A cell's packages, named (``asked``, ``# requires:``) or imported: ``PackageRefused`` for
+    one the lock does not have, and for any of the lock's when its session was opened without
+    packages (its instance has no view of them). A session opened with packages sees the whole
+    wheelhouse (every package of the lock it was given at its start)."""
+    image = _image(runtime)
+    if store is None:
+        wanted_packages(PackageLock({}), code, asked, image_modules=image)
+        return
+    granted = store.granted(code, asked, image=image)
+    if granted and not opened:
+        names = sorted({p.name for p in granted} - {r for p in granted for r in p.requires})  # not what they require
+        listed = ", ".join(f'"{n}"' for n in names)
+        raise PackageRefused(
+            f"This session was opened without packages, so its cells cannot use {', '.join(names)}: "
+            f"open a new session with \"packages\": [{listed}] (POST /api/sessions).")
+
+
+def recorded_folders(store: PackageStore | None, runtime: str) -> Callable[[list[str]], Sequence[Path]]:
+    """For ``Sandbox.resume``: the folders for the packages a snapshot's session had
+    (``name==version``); ``PackageRefused`` naming those this server's lock no longer has (or
+    has in another version, or has not fetched)."""
+
+    def folders(names: list[str]) -> Sequence[Path]:
+        gone = []
+        for recorded in names:
+            name, _, version = recorded.partition("==")
+            pkg = store.lock.packages.get(normalize(name)) if store is not None else None
+            if pkg is None or pkg.version != version or not store.is_ready(pkg):  # type: ignore[union-attr]
+                gone.append(recorded)
+        if gone:
+            has = ", ".join(f"{p.name}=={p.version}" for p in store.lock.packages.values()) if store else ""
+            raise PackageRefused(
+                f"The session was saved with package{'s' if len(gone) > 1 else ''} {', '.join(gone)}, which "
+                f"this server's package lock no longer has (it has {has or 'no packages'}): open a new "
+                "session, or ask the operator to put it back in the lock.")
+        assert store is not None
+        return store.mounted(_image(runtime))
+
+    return folders
