@@ -26,6 +26,7 @@ from .errors import ApiError
 __all__ = [
     "LimitsRequest",
     "FileIn",
+    "NetworkRunRequest",
     "RunRequest",
     "SessionCreate",
     "SessionFork",
@@ -168,6 +169,12 @@ class RunRequest(_RunFields):
 
     profile: ProfileName | None = None
     runtime: Literal["default", "small"] | None = None
+
+
+class NetworkRunRequest(_Strict):
+    """``POST /api/network/runs``: the network of one browser-tier run, under ``profile``."""
+
+    profile: ProfileName | None = None
 
 
 class SessionCreate(_Strict):

@@ -190,7 +190,7 @@ export class Runner {
     // the functions this run may call: the runner's, and those given for this run (checked now:
     // a run sees the set as it was when it started)
     const exposed = new Map([...this.exposed, ...checkFunctions(options.functions)]);
-    await this.ensureFrame();
+    const [network] = await Promise.all([this.networkFor(), this.ensureFrame()]);
     const id = this.nextId++;
     const handlers = {
       output: options.onOutput || (() => {}),
@@ -235,8 +235,38 @@ export class Runner {
         filename: typeof options.filename === "string" ? options.filename : null,
         functions: [...exposed.keys()],
         display: displayOf(options),
+        network,
       }));
     });
+  }
+
+  /**
+   * The network of one browser-tier run (docs/security.md, "Network"): the runner's grant
+   * (POST /api/network/runs with this page's key and user; the key stays here, the frame gets a
+   * token for that run only), or the runner's sentence when no rule names the key, which every
+   * request of the run raises. A refusal is remembered for this runner's life (the rules are the
+   * server's config); a busy or unreachable runner is asked again at the next run.
+   */
+  async networkFor() {
+    if (this.networkOff) return this.networkOff;
+    let response = null;
+    let answer = null;
+    try {
+      response = await fetch(new URL("api/network/runs", this.base), {
+        method: "POST", headers: this.headers(), body: "{}", credentials: "omit",
+      });
+      answer = await response.json().catch(() => null);
+    } catch (error) {
+      return { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
+    }
+    if (response.ok && answer && answer.on === true && typeof answer.token === "string") {
+      return { on: true, token: answer.token, url: new URL("api/network/fetch", this.base).href };
+    }
+    const said = answer && typeof answer.refusal === "string" ? answer.refusal
+      : `network access is off for this run: the runner did not grant it (${answer && answer.error && answer.error.message ? answer.error.message : `HTTP ${response.status}`})`;
+    const off = { on: false, refusal: said };
+    if (response.status !== 429 && response.status < 500) this.networkOff = off;
+    return off;
   }
 
   /** The server tier: WebSocket when the caller answers input(), else Server-Sent Events. */

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lti, meta, run, sessions, stream
+from . import exercises, files, interactive, lti, meta, network, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -19,4 +19,5 @@ def api_routes() -> list[BaseRoute]:
         *files.routes(),
         *exercises.routes(),
         *lti.routes(),
+        *network.routes(),
     ]
