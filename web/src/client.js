@@ -245,7 +245,7 @@ export class Runner {
    * (POST /api/network/runs with this page's key and user; the key stays here, the frame gets a
    * token for that run only), or the runner's sentence when no rule names the key, which every
    * request of the run raises. A refusal is remembered for this runner's life (the rules are the
-   * server's config); a busy or unreachable runner is asked again at the next run.
+   * server's config), and so is a runner that cannot be asked; a busy one is asked again.
    */
   async networkFor() {
     if (this.networkOff) return this.networkOff;
@@ -257,7 +257,9 @@ export class Runner {
       });
       answer = await response.json().catch(() => null);
     } catch (error) {
-      return { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
+      // unreachable, or another origin the runner's CORS list does not name: not asked again
+      this.networkOff = { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
+      return this.networkOff;
     }
     if (response.ok && answer && answer.on === true && typeof answer.token === "string") {
       return { on: true, token: answer.token, url: new URL("api/network/fetch", this.base).href };
