@@ -133,3 +133,11 @@ def server(warm_sandbox: None, tmp_path_factory: pytest.TempPathFactory) -> Iter
 def api(server: LiveServer) -> Iterator[httpx.Client]:
     with server.client() as client:
         yield client
+
+
+@pytest.fixture(scope="session")
+def package_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The operator's lock of the test wheelhouse (``tests/support/wheelhouse.py``), fetched."""
+    from tests.support.wheelhouse import build_lock
+
+    return build_lock(tmp_path_factory.mktemp("wheelhouse"))

@@ -33,6 +33,7 @@ import hashlib
 import hmac
 import logging
 from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
@@ -62,6 +63,7 @@ from .scaleout.drain import Drain, Lifecycle
 from .scaleout.forwarding import Forwarding
 from .scaleout.leases import RedisLeases
 from .scaleout.signing import Signer
+from .packages import LockError, PackageStore
 from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
@@ -72,6 +74,16 @@ __all__ = ["assemble", "browser_networks", "build_app", "create_app", "running",
 
 SWEEP_SECONDS = 1.0
 log = logging.getLogger("wasm_runner.http")
+
+
+def _package_store(lock: Path | str | None) -> PackageStore | None:
+    """The operator's wheelhouse of ``packages_lock`` (a lock that cannot be read: ``ConfigError``)."""
+    if not lock:
+        return None
+    try:
+        return PackageStore.open(Path(lock))
+    except LockError as exc:
+        raise ConfigError(f"packages_lock: {exc}") from None
 
 
 def snapshot_secret(config: ServerConfig) -> bytes:
@@ -207,6 +219,7 @@ def assemble(config: ServerConfig) -> Service:
     snapshots, pausing = pausing_for(sessions, shared.replica_id if shared else None, directory, secret)
     executor = Executor(
         sandboxes,
+        packages=_package_store(config.packages_lock),
         gate=AdmissionGate(admission, record.refused, leases, lifecycle),
         recorder=record,
         # a parked run (waiting for input) keeps its worker thread

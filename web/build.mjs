@@ -3,8 +3,11 @@
 // - dist/frame.bundle.js and dist/worker.bundle.js: the sandbox frame and its worker, each one
 //   file. The frame's opaque origin has no HTTP cache, so every module it imports is fetched
 //   again on every page load; one file instead of a chain of imports saves round trips before
-//   Python can start (docs/performance.md). The unbundled src/ modules stay the source of truth
+//   Python can start (docs/performance.md);
+// - dist/ruff.js and dist/ruff.wasm: the editor's lint (Ruff's WebAssembly build), loaded lazily.
+//   The unbundled src/ modules stay the source of truth
 //   (Node tests import them; the server falls back to them when the bundles are missing).
+import { copyFile, mkdir } from "node:fs/promises";
 import { build } from "esbuild";
 
 const common = { bundle: true, format: "esm", target: "es2022", legalComments: "eof", logLevel: "warning" };
@@ -12,4 +15,7 @@ await Promise.all([
   build({ ...common, entryPoints: ["src/editor-entry.js"], outfile: "dist/editor.js", minify: true }),
   build({ ...common, entryPoints: ["src/frame.js"], outfile: "dist/frame.bundle.js" }),
   build({ ...common, entryPoints: ["src/worker.js"], outfile: "dist/worker.bundle.js" }),
+  build({ ...common, entryPoints: ["src/ruff-entry.js"], outfile: "dist/ruff.js", minify: true }),
 ]);
+await mkdir("dist", { recursive: true });
+await copyFile("node_modules/@astral-sh/ruff-wasm-web/ruff_wasm_bg.wasm", "dist/ruff.wasm");

@@ -112,7 +112,7 @@ async def _playground(request: Request) -> Response:
     )
     headers = {
         "content-security-policy": (
-            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data:; frame-src 'self'; connect-src 'self'; object-src 'none'; "
             "base-uri 'none'; form-action 'none'"
         ),

@@ -59,6 +59,11 @@ class Job:
     def network(self) -> RunNetwork:
         """The run's network: its rules, each request recorded in ``network_requests``."""
         return RunNetwork(self.network_rules, self.network_off, on_request=self.network_requests.append)
+    # packages of the operator's wheelhouse the run asks for by name (``wasm_runner.packages``);
+    # ``# requires:`` lines and imports of the wheelhouse's modules ask too
+    packages: tuple[str, ...] = ()
+    # what the run was given of the wheelhouse (name==version each; set when it starts): the audit log's
+    packages_granted: tuple[str, ...] = ()
 
     def host_functions(self, loop: asyncio.AbstractEventLoop | None) -> HostFunctions | None:
         """The job's functions as a run gets them: coroutines on ``loop`` (the face's; None: a

@@ -13,7 +13,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from ..result import RESULT_JSON_SCHEMA
-from .schemas import RunRequest, SessionCreate, SessionFork, SessionRunRequest
+from .schemas import LintRequest, RunRequest, SessionCreate, SessionFork, SessionRunRequest
 
 __all__ = ["openapi_document"]
 
@@ -73,6 +73,25 @@ def _session_schema() -> dict[str, Any]:
     }
 
 
+def _lint_schema() -> dict[str, Any]:
+    text = {"type": "string"}
+    number = {"type": "integer", "minimum": 1}
+    finding = {
+        "type": "object",
+        "required": ["rule", "name", "kind", "severity", "title", "message", "detail",
+                     "line", "column", "end_line", "end_column"],
+        "properties": {
+            "rule": text, "name": text, "kind": {"enum": ["beginner", "style", "syntax"]},
+            "severity": {"enum": ["error", "warning", "info"]}, "title": text,
+            "message": {"type": "string", "description": "plain words (the shared table)"},
+            "detail": {"type": "string", "description": "Ruff's own message"},
+            "line": number, "column": number, "end_line": number, "end_column": number,
+        },
+    }  # fmt: skip
+    return {"type": "object", "required": ["findings"],
+            "properties": {"findings": {"type": "array", "items": finding}}}
+
+
 def _json(ref: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
 
@@ -122,7 +141,7 @@ def _binary() -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     """The whole description, built fresh (callers may cache it)."""
     _, defs = models_json_schema(
-        [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest)],
+        [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest, LintRequest)],
         ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
@@ -131,6 +150,7 @@ def openapi_document() -> dict[str, Any]:
     schemas["Result"] = result
     schemas["Error"] = _error_schema()
     schemas["Session"] = _session_schema()
+    schemas["LintFindings"] = _lint_schema()
     schemas["SavedSession"] = {
         "type": "object",
         "required": ["saved_id", "profile", "runtime", "bytes", "expires_in"],
@@ -227,6 +247,16 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": {"description": "The result object", "content": _json("Result")},
                         **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/lint": {
+                "post": {
+                    "summary": "Mark beginner mistakes (Ruff, in plain words; the editor's lint)",
+                    "requestBody": {"required": True, "content": _json("LintRequest")},
+                    "responses": {
+                        "200": {"description": "The findings", "content": _json("LintFindings")},
+                        **_errors(400, 401, 413, 415, 422, 429),
                     },
                 }
             },

@@ -20,11 +20,13 @@ from starlette.requests import Request
 
 from ..inputs import FILE_NAME_PATTERN, MAX_FILE_NAME_CHARS, MAX_SOURCE_BYTES, MAX_STDIN_BYTES
 from ..limits import limit_ranges
+from ..lint import MAX_LINT_BYTES
 from .auth import current_tenant
 from .errors import ApiError
 
 __all__ = [
     "LimitsRequest",
+    "LintRequest",
     "FileIn",
     "NetworkRunRequest",
     "RunRequest",
@@ -144,6 +146,13 @@ class _RunFields(_Strict):
         description="host functions the code may call (from host import NAME): functions the "
         "server declares that this key and profile may use (docs/host-functions.md)",
     )
+    packages: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] | None = Field(
+        default=None,
+        max_length=64,
+        description="packages of the operator's wheelhouse the code may import (e.g. [\"rich\"]); "
+        "a '# requires: NAME' line or an import of the wheelhouse's module asks too "
+        "(docs/configuration.md#packages)",
+    )
 
     @field_validator("code")
     @classmethod
@@ -169,6 +178,18 @@ class RunRequest(_RunFields):
 
     profile: ProfileName | None = None
     runtime: Literal["default", "small"] | None = None
+
+
+class LintRequest(_Strict):
+    """``POST /api/lint``: the beginner lint of the playground's editor (docs/http-api.md)."""
+
+    code: str = Field(max_length=MAX_LINT_BYTES, description="Python source to lint")
+    style: bool = Field(default=False, description="add style notes (names, long lines, ';')")
+
+    @field_validator("code")
+    @classmethod
+    def _code_size(cls, value: str) -> str:
+        return _utf8(value, "code", MAX_LINT_BYTES)
 
 
 class NetworkRunRequest(_Strict):

@@ -198,6 +198,10 @@ def build_server(
     async def run_python(
         code: Annotated[str, Field(description="The Python source to run, as a whole program.")],
         stdin: Annotated[str, Field(description="Text given to the program on standard input.")] = "",
+        packages: Annotated[list[str] | None, Field(
+            description="Packages beyond the built-in ones the program imports, from the server's "
+            "allowed list (e.g. [\"rich\"]); an import of an allowed package asks for it too.",
+            max_length=64)] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         problem = check_code(code)
@@ -206,7 +210,7 @@ def build_server(
         caller, client = who(ctx)
         job = with_functions(Job(
             tenant=caller, client=client, kind="mcp", profile=policy, limits=limits,
-            runtime=runtime, code=code, stdin=stdin or None, display=True,
+            runtime=runtime, code=code, stdin=stdin or None, display=True, packages=tuple(packages or ()),
         ), caller)  # fmt: skip
         try:
             result = await executor.run(job)

@@ -12,9 +12,10 @@ same: a grant per run (``BrowserRuns``) whose requests this server makes (``answ
 """
 
 from .browser_runs import BrowserGrant, BrowserRuns
-from .calls import NetworkCalls, answer_request
+from .calls import NetworkCalls, answer_request, may_reach_network
 from .fetcher import NetworkRecord, NetworkRefused, RunNetwork
 from .rules import Destination, NetworkRule, describe_off, network_from, rules_for
 
-__all__ = ["BrowserGrant", "BrowserRuns", "Destination", "NetworkCalls", "answer_request", "NetworkRecord", "NetworkRefused", "NetworkRule", "RunNetwork",
-           "describe_off", "network_from", "rules_for"]
+__all__ = ["BrowserGrant", "BrowserRuns", "Destination", "NetworkCalls", "NetworkRecord", "NetworkRefused",
+           "NetworkRule", "RunNetwork", "answer_request", "describe_off", "may_reach_network", "network_from",
+           "rules_for"]

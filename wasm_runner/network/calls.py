@@ -12,6 +12,8 @@ the run's end cancels it. A refused request is an exception in the guest: the ru
 
 from __future__ import annotations
 
+import re
+
 import asyncio
 import base64
 import binascii
@@ -23,10 +25,26 @@ from typing import Any
 from ..host_functions import NETWORK_SHIM, RunState, background_loop
 from .fetcher import NetworkRefused, RunNetwork
 
-__all__ = ["NET_PREFIX", "SHIM_REQUEST", "NetworkCalls", "answer_request", "encode_answer", "encode_error", "parse_request"]
+__all__ = ["NET_PREFIX", "SHIM_REQUEST", "NetworkCalls", "answer_request", "encode_answer", "encode_error",
+           "may_reach_network", "parse_request"]
 
 NET_PREFIX = b'{"op":"net"'  # how the guest's shim starts each request (compact JSON)
 SHIM_REQUEST = b'{"op":"net-shim"}'  # the loader asks for the shim's source
+
+# Words without which a program cannot reach the network: the modules that make requests
+# (socket, http.client, urllib.request, requests, ssl), a URL, pandas' readers, and the ways to
+# import or run code by a name the text does not show. Checked in the program's text, not parsed.
+_NETWORK_WORDS = re.compile(r"socket|http|url|request|ssl|read_\w+\(|__import__|importlib|exec|eval|compile|getattr")
+
+
+def may_reach_network(code: str) -> bool:
+    """Whether ``code`` may try the network. A run without a network rule whose program cannot
+    (``False``: none of the words above in its text) runs as it is, without the loader that
+    installs the refusal (``host_functions/program.py``): the guest compiles that loader at each
+    run's start (about 8 M of fuel, ten times a ``print(1)``). A program that slips by anyway
+    (an import hidden in another module of the image) still reaches nothing: WASI gives the
+    guest no socket, it is only told so less plainly."""
+    return _NETWORK_WORDS.search(code) is not None
 POLL_S = 0.05  # how often a request in progress looks for Stop
 HostCall = Callable[[bytes, Callable[[], str | None]], bytes | None]
 

@@ -56,6 +56,7 @@ class AuditLog:
         user: str | None = None,
         host_calls: list[dict[str, Any]] | None = None,
         network: list[dict[str, Any]] | None = None,
+        packages: tuple[str, ...] = (),
     ) -> None:
         if self.path is None:
             return
@@ -96,6 +97,8 @@ class AuditLog:
             # the guest's network requests (network/): rule, method, URL, address, status, bytes,
             # outcome and the refusal's sentence; never a header or a body
             "network": network or [],
+            # the operator's wheelhouse: the packages the run was given (name==version)
+            "packages": list(packages),
         }
         if self.keep_code:
             entry["code"] = code

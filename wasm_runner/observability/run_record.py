@@ -45,6 +45,7 @@ class RunRecord:
             user=getattr(job.tenant, "user", None),
             host_calls=host_calls,
             network=[r.to_dict() for r in job.network_requests],
+            packages=job.packages_granted,
         )
 
     def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:

@@ -148,6 +148,9 @@ class ServerConfig(_Section):
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
     # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
+    # packages beyond the image (wasm_runner.packages, docs/configuration.md#packages): the operator's
+    # lock file (``wasm-runner packages lock``); None: runs have only the image's packages
+    packages_lock: Path | None = field(default=None, metadata=rule(env=_text))
     # webhooks (wasm_runner/webhooks, docs/lms.md): where deliveries wait without redis_url (None:
     # ``webhooks`` in the cache folder), the first retry's delay (doubled each time, at most an
     # hour) and the attempts before a delivery is given up (each in the audit log)
@@ -187,6 +190,13 @@ class ServerConfig(_Section):
         for name, kind in SECTIONS.items():
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+        if self.packages_lock is not None:  # the operator's package lock: read now, refused at start
+            from ..packages.lock import LockError, PackageLock
+
+            try:
+                PackageLock.read(Path(self.packages_lock))
+            except LockError as exc:
+                raise ConfigError(f"packages_lock: {exc}") from None
         if self.default_profile not in self.profiles:
             raise ConfigError(
                 f"default_profile {self.default_profile!r} is not a profile "

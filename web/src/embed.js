@@ -102,7 +102,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
           <button class="stop" type="button" disabled aria-label="Stop the running example">Stop</button>
           <span class="state" role="status"></span>
         </div>
-        <div class="output" part="output" tabindex="0" aria-live="off" aria-label="Output of the example"></div>
+        <div class="output" part="output" role="region" tabindex="0" aria-live="off" aria-label="Output of the example"></div>
         <div class="sr" role="status" aria-live="polite"></div>
         <form hidden><label class="prompt" for="line">Input</label><input id="line" type="text" autocomplete="off"><button type="submit">Send</button></form>`;
       this.view = new OutputView(root.querySelector(".output"), { live: root.querySelector(".sr") });

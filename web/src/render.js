@@ -6,6 +6,7 @@
 // hidden — N lines", the whole output stays downloadable); the screen-reader live region gets
 // short summaries, never the flood itself.
 
+import { describeFigure, describeTurtleDrawing } from "./alt-text.js";
 import { END_LINES } from "./tiers.js";
 
 export const MAX_DOM_CHARS = 60000; // characters kept on screen
@@ -27,6 +28,7 @@ export class OutputView {
 
   clear() {
     this.element.replaceChildren();
+    this.figures = 0; // figures of this run, numbered in their alternatives
     this.queue = []; // [{stream, text}] waiting for the next frame
     this.queued = 0;
     this.spans = []; // [{node, stream}] on screen, oldest first
@@ -239,13 +241,14 @@ export class OutputView {
     if (output.kind === "image" && /^image\/(png|jpeg|gif|webp)$/.test(output.mime)) {
       const img = document.createElement("img");
       img.src = `data:${output.mime};base64,${output.data}`;
-      img.alt = "Figure produced by the program";
+      this.figures += 1;
+      img.alt = describeFigure(this.figures);
       img.className = "out-image";
       this.element.appendChild(img);
     } else if (output.kind === "image" && output.mime === "image/svg+xml") {
       const img = document.createElement("img"); // an <img>: no script in the SVG ever runs
       img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(output.data)}`;
-      img.alt = "Turtle drawing produced by the program";
+      img.alt = describeTurtleDrawing(output.data);
       img.className = "out-image out-svg";
       this.element.appendChild(img);
     } else if (output.kind === "text" || output.kind === "table") {

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lti, meta, network, run, sessions, stream
+from . import exercises, files, interactive, lint, lti, meta, network, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -18,6 +18,7 @@ def api_routes() -> list[BaseRoute]:
         *sessions.routes(),
         *files.routes(),
         *exercises.routes(),
+        *lint.routes(),
         *lti.routes(),
         *network.routes(),
     ]
