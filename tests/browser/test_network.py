@@ -3,8 +3,9 @@ stands in for a public API, an operator's ``[network.NAME]`` rule names it for o
 playground's runner, with that key, runs a program in the browser that reads JSON with
 ``urllib.request`` (the server tier's shim, each request made by the runner under the run's
 grant), the rule's cap and an address it does not name refused with the server tier's
-sentences; with a key no rule names every request gets the sentence naming the key. The
-loopback server's own log shows only what the rule allowed; the audit log has each request."""
+sentences; with a key no rule names every request gets the sentence naming the key, and the page
+asks again when its key changes. The loopback server's own log shows only what the rule allowed;
+the audit log has each request."""
 
 from __future__ import annotations
 
@@ -96,4 +97,9 @@ def test_a_key_without_a_rule_gets_the_sentence_in_the_browser(api: LoopbackAPI,
     assert api.log[before:] == []
     again = _run_with_key(page, OTHER_KEY, "print('still answering')")
     assert again["stdout"] == "still answering\n"
+    # the page's key changed back: its refusal is not remembered for the other key
+    back = _run_with_key(page, KEY, "import json, urllib.request\n"
+                                    f"print(json.load(urllib.request.urlopen('{api.url('/data.json')}'))['answer'])")
+    assert back["stdout"] == "42\n", back
+    assert api.paths()[before:] == ["/data.json"]
     assert page.errors == []

@@ -254,11 +254,14 @@ export class Runner {
    * The network of one browser-tier run (docs/security.md, "Network"): the runner's grant
    * (POST /api/network/runs with this page's key and user; the key stays here, the frame gets a
    * token for that run only), or the runner's sentence when no rule names the key, which every
-   * request of the run raises. A refusal is remembered for this runner's life (the rules are the
-   * server's config), and so is a runner that cannot be asked; a busy one is asked again.
+   * request of the run raises. A refusal is remembered while the key and user stay the same (the
+   * rules are the server's config), and so is a runner that cannot be asked; a busy one is asked
+   * again.
    */
   async networkFor() {
-    if (this.networkOff) return this.networkOff;
+    const who = JSON.stringify([this.apiKey, this.user, this.userToken]); // a refusal is for these
+    if (this.networkOff && this.networkOff.who === who) return this.networkOff.off;
+    this.networkOff = null;
     let response = null;
     let answer = null;
     try {
@@ -268,8 +271,9 @@ export class Runner {
       answer = await response.json().catch(() => null);
     } catch (error) {
       // unreachable, or another origin the runner's CORS list does not name: not asked again
-      this.networkOff = { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
-      return this.networkOff;
+      const off = { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
+      this.networkOff = { who, off };
+      return off;
     }
     if (response.ok && answer && answer.on === true && typeof answer.token === "string") {
       return { on: true, token: answer.token, url: new URL("api/network/fetch", this.base).href };
@@ -277,7 +281,7 @@ export class Runner {
     const said = answer && typeof answer.refusal === "string" ? answer.refusal
       : `network access is off for this run: the runner did not grant it (${answer && answer.error && answer.error.message ? answer.error.message : `HTTP ${response.status}`})`;
     const off = { on: false, refusal: said };
-    if (response.status !== 429 && response.status < 500) this.networkOff = off;
+    if (response.status !== 429 && response.status < 500) this.networkOff = { who, off };
     return off;
   }
 
