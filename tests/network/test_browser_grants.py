@@ -83,3 +83,24 @@ def test_grants_expire_and_are_bounded() -> None:
     first, second, third = (runs.open(rules, tenant="t", user=None, client="c", seconds=60) for _ in range(3))
     assert runs.get(first) is None and runs.get(second) is not None and runs.get(third) is not None
     assert len(runs) == 2
+
+
+def test_a_redirect_comes_back_to_the_guest_and_its_target_is_checked_again(server: LiveServer,
+                                                                          api: LoopbackAPI) -> None:
+    api.redirect_to["/jump"] = "http://169.254.169.254/latest/meta-data/"
+    before = len(api.log)
+    with server.client(KEY) as client:
+        token = client.post("/api/network/runs", json={}).json()["token"]
+    with server.client(None) as frame:
+        def fetch(url: str) -> dict[str, object]:
+            body = json.dumps({"token": token, "request": _request(url)})
+            return frame.post("/api/network/fetch", content=body,  # type: ignore[no-any-return]
+                              headers={"content-type": "text/plain"}).json()
+
+        jumped = fetch(api.url("/jump"))["value"]
+        assert jumped["status"] == 302  # type: ignore[index]
+        assert ["Location", "http://169.254.169.254/latest/meta-data/"] in jumped["headers"]  # type: ignore[index]
+        assert fetch("http://169.254.169.254/latest/meta-data/") == {"error": {
+            "type": "ConnectionRefusedError", "message": "http://169.254.169.254:80 is not a destination of this "
+            f"run's network rules ('test-api'); the operator allows: http://127.0.0.1:{api.port}"}}
+    assert api.paths()[before:] == ["/jump"]
