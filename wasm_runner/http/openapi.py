@@ -13,7 +13,8 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from ..result import RESULT_JSON_SCHEMA
-from .schemas import LintRequest, NetworkRunRequest, RunRequest, SessionCreate, SessionFork, SessionRunRequest
+from .schemas import (LintRequest, NetworkRunRequest, NotebookRunRequest, RunRequest, SessionCreate, SessionFork,
+                      SessionRunRequest)
 
 __all__ = ["openapi_document"]
 
@@ -153,7 +154,7 @@ def openapi_document() -> dict[str, Any]:
     """The whole description, built fresh (callers may cache it)."""
     _, defs = models_json_schema(
         [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest, LintRequest,
-                                        NetworkRunRequest)],
+                                             NetworkRunRequest, NotebookRunRequest)],
         ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
@@ -171,6 +172,17 @@ def openapi_document() -> dict[str, Any]:
             "profile": {"type": "string"}, "runtime": {"type": "string"},
             "bytes": {"type": "integer", "minimum": 0},
             "expires_in": {"type": "number", "description": "seconds until it is deleted"},
+        },
+    }  # fmt: skip
+    schemas["NotebookRun"] = {
+        "type": "object",
+        "required": ["notebook", "status", "cells_run", "failed"],
+        "properties": {
+            "notebook": {"type": "object", "description": "the executed notebook (nbformat 4.5)"},
+            "status": {"type": "string", "description": "ok, or the status of the first cell that failed"},
+            "cells_run": {"type": "integer", "minimum": 0},
+            "failed": {"type": ["object", "null"], "description": "the cell that failed: cell (its "
+                       "index), status, limit, message"},
         },
     }  # fmt: skip
     schemas["SessionResult"] = {
@@ -294,6 +306,17 @@ def openapi_document() -> dict[str, Any]:
                             "event's data is one JSON object)",
                             "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                         },
+                        **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/notebooks/run": {
+                "post": {
+                    "summary": "Run a notebook's code cells in one new session; the executed notebook back",
+                    "requestBody": {"required": True, "content": _json("NotebookRunRequest")},
+                    "responses": {
+                        "200": {"description": "The executed notebook (nbformat 4.5) and how its run "
+                                "went", "content": _json("NotebookRun")},
                         **_errors(*_RUN_ERRORS),
                     },
                 }

@@ -30,6 +30,7 @@ __all__ = [
     "FileIn",
     "NetworkRunRequest",
     "RunRequest",
+    "NotebookRunRequest",
     "SessionCreate",
     "SessionFork",
     "SessionRunRequest",
@@ -217,6 +218,19 @@ class SessionFork(_Strict):
 
 class SessionRunRequest(_RunFields):
     """``POST /api/sessions/{id}/run``: one call in the session, with its own limits."""
+
+
+class NotebookRunRequest(_Strict):
+    """``POST /api/notebooks/run``: a notebook's code cells, in order, in one new session."""
+
+    notebook: dict[str, Any] = Field(description="the .ipynb file's content (nbformat 4)")
+    profile: ProfileName | None = None
+    limits: LimitsRequest | None = Field(default=None, description="each cell's limits (the "
+                                         "profile's, tightened)")
+    runtime: Literal["default", "small"] | None = None
+    allow_errors: bool = Field(default=False, description="false: the first cell that fails stops "
+                               "the run, as Run All does; true: the cells after it run too (a limit "
+                               "that ends the session always stops it)")
 
 
 class WsStart(RunRequest):

@@ -9,6 +9,7 @@ import subprocess
 from functools import cache
 from typing import Any
 
+from ..errors import WasmRunnerError
 from .rules import Finding, rule_table
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_LINT_BYTES", "LintFailed", "lint_source", "ruff_binary", "ruff_command"]
@@ -17,7 +18,7 @@ DEFAULT_TIMEOUT = 10.0  # seconds for one file; Ruff takes milliseconds
 MAX_LINT_BYTES = 256 * 1024  # of UTF-8 source: far more than a student's file
 
 
-class LintFailed(Exception):
+class LintFailed(WasmRunnerError, RuntimeError):
     """Lint could not run: too large, not text, Ruff missing, too slow or broken."""
 
     def __init__(self, code: str, message: str) -> None:

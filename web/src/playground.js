@@ -11,7 +11,7 @@ const stopButton = $("stop");
 const tierSelect = $("tier");
 const stateText = $("state");
 const outputPanel = $("output");
-const view = new OutputView(outputPanel, { live: $("announce") });
+const view = new OutputView(outputPanel, { live: $("announce"), trustHtml: config.trust_html === true });
 
 const SAMPLE = `# Runs in your browser (Pyodide), isolated from this page.
 name = input("What is your name? ")

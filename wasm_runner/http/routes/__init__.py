@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lint, lti, meta, network, run, sessions, stream
+from . import exercises, files, interactive, lint, lti, meta, network, notebooks, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -21,4 +21,5 @@ def api_routes() -> list[BaseRoute]:
         *lint.routes(),
         *lti.routes(),
         *network.routes(),
+        *notebooks.routes(),
     ]
