@@ -116,6 +116,11 @@ def test_the_mcp_tool_takes_packages(package_lock: Path, tmp_path: Path) -> None
             assert not ok.is_error and "<h1>Hi <em>there</em></h1>" in checks.text_of(ok), checks.text_of(ok)
             refused = await checks.call(client, "run_python", {"code": "print(1)", "packages": ["leftpad"]})
             assert "The package leftpad is not allowed on this server" in checks.text_of(refused)
+            opened = await checks.call(client, "open_session", {"packages": ["markdown-it-py"]})
+            assert not opened.is_error, checks.text_of(opened)
+            cell = await checks.call(client, "run_cell", {"session_id": opened.structured_content["session_id"],
+                                                          "code": MARKDOWN})
+            assert "<h1>Hi <em>there</em></h1>" in checks.text_of(cell), checks.text_of(cell)
 
     checks.run_async(conversation)
 

@@ -223,11 +223,18 @@ def build_server(
             return _error(f"The sandbox could not run the code: {exc}")
         return result_to_tool_result(result, limits)
 
-    async def open_session(ctx: Context | None = None) -> CallToolResult:
+    async def open_session(
+        packages: Annotated[list[str] | None, Field(
+            description="Packages beyond the built-in ones the session's cells import, from the server's "
+            "allowed list (e.g. [\"rich\"]), available from its first cell.",
+            max_length=64)] = None,
+        ctx: Context | None = None,
+    ) -> CallToolResult:
         caller, _ = who(ctx)
         await store.sweep()
         try:
-            live = await store.create(caller, policy, limits, runtime, private_folders=True)
+            live = await store.create(caller, policy, limits, runtime, private_folders=True,
+                                      packages=tuple(packages or ()))
         except Refused as exc:
             if exc.code == "too_many_sessions":
                 return _error(

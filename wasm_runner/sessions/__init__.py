@@ -14,6 +14,7 @@ Where things live (reading order):
 - ``directory``: the session directory as the manager sees it (``SessionListener``,
   ``SessionDirectory``, the records ``Entry`` and ``Saved``); its implementations, one host or
   Redis, are ``scaleout.directory``'s;
+- ``packages``: a session's packages beyond the image (opened with, checked per cell, resolved on resume);
 - ``folders``: a session's private folders (``/data``, ``/out``): made, copied for a fork, sealed
   with its state and restored;
 - ``paused``: the paused-session store (``PausedStore``, ``PausedStoreFull``, ``SavedState``) and
