@@ -5,6 +5,7 @@ a real server."""
 
 from __future__ import annotations
 
+import json
 from pathlib import Path
 
 import pytest
@@ -110,6 +111,11 @@ def test_sessions_with_packages_over_http_through_a_fork_a_pause_a_save_and_a_re
         later = api.post(f"/api/sessions/{again.json()['id']}/run", json={"code": 'print(md.render("# Hi"), end="")'})
         assert later.json()["stdout"] == HTML, later.text
         blob = api.get(f"/api/sessions/{sid}/snapshot").content
+    audit = [json.loads(line) for line in (tmp_path / "audit.jsonl").read_text().splitlines()]
+    cells = [(a["session"] == plain, a["packages"]) for a in audit if a.get("kind") == "session"]
+    granted = ["markdown-it-py==4.2.0", "mdurl==0.1.2"]
+    assert cells == [(False, granted), (True, []), (True, []), (True, []), (False, granted), (False, granted),
+                     (False, granted)], cells
 
     # the operator took markdown-it-py out of the lock: its sessions do not resume, and say why
     other = tmp_path / "other"

@@ -206,6 +206,7 @@ class SessionStore(SavingSessions):
                     check_cell(self.packages, live.runtime, live.packages, job.code, job.packages)
                 except PackageRefused as exc:
                     return Result.invalid(str(exc), live.runtime)
+                job.packages_granted = live.packages  # the audit log names what the cell could import
                 try:
                     for name, content in job.files.items():
                         live.session.upload(name, content)
