@@ -204,7 +204,7 @@ async def check(request: Request) -> Response:
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
     total = int(report["total"])
     share = float(report.get("score", int(report["passed_count"]) / total if total else 0.0))  # weighted
-    receipt = await tool.grade(session, title=ex.title, score=share, total=total)
+    receipt = await tool.grade(session, title=ex.title, score=share, total=total, counts=ex.grade)
     shown["grade"] = {"state": receipt.state, "id": receipt.outbox_id}
     return SafeJSONResponse(shown)
 
