@@ -16,7 +16,8 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from ..result import RESULT_JSON_SCHEMA
-from .schemas import LintRequest, NotebookRunRequest, RunRequest, SessionCreate, SessionFork, SessionRunRequest
+from .schemas import (LintRequest, NetworkRunRequest, NotebookRunRequest, RunRequest, SessionCreate, SessionFork,
+                      SessionRunRequest)
 
 __all__ = ["openapi_document"]
 
@@ -155,6 +156,17 @@ def _errors(*statuses: int) -> dict[str, Any]:
 
 _RUN_ERRORS = (400, 401, 403, 413, 415, 422, 429)
 
+_NETWORK_GRANT = {
+    "type": "object",
+    "required": ["on"],
+    "properties": {
+        "on": {"type": "boolean"},
+        "token": {"type": "string", "description": "the run's grant: POST /api/network/fetch"},
+        "seconds": {"type": "number", "description": "how long the grant lasts"},
+        "refusal": {"type": "string", "description": "the sentence every request raises"},
+    },
+}
+
 _SSE_EVENT = {
     "type": "object",
     "required": ["event", "data"],
@@ -173,7 +185,7 @@ def openapi_document() -> dict[str, Any]:
     """The whole description, built fresh (callers may cache it)."""
     _, defs = models_json_schema(
         [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest, LintRequest,
-                                             NotebookRunRequest)],
+                                             NetworkRunRequest, NotebookRunRequest)],
         ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
@@ -317,6 +329,18 @@ def openapi_document() -> dict[str, Any]:
                     "responses": {
                         "200": {"description": "The result object", "content": _json("Result")},
                         **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/network/runs": {
+                "post": {
+                    "summary": "The network of one browser-tier run: a grant when a [network] rule names "
+                               "the key and profile, else the sentence its requests raise",
+                    "requestBody": {"required": False, "content": _json("NetworkRunRequest")},
+                    "responses": {
+                        "200": {"description": "A grant (on, token, seconds) or the refusal (on, refusal)",
+                                "content": {"application/json": {"schema": _NETWORK_GRANT}}},
+                        **_errors(400, 401, 403, 413, 415, 422, 429),
                     },
                 }
             },
