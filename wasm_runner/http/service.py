@@ -26,6 +26,7 @@ from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..limits import InvalidLimits, Limits
+from ..explanations import rendered_result
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
 from ..scaleout.directory import Directory
@@ -244,9 +245,10 @@ class Service:
         """Warm every profile's pool ahead of the first request (called at start-up)."""
         self.sandboxes.pools.start(self.config.profiles)
 
-    def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
-        """The result object for the client; files as base64 or as short-lived download URLs."""
-        body = result.to_dict()
+    def render(self, result: Result, files_as: str = "base64", lang: str | None = None) -> dict[str, Any]:
+        """The result object for the client; files as base64 or as short-lived download URLs;
+        the explanation in ``lang`` (docs/explanations.md)."""
+        body = rendered_result(result.to_dict(), lang)
         if files_as == "url":
             for entry, f in zip(body["files"], result.files, strict=True):
                 name = Path(f.path).name or "file"
