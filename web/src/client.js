@@ -235,6 +235,7 @@ export class Runner {
         filename: typeof options.filename === "string" ? options.filename : null,
         functions: [...exposed.keys()],
         display: displayOf(options),
+        lang: typeof options.lang === "string" ? options.lang : null,
       }));
     });
   }
@@ -246,6 +247,8 @@ export class Runner {
     if (options.limits) body.limits = options.limits;
     // by default figures from plt.show() and those left open, without echoing the last expression
     body.display = displayOf(options);
+    // the explanation under an error, in the page's language (docs/explanations.md)
+    if (typeof options.lang === "string" && /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$/.test(options.lang)) body.lang = options.lang;
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
