@@ -15,6 +15,8 @@ import sys
 
 MAX_TEXT = 80  # characters of one parameter
 MAX_KEYS = 8  # a dict's keys are listed up to this many
+SIZED = (list, tuple, str, dict, set, frozenset, bytes, bytearray, range)  # len() runs no program code
+PLAIN = (str, int, float, bool, type(None))  # repr() runs no program code
 BRACKETS = {"(": ")", "[": "]", "{": "}"}
 
 
@@ -113,7 +115,8 @@ def node_at(source, span):
 
 def variable(frame, name):
     """The value of the variable ``name`` as the failing frame sees it, and whether it has one
-    (plain lookups: no code of the program runs)."""
+    (plain lookups: no code of the program runs; nor may what is done with the value: only
+    built-in types are measured or shown)."""
     if frame is None:
         return False, None
     for scope in (frame.f_locals, frame.f_globals):
@@ -214,28 +217,39 @@ def syntax(exc, source):
 # ---- exceptions ---------------------------------------------------------------------------
 
 
-def close_names(name, candidates, cutoff=0.7):
-    import difflib
-    names = sorted({c for c in candidates if isinstance(c, str) and c != name and not c.startswith("_")})
-    return difflib.get_close_matches(name, names, n=3, cutoff=cutoff)
+def distance(a, b, limit):
+    """The edit distance of two names as CPython's "Did you mean" weighs it (a change of case
+    costs 1, any other edit 2), or ``limit + 1`` once it is sure to be more than ``limit``."""
+    if abs(len(a) - len(b)) * 2 > limit:
+        return limit + 1
+    previous = list(range(0, 2 * len(b) + 1, 2))
+    for i, ca in enumerate(a, 1):
+        current = [2 * i]
+        for j, cb in enumerate(b, 1):
+            cost = 0 if ca == cb else (1 if ca.lower() == cb.lower() else 2)
+            current.append(min(previous[j] + 2, current[j - 1] + 2, previous[j - 1] + cost))
+        if min(current) > limit:
+            return limit + 1
+        previous = current
+    return previous[-1]
 
 
-def cpython_suggestion(exc):
-    """The name CPython's own traceback suggests ("Did you mean: 'total'?"), or None."""
-    import traceback
-    try:
-        text = "".join(traceback.TracebackException(type(exc), exc, exc.__traceback__, lookup_lines=False).format_exception_only())
-    except Exception:
-        return None
-    marker = "Did you mean: '"
-    if marker not in text:
-        return None
-    return text.split(marker, 1)[1].split("'", 1)[0] or None
+def close_names(name, candidates):
+    """Up to 3 of ``candidates`` close to ``name`` (within CPython's "Did you mean" distance),
+    closest first. Plain Python: importing difflib would cost more than the search."""
+    limit = (len(name) + 3) * 2 // 6
+    found = []
+    for c in set(candidates):
+        if isinstance(c, str) and c != name and not c.startswith("_"):
+            d = distance(name, c, limit)
+            if d <= limit:
+                found.append((d, c))
+    return [c for _, c in sorted(found)[:3]]
 
 
 def names_in_scope(frame):
     import builtins
-    names = set(dir(builtins))
+    names = set(vars(builtins))  # its dict: a __dir__ the program set is not called
     if frame is not None:
         for scope in (frame.f_locals, frame.f_globals):
             try:
@@ -247,6 +261,15 @@ def names_in_scope(frame):
 
 def type_name(value):
     return type(value).__name__
+
+
+def plain_repr(value):
+    """repr() of a built-in value; another is named by its type (its __repr__ is the program's)."""
+    if type(value) in PLAIN:
+        return repr(value)
+    if type(value) is tuple and all(type(v) in PLAIN for v in value):
+        return repr(value)
+    return "<%s object>" % type_name(value)
 
 
 def runtime(exc, frame, span, source):
@@ -265,13 +288,10 @@ def runtime(exc, frame, span, source):
         if name in ("true", "false", "none", "null"):
             params["first"] = {"true": "True", "false": "False"}.get(name, "None")
             return "name_lowercase_constant", params
-        suggested = cpython_suggestion(exc)
-        if suggested is None and sys.version_info < (3, 12):  # CPython's printer is C-only there
-            suggested = (close_names(name, names_in_scope(frame), 0.8) or [None])[0]
-        if suggested:
-            close = [suggested] + [n for n in close_names(name, names_in_scope(frame)) if n != suggested]
-            params["close"] = names_list(close[:3])
-            params["first"] = suggested
+        close = close_names(name, names_in_scope(frame))
+        if close:
+            params["close"] = names_list(close)
+            params["first"] = close[0]
             return "name_misspelt", params
         return "name_undefined", params
     if isinstance(exc, RecursionError):
@@ -328,11 +348,8 @@ def index_error(exc, frame, node, params):
         if isinstance(node.value, ast.Name):
             params["name"] = node.value.id
             found, value = variable(frame, node.value.id)
-            if found:
-                try:
-                    params["length"] = len(value)
-                except Exception:
-                    pass
+            if found and type(value) in SIZED:
+                params["length"] = len(value)
         if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             params["index"] = node.slice.value
         elif isinstance(node.slice, ast.Name):
@@ -352,17 +369,17 @@ def index_error(exc, frame, node, params):
 def key_error(exc, frame, node, params):
     import ast
     key = exc.args[0] if exc.args else None
-    params["key"] = repr(key)
+    params["key"] = plain_repr(key)
     if isinstance(node, ast.Subscript) and isinstance(node.value, ast.Name):
         params["name"] = node.value.id
         found, value = variable(frame, node.value.id)
-        if found and isinstance(value, dict):
+        if found and type(value) is dict:
             keys = list(value)
             params["count"] = len(keys)
             if not keys:
                 return "key_empty", params
             if len(keys) <= MAX_KEYS:
-                params["keys"] = ", ".join(repr(k) for k in keys)
+                params["keys"] = ", ".join(plain_repr(k) for k in keys)
                 return "key_missing_few", params
     return "key_missing", params
 
@@ -378,8 +395,8 @@ def attribute_error(exc, frame, node, params):
     if message.startswith("'NoneType' object"):
         return "none_attribute", params
     if obj is not None:
-        try:
-            close = close_names(name, dir(obj))
+        try:  # object.__dir__: the names it has, without a __dir__ of the program's
+            close = close_names(name, object.__dir__(obj))
         except Exception:
             close = []
         if close:
@@ -411,7 +428,7 @@ def type_error(message, frame, node, params):
         if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Name) \
                 and isinstance(node.right, ast.Constant) and type(node.right.value) in (int, float):
             found, value = variable(frame, node.left.id)
-            if found and isinstance(value, str):
+            if found and type(value) is str:
                 params["name"] = node.left.id  # text that holds a number, most often from input()
                 params["text"] = repr(value)
                 return "text_plus_number", params
@@ -506,13 +523,18 @@ def value_error(message, params):
 
 
 def close_module(name):
-    """The importable top-level module whose name is closest to ``name``, or None."""
-    try:
-        import difflib, pkgutil
-        names = {m for m in sys.stdlib_module_names if not m.startswith("_")}
-        names.update(m.name for m in pkgutil.iter_modules() if not m.name.startswith("_"))
-        names.discard(name)
-        found = difflib.get_close_matches(name, sorted(names), n=1, cutoff=0.75)
-        return found[0] if found else None
-    except Exception:
-        return None
+    """The importable top-level module whose name is closest to ``name`` (the standard library's,
+    and those in the folders of sys.path), or None."""
+    import os
+    names = set(sys.stdlib_module_names)
+    for folder in sys.path:
+        try:
+            entries = os.listdir(folder or ".")
+        except Exception:
+            continue
+        for entry in entries:
+            base = entry.split(".", 1)[0]
+            if base.isidentifier() and not entry.endswith((".dist-info", ".egg-info", ".pth")):
+                names.add(base)
+    found = close_names(name, names)
+    return found[0] if found else None
