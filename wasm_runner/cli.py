@@ -321,9 +321,7 @@ def _passthrough(stream: str, chunk: bytes) -> None:
 
 def _say_explanation(explanation: dict[str, Any]) -> None:
     """The explanation under the traceback (docs/explanations.md), on stderr."""
-    span = explanation.get("span")
-    where = f" (line {span['line']})" if isinstance(span, dict) else ""
-    print(f"\nwasm-runner: {explanation['title']}{where}\n  {explanation['text']}\n  {explanation['hint']}",
+    print(f"\nwasm-runner: {explanation['title']}\n  {explanation['text']}\n  {explanation['hint']}",
           file=sys.stderr)
 
 
@@ -333,7 +331,7 @@ def _finish(result: Result, as_json: bool, lang: str | None = None) -> int:
     if as_json:
         print(result.to_json(indent=2))
         return 0 if result.ok else (result.exit_code or _EXIT_FOR_STATUS.get(result.status, 1))
-    if result.explanation:
+    if result.explanation and result.status is Status.ERROR:  # a limit's one line says what to try
         _say_explanation(result.explanation)
     if result.status in _EXIT_FOR_STATUS:
         print(f"wasm-runner: {result.status.value}: {result.message}", file=sys.stderr)
