@@ -1,7 +1,7 @@
 """The attacks of issue 12 at their full scale against a real ``wasm-runner serve``: for each, what
 the attacker got back, the server's peak RSS growth, ``/healthz`` latency during the attack and
 whether another tenant's run was answered. Not a test: it measures and reports (the attack suite,
-tests/http/test_attacks.py, runs the same attacks scaled down).
+tests/scenarios/test_attacks_over_http.py, runs the same attacks scaled down).
 
 The server runs with the defaults except: 2 guests at once, a 1200 MB budget split 0.5 per key,
 a 4 MiB download store (1 MiB per key), 20 failed keys a minute per address.
@@ -23,7 +23,7 @@ from pathlib import Path
 REPO = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(REPO))
 
-from tests.http import attack_kit as kit  # noqa: E402
+from tests.support import attack_kit as kit  # noqa: E402
 
 
 def main() -> int:

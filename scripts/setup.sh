@@ -36,8 +36,16 @@ web_assets() {
     touch web/dist/.built
   fi
 }
+# --- the operator's wheelhouse (docs/configuration.md#packages): the wheels its lock pins, fetched ---
+# from the package index, sha256-checked, unpacked and compiled into the cache; never committed
+operator_packages() {
+  if [ -n "${WASM_RUNNER_PACKAGES_LOCK:-}" ]; then
+    .venv/bin/wasm-runner packages fetch
+  fi
+}
 if [ "$serve_only" = 1 ]; then
   web_assets
+  operator_packages
   exit 0
 fi
 
@@ -84,6 +92,7 @@ if ! command -v redis-server >/dev/null 2>&1 || ! command -v haproxy >/dev/null 
 fi
 
 web_assets
+operator_packages
 
 # --- wasm-runner compare: isolation tiers from Debian packages; images built once and cached ---
 compare_pkgs=""

@@ -11,8 +11,12 @@ from collections.abc import Iterator
 
 import pytest
 
+import httpx
+
+from tests.support.live_server import LiveServer, live_server, make_config
 from tests.support.redis_process import RedisProcess
 from wasm_runner import Sandbox
+from wasm_runner.sandbox import default_sandbox as warm_default_sandbox
 
 RUNTIMES = ["default", "small"]
 # (runtime, image): both images of the default runtime, and the small runtime (no images)
@@ -101,4 +105,39 @@ def pytest_collection_modifyitems(items: list[pytest.Item]) -> None:
     """The browser suites run last: Playwright's synchronous API keeps an event loop running in
     the main thread for the rest of the process, so every later ``asyncio.run`` (the executor,
     admission and session tests) would be refused. A stable sort keeps every other order."""
-    items.sort(key=lambda item: "browser" in item.path.relative_to(Path(__file__).parent).parts[:1])
+    items.sort(key=_drives_a_browser)
+
+
+def _drives_a_browser(item: pytest.Item) -> bool:
+    """A test of ``tests/browser/`` or of a module that uses ``tests/support/browser.py``'s parts."""
+    if "browser" in item.path.relative_to(Path(__file__).parent).parts[:1]:
+        return True
+    module = getattr(item, "module", None)
+    return any(getattr(v, "__module__", "") == "tests.support.browser" for v in vars(module).values()) if module else False
+
+
+# The shared live server (API keys on) and a client for it, for the HTTP tests and the scenarios over
+# HTTP. The sandbox is warmed once before any server starts, so no test pays for the module load.
+@pytest.fixture(scope="session")
+def warm_sandbox() -> None:
+    warm_default_sandbox("default", "datascience")  # the profiles' image (tests/support/live_server.py)
+
+
+@pytest.fixture(scope="session")
+def server(warm_sandbox: None, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
+    with live_server(make_config(tmp_path_factory.mktemp("server"))) as live:
+        yield live
+
+
+@pytest.fixture()
+def api(server: LiveServer) -> Iterator[httpx.Client]:
+    with server.client() as client:
+        yield client
+
+
+@pytest.fixture(scope="session")
+def package_lock(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """The operator's lock of the test wheelhouse (``tests/support/wheelhouse.py``), fetched."""
+    from tests.support.wheelhouse import build_lock
+
+    return build_lock(tmp_path_factory.mktemp("wheelhouse"))

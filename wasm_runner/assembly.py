@@ -9,11 +9,11 @@ collaborators it needs (a part never receives the whole service, and none calls 
   leases across replicas (``scaleout.leases``) and the lifecycle (``scaleout.drain``: warming,
   ready, draining) behind the executor's ``AdmissionGate``;
 - the sandboxes (``sandbox.provider.ServerSandboxes``: sandboxes, warm pools, warm-up, memory a
-  run holds) and the record (``http.record.RunRecord``: metrics and audit): the executor's one
+  run holds) and the record (``observability.RunRecord``: metrics and audit): the executor's one
   ``SandboxProvider`` and one ``Recorder``;
 - sessions (``wasm_runner.sessions``, ``config.sessions``): the executor's session store, the
   paused-session store and its ``Pausing``, recovery of a lost replica's sessions;
-- downloads (``http.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
+- downloads (``wasm_runner.downloads``, ``config.downloads``), the directory, forwarding, the hop and the
   drain (``scaleout``, ``config.scale_out``); the host-function catalog (``config.functions``) and
   the exercises (``config.exercises_dir``).
 
@@ -32,39 +32,57 @@ import functools
 import hashlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from pathlib import Path
 
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
 from .admission import Admission, AdmissionGate, server_memory_mb
+from .cache import cache_dir
 from .execution import Executor
 from .host_functions.declared import Catalog
-from .http.audit import AuditLog
 from .http.auth import Gatekeeper
-from .http.downloads import DownloadStore
-from .http.exercise_catalog import ExerciseCatalog
-from .http.metrics import Metrics
+from .downloads import DownloadStore
+from .exercises.catalog import ExerciseCatalog
+from .exercises.hint_counts import HintCounts
 from .http.mount import mount
-from .http.record import RunRecord
+from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
 from .http.results import ResultSigner
 from .http.service import Service
+from .lti.ags import Score
+from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
+from .lti import outbox as lti_outbox
+from .lti.registration import Platform
+from .lti.tool import LtiTool
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
 from .scaleout.forwarding import Forwarding
 from .scaleout.leases import RedisLeases
 from .scaleout.signing import Signer
+from .packages import LockError, PackageStore
 from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
 from .warmup import RETRY_SECONDS
+from .webhooks import FileOutbox, Outbox, RedisOutbox, Webhooks
 
 __all__ = ["assemble", "build_app", "create_app", "running", "snapshot_secret"]
 
 SWEEP_SECONDS = 1.0
 log = logging.getLogger("wasm_runner.http")
+
+
+def _package_store(lock: Path | str | None) -> PackageStore | None:
+    """The operator's wheelhouse of ``packages_lock`` (a lock that cannot be read: ``ConfigError``)."""
+    if not lock:
+        return None
+    try:
+        return PackageStore.open(Path(lock))
+    except LockError as exc:
+        raise ConfigError(f"packages_lock: {exc}") from None
 
 
 def snapshot_secret(config: ServerConfig) -> bytes:
@@ -90,6 +108,54 @@ def result_signer(config: ServerConfig) -> ResultSigner:
                     "own key; set [server] result_key_file, the same file on every replica (docs/lms.md)")
     issuer = config.result_issuer or config.scale_out.advertise_url
     return ResultSigner(config.result_key_file, issuer)
+
+
+def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSigner, audit: AuditLog) -> LtiTool | None:
+    """The LTI 1.3 tool (``wasm_runner.lti``) when ``[[lti.platforms]]`` registers any: state and
+    nonce in Redis with ``redis_url`` (every replica takes them once), else in memory; scores
+    through the outbox folder (``[lti] outbox_dir``, else the private cache folder); signed with
+    the tool's keys (the signed results' keys, one JWKS); each platform call audit-logged. Scores
+    wait in Redis with ``redis_url`` (one queue for every replica), else in the outbox folder."""
+    settings = config.lti
+    if not settings.platforms:
+        return None
+    store: OneTimeStore
+    outbox: Callable[[Callable[[str, Score], Awaitable[None]]], lti_outbox.Outbox]
+    first, most, claim = settings.retry_seconds, settings.retry_max_seconds, settings.claim_seconds
+    if shared is not None:
+        store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
+        outbox = functools.partial(lti_outbox.RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
+                                   retry_seconds=first, retry_max_seconds=most, claim_seconds=claim)  # fmt: skip
+    else:
+        folder = settings.outbox_dir or cache_dir() / "lti-outbox"
+        store = MemoryStore(best_folder=folder / "best")
+        outbox = functools.partial(lti_outbox.FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
+                                   claim_seconds=claim)  # fmt: skip
+
+    def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
+        audit.event("lti_call", platform=platform.name, method=method, path=path, status=str(status))
+
+    # the launch session's iss: the same on every replica (advertise_url is each replica's own)
+    return LtiTool(settings, keys=signer.keys, store=store, outbox=outbox, on_call=on_call,
+                   session_issuer=config.result_issuer or "wasm-runner")  # fmt: skip
+
+
+def webhooks_for(config: ServerConfig, shared: SharedState | None, audit: AuditLog) -> Webhooks | None:
+    """The keys' webhooks (``wasm_runner.webhooks``), or None when no key names a webhook_url: the
+    outbox in Redis with ``redis_url`` (every replica delivers), else in ``webhook_outbox_dir``
+    (default: ``webhooks`` in the cache folder); every step in the audit log."""
+    rules = {key.name: key for key in config.api_keys if key.webhook_url}
+    if not rules:
+        return None
+    outbox: Outbox
+    if shared is not None:
+        outbox = RedisOutbox(shared)
+    else:
+        from .cache import cache_dir
+
+        outbox = FileOutbox(config.webhook_outbox_dir or cache_dir() / "webhooks")
+    return Webhooks(outbox, rules, audit.event, retry_seconds=config.webhook_retry_seconds,
+                    max_attempts=config.webhook_max_attempts)
 
 
 def admission_for(settings: AdmissionSettings, sessions: SessionSettings, server_mb: int) -> Admission:
@@ -152,6 +218,7 @@ def assemble(config: ServerConfig) -> Service:
     snapshots, pausing = pausing_for(sessions, shared.replica_id if shared else None, directory, secret)
     executor = Executor(
         sandboxes,
+        packages=_package_store(config.packages_lock),
         gate=AdmissionGate(admission, record.refused, leases, lifecycle),
         recorder=record,
         # a parked run (waiting for input) keeps its worker thread
@@ -174,6 +241,7 @@ def assemble(config: ServerConfig) -> Service:
         snapshots, directory, store, gatekeeper.vouched, profiles=config.profiles, runtimes=config.runtimes,
         paused_lifetime_seconds=sessions.session_paused_lifetime_seconds)  # fmt: skip
     hop = Hop(forwarding, read_timeout=longest + config.admission.queue_timeout_seconds + 30.0, recover=recover)
+    result_keys = result_signer(config)
     metrics.watch(
         queue_depth=lambda: admission.waiting,
         running=lambda: admission.running,
@@ -190,7 +258,10 @@ def assemble(config: ServerConfig) -> Service:
         # the drain on SIGTERM (http.serving.DrainingServer)
         drain=Drain(lifecycle, admission, executor, store, leases),
         secret=secret,
-        results=result_signer(config),
+        results=result_keys,
+        lti=lti_tool(config, shared, result_keys, audit),
+        hints=HintCounts(shared),
+        webhooks=webhooks_for(config, shared, audit),
     )  # fmt: skip
 
 
@@ -235,14 +306,20 @@ async def running(service: Service) -> AsyncIterator[None]:
             service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)),
         asyncio.ensure_future(warm()),
     ]
+    if service.lti is not None:  # the LTI outbox's worker: scores to the platforms, retried
+        tasks.append(asyncio.ensure_future(service.lti.outbox.run_forever()))
     if service.leases is not None:  # this replica's heartbeat; when it lapses, others drop its leases
         tasks.append(asyncio.ensure_future(service.leases.beat_forever()))
+    if service.webhooks is not None:  # check results to the keys' webhooks, from the outbox
+        tasks.append(asyncio.ensure_future(service.webhooks.run_forever()))
     try:
         yield
     finally:
         for task in tasks:
             task.cancel()
         try:
+            if service.lti is not None:
+                await service.lti.close()
             await service.shutdown()
         finally:
             if service.shared is not None:

@@ -36,8 +36,10 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "mcp": ("wasm_runner.mcp.cli", "serve the chat tools over MCP (stdio)"),
     "tools-schema": ("wasm_runner.tool_schema", "print OpenAI-style tool schemas for the HTTP API"),
     "wheelhouse": ("wasm_runner.browser.wheelhouse", "build the browser tier's local wheelhouse"),
+    "packages": ("wasm_runner.packages.cli", "pin (lock), fetch and list the packages runs may ask for"),
     "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
     "exercise": ("wasm_runner.exercises.cli", "validate an exercise (reference passes, starter fails), check code, export"),
+    "lti": ("wasm_runner.lti.cli", "print what an LMS admin registers for this server as an LTI 1.3 tool"),
     "cluster": ("wasm_runner.scaleout.launcher.cli", "a local cluster: Redis, N serve replicas and HAProxy in front"),
 }
 
@@ -77,6 +79,9 @@ def _parser() -> argparse.ArgumentParser:
     r.add_argument("--image", default=None, choices=image_names(),
                    help="the default runtime's pre-initialized image: plain (default) or datascience "
                         "(numpy, pandas, matplotlib already imported)")
+    r.add_argument("--package", action="append", default=[], metavar="NAME", dest="packages",
+                   help="a package of the operator's wheelhouse the program may import (repeatable; "
+                        "$WASM_RUNNER_PACKAGES_LOCK names the lock; see `wasm-runner packages`)")
     r.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (no CPU limit; the wall limit still holds)")
     r.add_argument("--json", action="store_true", help="print the result object as one JSON document")
     r.add_argument("--lang", help="the language of the explanation under an error (en, de; default: "
@@ -295,12 +300,18 @@ def _run(args: argparse.Namespace) -> int:
             sb.add_pool("plain", size=1, refill=False)
     except ValueError as e:
         return _finish(Result.invalid(f"Invalid option: {e}."), args.json)
-    executor = Executor(OneSandbox(sb), workers=1)
+    from .packages import LockError
+
+    try:
+        executor = Executor(OneSandbox(sb), workers=1)
+    except LockError as e:
+        sb.close()
+        return _finish(Result.invalid(f"{e}."), args.json)
     job = Job(
         tenant=Caller("local"), client="cli", kind="cli",
         profile=Policy("cli", limits=limits, runtime=sb.name, data_dir=args.data),
         limits=limits, runtime=sb.name, code=code, stdin=stdin, filename=filename,
-        out_dir=args.out,
+        out_dir=args.out, packages=tuple(args.packages),
     )  # fmt: skip
     try:
         result = executor.run_sync(job, on_output=stream, input_source=source)

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ALLOCATOR", "BROWSER_SNAPSHOT", "CACHE", "CHROMIUM", "COMPARE_SECRET", "DEBIAN_MIRROR", "DOCKER_IMAGE",
-    "PREFIX", "PRESTART", "PYODIDE_BUILD_PYTHON", "PYODIDE_DIR", "PYODIDE_INDEX_URL", "SNAPSHOT_SECRET",
+    "PACKAGES_LOCK", "PREFIX", "PRESTART", "PYODIDE_BUILD_PYTHON", "PYODIDE_DIR", "PYODIDE_INDEX_URL", "SNAPSHOT_SECRET",
     "VARIABLES", "VM_ACCEL", "VM_KERNEL", "Variable", "WEB_DIR", "WHEELHOUSE", "WORKDIR", "variables",
 ]  # fmt: skip
 
@@ -60,6 +60,7 @@ CACHE = Variable(PREFIX + "CACHE", "cache.py")
 ALLOCATOR = Variable(PREFIX + "ALLOCATOR", "engine.py")
 PRESTART = Variable(PREFIX + "PRESTART", "sandbox/pool.py")
 WORKDIR = Variable(PREFIX + "WORKDIR", "sandbox/workspace.py")
+PACKAGES_LOCK = Variable(PREFIX + "PACKAGES_LOCK", "packages/store.py")
 SNAPSHOT_SECRET = Variable(PREFIX + "SNAPSHOT_SECRET", "sandbox/sealing.py")
 # -- the browser tier's server side ------------------------------------------------------------------
 WEB_DIR = Variable(PREFIX + "WEB_DIR", "browser/locations.py")
@@ -71,13 +72,13 @@ PYODIDE_BUILD_PYTHON = Variable(PREFIX + "PYODIDE_BUILD_PYTHON", "browser/pyodid
 DEBIAN_MIRROR = Variable(PREFIX + "DEBIAN_MIRROR", "compare/images.py")
 VM_KERNEL = Variable(PREFIX + "VM_KERNEL", "compare/images.py")
 VM_ACCEL = Variable(PREFIX + "VM_ACCEL", "compare/tiers/microvm_tier.py")
-DOCKER_IMAGE = Variable(PREFIX + "DOCKER_IMAGE", "compare/tiers/unavailable.py")
+DOCKER_IMAGE = Variable(PREFIX + "DOCKER_IMAGE", "compare/tiers/docker_tier.py")
 CHROMIUM = Variable(PREFIX + "CHROMIUM", "compare/tiers/pyodide_chromium_tier.py")
 PYODIDE_DIR = Variable(PREFIX + "PYODIDE_DIR", "compare/tiers/pyodide_node_tier.py")
 COMPARE_SECRET = Variable(PREFIX + "COMPARE_SECRET", "compare/probes.py")  # set for the probes' guests
 
 VARIABLES = (
-    CACHE, ALLOCATOR, PRESTART, WORKDIR, SNAPSHOT_SECRET, WEB_DIR, WHEELHOUSE, PYODIDE_INDEX_URL,
+    CACHE, ALLOCATOR, PRESTART, WORKDIR, PACKAGES_LOCK, SNAPSHOT_SECRET, WEB_DIR, WHEELHOUSE, PYODIDE_INDEX_URL,
     BROWSER_SNAPSHOT, PYODIDE_BUILD_PYTHON, DEBIAN_MIRROR, VM_KERNEL, VM_ACCEL, DOCKER_IMAGE, CHROMIUM,
     PYODIDE_DIR, COMPARE_SECRET,
 )  # fmt: skip

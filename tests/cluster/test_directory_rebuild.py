@@ -19,7 +19,7 @@ import httpx
 import pytest
 from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, quick_profiles
 
 KEY = "rebuild-key"
 SECRET = secrets.token_hex(32)
@@ -32,14 +32,7 @@ redis_timeout_seconds = 1
 session_pause_seconds = 300
 snapshot_dir = "{store}"
 
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 20
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
+{profiles}
 
 [[api_keys]]
 name = "rebuild"
@@ -53,7 +46,7 @@ RETRYABLE = {"shared_state_unavailable", "directory_rebuilding"}
 @pytest.fixture
 def pair(tmp_path: Path, redis: RedisProcess) -> Iterator[tuple[Replica, Replica]]:
     config = tmp_path / "cluster.toml"
-    config.write_text(CONFIG.format(store=tmp_path / "shared-snapshots", key=KEY))
+    config.write_text(CONFIG.format(profiles=quick_profiles(20, 64), store=tmp_path / "shared-snapshots", key=KEY))
     owner = Replica(config, redis, tmp_path, secret=SECRET, name="owner", advertise=True)
     other = Replica(config, redis, tmp_path, secret=SECRET, name="other", advertise=True)
     try:

@@ -233,7 +233,7 @@ def test_folder_of_exercises_loads_by_id():
     assert found["greet"].public() == {
         "id": "greet", "title": "Greet", "instructions": "Read a name and print `Hello, NAME!`",
         "starter": "name = input()\nprint(name)\n", "checks": 2, "limits": {},
-        "browser": False}
+        "browser": False, "hints": []}
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:

@@ -9,19 +9,13 @@ The one test of the suite that pays for a compile (the ``small`` runtime, the ch
 from __future__ import annotations
 
 import os
-import socket
 import subprocess
 import sys
 from pathlib import Path
 
 import httpx
 from tests.support.live_server import wait_until
-
-
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.support.http_clients import free_port
 
 
 CONFIG = """

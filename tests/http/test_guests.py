@@ -5,7 +5,7 @@ from __future__ import annotations
 import asyncio
 import threading
 
-from wasm_runner.http.downloads import DownloadStore
+from wasm_runner.downloads import DownloadStore
 from wasm_runner.http.guests import OutputBridge, QueuedInput
 
 
@@ -59,13 +59,13 @@ def test_queued_input_wakes_a_blocked_reader() -> None:
 
 def test_download_store_expires_and_keeps_its_budget() -> None:
     store = DownloadStore(ttl=60, max_bytes=10)
-    first = store.put("a.txt", b"12345")
-    second = store.put("b.txt", b"67890")
+    first = store.put("a.txt", b"12345", "class")
+    second = store.put("b.txt", b"67890", "class")
     assert store.get(first) is not None and store.get(second) is not None
-    third = store.put("c.txt", b"abc")  # over budget: the oldest goes
+    third = store.put("c.txt", b"abc", "class")  # over budget: the oldest goes
     assert store.get(first) is None and store.get(third) is not None
     assert store.get("guess") is None
     short = DownloadStore(ttl=0.01, max_bytes=100)
-    token = short.put("x", b"x")
+    token = short.put("x", b"x", "class")
     threading.Event().wait(0.05)
     assert short.get(token) is None

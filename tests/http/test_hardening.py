@@ -18,7 +18,7 @@ from websockets.sync.client import connect
 import wasm_runner.http.cli as serve_cli
 from wasm_runner.admission import Admission, Busy
 from wasm_runner.settings import ConfigError, ServerConfig, load_config
-from wasm_runner.http.downloads import DownloadStore
+from wasm_runner.downloads import DownloadStore
 from wasm_runner.http.errors import ApiError
 from wasm_runner.http.middleware import host_allowed
 from wasm_runner.http.schemas import decode_json

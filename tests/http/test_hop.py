@@ -16,7 +16,7 @@ import httpx
 import pytest
 from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, quick_profiles
 
 from wasm_runner.scaleout.signing import sign
 
@@ -30,14 +30,7 @@ max_running = 2
 max_sessions = 8
 session_pause_seconds = 0  # no snapshots: a lost owner's sessions are lost (test_hop_resume.py: with)
 
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 15
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
+{quick_profiles(15, 64)}
 
 [[api_keys]]
 name = "hop-alice"

@@ -23,7 +23,7 @@ from redis import Redis
 from tests.support import mcp_checks as checks
 from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, quick_profiles
 
 ALICE = "alice-resume-key"
 SECRET = secrets.token_hex(32)
@@ -37,14 +37,7 @@ session_pause_seconds = 300  # saved after each cell; not paused during the test
 snapshot_dir = "{store}"
 snapshot_key_bytes = {budget}
 
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 20
-memory_mb = 160
-
-[profiles.analyst]
-pool_size = 0
+{profiles}
 
 [[api_keys]]
 name = "resume-alice"
@@ -58,7 +51,7 @@ max_concurrent = 8
 def replicas(tmp_path: Path, redis: RedisProcess) -> Iterator[tuple[Replica, Replica, Path]]:
     store = tmp_path / "shared-snapshots"
     config = tmp_path / "cluster.toml"
-    config.write_text(CONFIG.format(store=store, budget=BUDGET, key=ALICE))
+    config.write_text(CONFIG.format(profiles=quick_profiles(20, 160), store=store, budget=BUDGET, key=ALICE))
     owner = Replica(config, redis, tmp_path, secret=SECRET, name="owner", advertise=True)
     other = Replica(config, redis, tmp_path, secret=SECRET, name="other", advertise=True)
     try:

@@ -21,7 +21,7 @@ from tests.support.app_endpoint import SECRET as APP_SECRET
 from tests.support.app_endpoint import AppEndpoint, app_endpoint
 from tests.support.live_server import wait_until
 from tests.support.redis_process import RedisProcess
-from tests.support.replicas import Replica
+from tests.support.replicas import Replica, quick_profiles
 
 from wasm_runner.http.users import sign_user_token
 from wasm_runner.scaleout.signing import H_USER, InternalCall, Signer, sign
@@ -40,14 +40,7 @@ max_running = 4
 max_sessions = 16
 session_pause_seconds = 0
 
-[profiles.quick]
-image = "plain"
-cpu_seconds = 5
-wall_seconds = 15
-memory_mb = 64
-
-[profiles.analyst]
-pool_size = 0
+{quick_profiles(15, 64)}
 
 [[api_keys]]
 name = "page"

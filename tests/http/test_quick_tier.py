@@ -14,7 +14,7 @@ import sys
 from pathlib import Path
 
 import httpx
-from tests.http.test_first_start import free_port
+from tests.support.http_clients import free_port
 from tests.support.live_server import wait_until
 
 CONFIG = """

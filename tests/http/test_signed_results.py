@@ -84,7 +84,8 @@ def test_a_check_carries_a_token_that_verifies_with_another_library(signed_serve
     assert (claims["passed"], claims["total"], claims["score"]) == (1, 2, 0.5)
     assert claims["code_sha256"] == hashlib.sha256(HALF.encode()).hexdigest()
     assert claims["aud"] == "alice" and claims["iss"] == ISSUER and isinstance(claims["iat"], int)
-    assert set(claims) == {"iss", "aud", "iat", "exercise", "user", "score", "passed", "total", "code_sha256"}
+    assert set(claims) == {"iss", "aud", "iat", "exercise", "user", "score", "passed", "total", "code_sha256",
+                           "hints_used"}
     assert "hidden-name-case" not in json.dumps(claims) and "Xylophone" not in json.dumps(claims)
 
     full = check(signed_server, SOLUTION)  # no user: null

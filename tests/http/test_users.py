@@ -12,7 +12,7 @@ from pathlib import Path
 import httpx
 import pytest
 from tests.support.live_server import live_server, make_config, wait_until
-from tests.http.test_interactive import open_ws, receive, until
+from tests.support.http_clients import open_ws, receive, until
 
 from wasm_runner.settings import ApiKey, hash_key
 from wasm_runner.http.users import sign_user_token

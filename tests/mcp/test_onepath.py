@@ -169,7 +169,7 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     memory budget (4 sessions fill a budget of 4 sessions' memory)."""
     chat = _config(tmp_path).profiles["chat"]
     hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
-    # the whole budget is one pool here (per-key shares are tested in tests/http/test_attacks.py)
+    # the whole budget is one pool here (per-key shares are tested in tests/scenarios/test_attacks_over_http.py)
     # (after what the server holds itself: its prestarted instances, admission.server_memory_mb)
     held = server_memory_mb(_config(tmp_path))
     # never paused: with pausing, an idle session is paused to make room for a new one

@@ -21,9 +21,18 @@ import httpx
 
 from tests.support.redis_process import RedisProcess, free_port
 
-__all__ = ["Replica", "REPO"]
+__all__ = ["Replica", "REPO", "quick_profiles"]
 
 REPO = Path(__file__).resolve().parents[2]
+
+
+def quick_profiles(wall_seconds: int = 15, memory_mb: int = 64) -> str:
+    """The profiles of a test replica's TOML: ``quick`` (the plain image) as its default, and no
+    warm datascience pool, so a replica starts in seconds."""
+    return (
+        f'[profiles.quick]\nimage = "plain"\ncpu_seconds = 5\nwall_seconds = {wall_seconds}\n'
+        f"memory_mb = {memory_mb}\n\n[profiles.analyst]\npool_size = 0\n"
+    )
 
 
 class Replica:

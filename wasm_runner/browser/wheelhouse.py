@@ -10,6 +10,10 @@ official index for the exact Pyodide version).
 
 What goes in (``wasm-runner wheelhouse``, see docs/cli.md):
 
+- the operator's package lock (``--from-lock``, ``wasm_runner.packages``): the same pinned wheels
+  the server tier mounts, taken from the cache ``wasm-runner packages fetch`` filled, each file's
+  sha256 checked against the lock first, so both tiers offer the same names at the same versions;
+
 - pure-Python wheels (``py3-none-any``) fetched with pip, or built from a pure-Python source
   distribution with ``pypa build``; their lock entries come from ``pyodide-lock``
   (``add_wheels_to_spec``), which also checks their dependencies;
@@ -38,6 +42,9 @@ from pathlib import Path
 from typing import Any
 
 from ..errors import WasmRunnerError
+from ..packages.lock import LockError
+from ..packages.store import PackageStore
+from ..packages.wheels import sha256_of
 from .archives import ArchiveError, is_archive, safe_extract
 from .locations import OFFICIAL_INDEX_TEMPLATE, package_index_url, pyodide_version, web_dir, wheelhouse_dir
 from .pyodide_tools import ToolError, build_sdist, lock_tool, py_compile
@@ -251,6 +258,8 @@ def add_arguments(parser: argparse.ArgumentParser) -> None:
     parser.add_argument("packages", nargs="*", help="requirements, e.g. 'rich==13.9.4', or pure-Python source "
                         "distributions (FILE.tar.gz / .zip); with --from-release: package names of the release")
     parser.add_argument("-r", "--requirements", type=Path, help="a requirements file")
+    parser.add_argument("--from-lock", type=Path, metavar="LOCK", help="every package of the operator's package "
+                        "lock (wasm-runner packages), from the wheels `wasm-runner packages fetch` checked")
     parser.add_argument("--from-release", type=Path, metavar="PATH", help="a local copy of the official Pyodide "
                         "release: its folder or pyodide-VERSION.tar.bz2 (.tar.gz, .zip)")
     parser.add_argument("--all", action="store_true", help="with --from-release: every package of the release")
@@ -273,12 +282,32 @@ def _requirements(args: argparse.Namespace) -> list[str]:
     return requirements
 
 
+def _locked_wheels(lock_path: Path) -> tuple[list[str], Path]:
+    """The lock's pinned requirements and the folder of their fetched wheels (each one's sha256 checked)."""
+    try:
+        store = PackageStore.open(lock_path)
+    except LockError as exc:
+        raise WheelhouseError("lock", str(exc)) from None
+    for pkg in store.lock.packages.values():
+        wheel = store.wheel_path(pkg)
+        if not wheel.is_file() or sha256_of(wheel) != pkg.sha256:
+            raise WheelhouseError("lock", f"{pkg.wheel} is not fetched or does not match the lock's sha256: "
+                                  "run `wasm-runner packages fetch` first")
+    names = [f"{pkg.name}=={pkg.version}" for pkg in store.lock.packages.values()]
+    return names, store.root / "wheels"
+
+
 def run_command(args: argparse.Namespace) -> int:
     root = web_dir()
     out = args.out or wheelhouse_dir(root)
     try:
         requirements = _requirements(args)
-        if args.from_release is not None:
+        if args.from_lock is not None:
+            if requirements or args.from_release is not None:
+                raise WheelhouseError("usage", "--from-lock takes every package of the lock: name no other")
+            locked, wheels = _locked_wheels(args.from_lock)
+            added = build_wheelhouse(locked, out, find_links=wheels, compile_pyc=args.py_compile)
+        elif args.from_release is not None:
             if args.requirements or (args.all and requirements) or not (args.all or requirements):
                 raise WheelhouseError("usage", "with --from-release, name the release's packages (e.g. numpy "
                                       "pandas) or give --all")

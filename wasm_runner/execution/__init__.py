@@ -7,7 +7,7 @@ and hands it to an ``Executor``:
   the server's executor, whose ``Gate`` is the server's admission (``wasm_runner.admission``:
   ``max_running``, queue, memory budget, per-key concurrency), whose ``SandboxProvider`` is the
   server's (``sandbox.provider.ServerSandboxes``: sandboxes, warm pools, warm-up, memory held)
-  and whose ``Recorder`` writes the metrics and the audit log (``http.record.RunRecord``);
+  and whose ``Recorder`` writes the metrics and the audit log (``observability.RunRecord``);
 - the MCP tools over stdio, the CLI and Python callers use an executor without a gate (no server:
   nothing to share; ``LocalSandboxes`` or ``OneSandbox``), which still runs every guest the same way and keeps sessions under caps.
 

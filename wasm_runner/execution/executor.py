@@ -11,10 +11,13 @@ from __future__ import annotations
 import asyncio
 import threading
 from collections.abc import Callable
+from pathlib import Path
 from typing import TYPE_CHECKING, Unpack
 
 from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
+from ..packages import PackageLock, PackageRefused, PackageStore, default_store
+from ..packages.store import image_modules
 from ..result import Result
 from ..sessions import Pausing, SessionListener, SessionStore
 from .job import Job, OutputCallback
@@ -34,7 +37,8 @@ class Executor(Runner):
     and ``workers`` are its ``Runner``'s (``running.py``). ``sessions`` is its one ``SessionStore``
     (``max_sessions``, ``session_*``: its caps and expiry; ``session_listener`` is told of every
     session, ``session_claims`` counts them across processes, ``session_pausing`` pauses idle ones
-    to disk; ``max_fork_copies``: the most copies one fork makes).
+    to disk; ``max_fork_copies``: the most copies one fork makes). ``packages``: the operator's
+    wheelhouse (default ``packages.default_store()``: ``$WASM_RUNNER_PACKAGES_LOCK``, else none).
     """
 
     def __init__(
@@ -48,9 +52,11 @@ class Executor(Runner):
         session_listener: SessionListener | None = None,
         session_claims: Claims | None = None,
         session_pausing: Pausing | None = None,
+        packages: PackageStore | None = None,
         **runner: Unpack[RunnerOptions],
     ) -> None:
         super().__init__(sandboxes, **runner)
+        self.packages = packages if packages is not None else default_store()
         self.sessions = SessionStore(
             self,
             max_sessions=max_sessions,
@@ -63,6 +69,19 @@ class Executor(Runner):
         self.sessions.max_fork_copies = max_fork_copies
         if self.recorder is not None:  # forks, snapshots, resumes: the audit log
             self.sessions.on_event = self.recorder.session_event
+
+    def package_folders(self, job: Job) -> list[Path]:
+        """The wheelhouse's folders ``job`` gets, recorded in ``job.packages_granted``
+        (``PackageRefused``: the sentence its user sees)."""
+        image = image_modules(job.runtime) if job.runtime == "default" else frozenset()
+        if self.packages is None:  # no wheelhouse: only what the image has may be asked for
+            from ..packages.wanted import wanted_packages
+
+            wanted_packages(PackageLock({}), job.code, job.packages, image_modules=image)
+            return []
+        granted = self.packages.granted(job.code, job.packages, image=image)
+        job.packages_granted = tuple(f"{p.name}=={p.version}" for p in granted)
+        return self.packages.mounted(image) if granted else []
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(
@@ -79,6 +98,10 @@ class Executor(Runner):
             functions = job.host_functions(loop)
         except InvalidFunctions as exc:
             return Result.invalid(f"Invalid functions: {exc}.", job.runtime)
+        try:
+            packages = self.package_folders(job)
+        except PackageRefused as exc:
+            return Result.invalid(str(exc), job.runtime)
         return sandbox.run(
             job.code,
             stdin=job.stdin,
@@ -94,6 +117,8 @@ class Executor(Runner):
             cancel=cancel,
             pool=self.sandboxes.pool_for(sandbox, job.profile),
             functions=functions,
+            network=job.network(),
+            packages=packages,
         )
 
     async def run(

@@ -10,6 +10,7 @@ from dataclasses import dataclass, field, replace
 
 from ..host_functions import CallRecord, CallTally, HostFunction, HostFunctions, as_host_functions
 from ..limits import Limits
+from ..network import NetworkRecord, NetworkRule, RunNetwork, describe_off
 from .policy import LOCAL_CALLER, LOCAL_POLICY, CallerLike, PolicyLike
 
 __all__ = ["Job", "OutputCallback"]
@@ -49,6 +50,20 @@ class Job:
     # in ``host_calls`` (by name and outcome: what the metrics and the audit log record)
     functions: Mapping[str, HostFunction] | HostFunctions | None = None
     host_calls: CallTally = field(default_factory=CallTally)
+    # the operator's network rules for this run's key and profile (none: the network is off, and
+    # ``network_off`` is the sentence every request gets); each request is kept in ``network_requests``
+    network_rules: tuple[NetworkRule, ...] = ()
+    network_off: str = field(default_factory=lambda: describe_off(None, None))
+    network_requests: list[NetworkRecord] = field(default_factory=list)
+
+    def network(self) -> RunNetwork:
+        """The run's network: its rules, each request recorded in ``network_requests``."""
+        return RunNetwork(self.network_rules, self.network_off, on_request=self.network_requests.append)
+    # packages of the operator's wheelhouse the run asks for by name (``wasm_runner.packages``);
+    # ``# requires:`` lines and imports of the wheelhouse's modules ask too
+    packages: tuple[str, ...] = ()
+    # what the run was given of the wheelhouse (name==version each; set when it starts): the audit log's
+    packages_granted: tuple[str, ...] = ()
 
     def host_functions(self, loop: asyncio.AbstractEventLoop | None) -> HostFunctions | None:
         """The job's functions as a run gets them: coroutines on ``loop`` (the face's; None: a

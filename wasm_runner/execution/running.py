@@ -4,7 +4,7 @@ runtime's readiness and the memory a run holds are its ``SandboxProvider``'s. Th
 one (with its ``SessionStore``, which uses a runner for its sessions' calls).
 
 Its two collaborators are Protocols, so that the parts above (the server's
-``sandbox.provider.ServerSandboxes``, ``http.record.RunRecord``) are handed in, never imported:
+``sandbox.provider.ServerSandboxes``, ``observability.RunRecord``) are handed in, never imported:
 ``LocalSandboxes`` (the process-wide sandboxes, no pools, no warm-up) and ``OneSandbox`` (one
 sandbox for everything: the CLI) are the providers of the faces without a server.
 
@@ -20,7 +20,7 @@ import threading
 import time
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
-from typing import TYPE_CHECKING, Any, Protocol, TypedDict, TypeVar, Unpack
+from typing import TYPE_CHECKING, Protocol, TypedDict, TypeVar, Unpack
 
 from ..admission.gate import Gate
 from ..admission.parking import Parking
@@ -34,7 +34,7 @@ if TYPE_CHECKING:
     from ..sandbox.core import Sandbox
     from ..wasi.guestio import InputSource
 
-__all__ = ["LocalSandboxes", "OneSandbox", "Recorder", "Runner", "RunnerOptions", "SandboxProvider"]
+__all__ = ["LocalSandboxes", "OneSandbox", "Recorder", "Runner", "RunnerOptions", "SandboxProvider", "SessionFacts"]
 
 log = logging.getLogger("wasm_runner.execution")
 
@@ -63,15 +63,28 @@ class SandboxProvider(Protocol):
         ...
 
 
+class SessionFacts(Protocol):
+    """What a session's record names (a ``sessions.LiveSession`` has them)."""
+
+    @property
+    def id(self) -> str: ...
+
+    @property
+    def tenant(self) -> str: ...
+
+    @property
+    def profile(self) -> PolicyLike: ...
+
+
 class Recorder(Protocol):
     """The record of every finished run and of a session's fork, snapshot or resume (the
-    server's: ``http.record.RunRecord``, metrics and the audit log)."""
+    server's: ``observability.RunRecord``, metrics and the audit log)."""
 
     def record(self, job: Job, result: Result, waited: float) -> None:
         """``job`` ended as ``result`` after waiting ``waited`` seconds for a slot."""
         ...
 
-    def session_event(self, event: str, live: Any, fields: dict[str, str]) -> None:
+    def session_event(self, event: str, live: SessionFacts | None, fields: dict[str, str]) -> None:
         """A session's (``live``: a ``sessions.LiveSession``, or None for a saved state) event."""
         ...
 

@@ -66,6 +66,8 @@ class RunSpec:
     case: IOCase | None = None
     tests: TestFile | None = None
     test: str | None = None
+    weight: float = 1.0
+    fail_message: str | None = None
 
 
 def plan(ex: Exercise, code: str) -> list[RunSpec]:
@@ -74,11 +76,12 @@ def plan(ex: Exercise, code: str) -> list[RunSpec]:
     specs: list[RunSpec] = []
     for case in ex.io:
         specs.append(RunSpec(len(specs), "io", case.name, case.hidden, code, case.stdin,
-                             STUDENT_FILE, case=case))
+                             STUDENT_FILE, case=case, weight=case.weight, fail_message=case.fail_message))
     for tf in ex.tests:
         for test in tf.tests or (None,):
             specs.append(RunSpec(len(specs), "test", test or tf.name, tf.hidden, code, "",
-                                 STUDENT_FILE, tests=tf, test=test))
+                                 STUDENT_FILE, tests=tf, test=test, weight=tf.weight,
+                                 fail_message=tf.fail_message))
     return specs
 
 
@@ -121,7 +124,8 @@ def find_record(spec: RunSpec, res: dict[str, Any], files: Iterable[tuple[str, b
 
 def judge(spec: RunSpec, res: dict[str, Any], record: dict[str, Any] | None = None) -> dict[str, Any]:
     """One check's result from its run's result (a ``Result.to_dict()``-shaped mapping)."""
-    return check_result(spec.kind, spec.name, spec.hidden, res, case=spec.case, record=record)
+    return check_result(spec.kind, spec.name, spec.hidden, res, case=spec.case, record=record,
+                        weight=spec.weight, fail_message=spec.fail_message)
 
 
 def check_code(

@@ -1,5 +1,6 @@
 """Judging a check, written once for both tiers: comparing output, a check's verdict and message,
-the report's summary, what a student may see of hidden checks, bounded ``repr`` for messages, and
+the report's summary and score (the weighted share of the checks passed), what a student may see
+of hidden checks (its number, pass/fail, and the teacher's ``fail_message`` when it fails), bounded ``repr`` for messages, and
 the asserts of teacher tests (rewritten to say what they compared; run on the test's side).
 
 Pure and standard-library only, with no imports from this package: the server imports it, and
@@ -11,10 +12,10 @@ run's result is a ``Result.to_dict()``-shaped mapping, an I/O case a mapping (or
 from __future__ import annotations
 
 import math
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from typing import Any
 
-__all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact",
+__all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact", "score",
            "short", "block", "strict_eq", "assert_compare", "assert_true", "rewrite_asserts",
            "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
 
@@ -166,34 +167,54 @@ def judge_test(record: Mapping[str, Any] | None, res: Mapping[str, Any]) -> tupl
 
 
 def check_result(kind: str, name: str, hidden: bool, res: Mapping[str, Any], *, case: Any = None,
-                 record: Mapping[str, Any] | None = None) -> dict[str, Any]:
-    """One check's result: ``kind`` "io" (judged with ``case``) or "test" (with ``record``)."""
+                 record: Mapping[str, Any] | None = None, weight: float = 1.0,
+                 fail_message: str | None = None) -> dict[str, Any]:
+    """One check's result: ``kind`` "io" (judged with ``case``) or "test" (with ``record``), its
+    ``weight`` in the score, and the teacher's ``fail_message`` (said first when it fails; of a
+    hidden check on the server, all the student is told: ``redact``)."""
     if kind == "io":
         passed, message = judge_io(case, res)
     else:
         passed, message = judge_test(record, res)
+    if not passed and fail_message:
+        message = f"{fail_message}\n{message}"
     return {"name": name, "kind": kind, "hidden": hidden, "passed": passed, "message": message,
-            "status": res.get("status"), "limit": res.get("limit")}
+            "status": res.get("status"), "limit": res.get("limit"), "weight": float(weight),
+            "fail_message": fail_message if not passed else None}
+
+
+def score(checks: Sequence[Mapping[str, Any]]) -> float:
+    """The weighted share of the checks passed, from 0 to 1 (rounded to 4 places; 0 when the
+    weights add up to 0). A check without a weight weighs 1."""
+    total = sum(float(c.get("weight", 1.0)) for c in checks)
+    got = sum(float(c.get("weight", 1.0)) for c in checks if c["passed"])
+    return round(got / total, 4) if total > 0 else 0.0
 
 
 def summarize(exercise_id: str, checks: list[dict[str, Any]]) -> dict[str, Any]:
-    """The report: totals, a one-line summary and the checks."""
+    """The report: totals, the score (the weighted share passed), a one-line summary, the checks."""
     passed = sum(1 for c in checks if c["passed"])
     total = len(checks)
+    weighted = score(checks)
+    summary = f"{passed} of {total} checks passed"
+    if len({float(c.get("weight", 1.0)) for c in checks}) > 1:  # weights differ: say the score
+        summary += f", score {weighted * 100:.4g}%"
     return {
         "exercise": exercise_id,
         "passed": total > 0 and passed == total,
         "total": total,
         "passed_count": passed,
         "failed_count": total - passed,
-        "summary": f"{passed} of {total} checks passed" + (" — well done!" if passed == total and total else "."),
+        "score": weighted,
+        "summary": summary + (" — well done!" if passed == total and total else "."),
         "checks": checks,
     }
 
 
 def redact(report: Mapping[str, Any]) -> dict[str, Any]:
-    """The report a student may see: a hidden check keeps only its number, pass/fail and, when a
-    limit stopped it, which limit. Its name, input, expected output and messages stay here."""
+    """The report a student may see: a hidden check keeps only its number, pass/fail, its weight,
+    when a limit stopped it which limit, and when it failed the teacher's ``fail_message`` if
+    there is one. Its name, input, expected output and judged messages stay here."""
     checks = []
     n = 0
     for c in report["checks"]:
@@ -204,9 +225,12 @@ def redact(report: Mapping[str, Any]) -> dict[str, Any]:
         msg = "Hidden check passed." if c["passed"] else "Hidden check failed."
         if c.get("limit"):
             msg = f"Hidden check stopped by the {c['limit']} limit."
+        if not c["passed"] and c.get("fail_message"):
+            msg = f"{msg} {c['fail_message']}"
         checks.append({"name": f"hidden check {n}", "kind": c["kind"], "hidden": True,
                        "passed": c["passed"], "message": msg, "status": c.get("status"),
-                       "limit": c.get("limit")})
+                       "limit": c.get("limit"), "weight": c.get("weight", 1.0),
+                       "fail_message": c.get("fail_message")})
     return {**report, "checks": checks}
 
 

@@ -2,7 +2,7 @@
 
 A folder ``add-two/``::
 
-    exercise.toml       title, [limits], [[io]] cases, optional [[tests]] entries
+    exercise.toml       title, [limits], [[io]] cases, optional [[tests]] entries, hints
     instructions.md     Markdown shown to the student
     starter.py          the code the student starts from
     solution.py         the reference solution (never sent to students)
@@ -11,6 +11,11 @@ A folder ``add-two/``::
 
 or one file ``add-two.toml`` holding the same keys inline (``instructions``, ``starter``,
 ``solution``, ``[[tests]] source = ...``). The id is the folder's name or the file's stem.
+
+Grading (docs/exercises.md): each I/O case and each ``[[tests]]`` entry may say its ``weight``
+(default 1; the score is the weighted share of the checks passed) and ``fail_message``, the
+teacher's words a student sees when that check fails (for a hidden check, in place of anything
+about it). ``hints = [...]``: hints the student reveals one at a time.
 """
 
 from __future__ import annotations
@@ -26,12 +31,15 @@ from ..errors import WasmRunnerError
 from ..limits import InvalidLimits, Limits
 
 __all__ = ["Exercise", "IOCase", "TestFile", "ExerciseError", "load_exercise", "load_folder",
-           "COMPARE_MODES", "ID_PATTERN"]
+           "COMPARE_MODES", "ID_PATTERN", "MAX_WEIGHT", "MAX_HINTS", "MAX_MESSAGE_CHARS"]
 
 COMPARE_MODES = ("exact", "lines", "whitespace", "float")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 1 << 20
 EXERCISE_LIMIT_KEYS = ("cpu_seconds", "wall_seconds", "memory_mb", "stdout_bytes", "stderr_bytes")
+MAX_WEIGHT = 1000.0
+MAX_HINTS = 20
+MAX_MESSAGE_CHARS = 2000  # a teacher's fail_message, and each hint
 
 
 class ExerciseError(WasmRunnerError, ValueError):
@@ -48,6 +56,8 @@ class IOCase:
     compare: str = "lines"
     tolerance: float = 1e-6
     hidden: bool = False
+    weight: float = 1.0
+    fail_message: str | None = None  # the teacher's words when this case fails
 
 
 @dataclass(frozen=True)
@@ -59,6 +69,8 @@ class TestFile:
     hidden: bool = False
     tests: tuple[str, ...] = ()  # test function names, in file order; () = the whole file
     filename: str = "tests.py"
+    weight: float = 1.0  # of each check (test function) of the file
+    fail_message: str | None = None  # the teacher's words when one of its checks fails
 
 
 @dataclass(frozen=True)
@@ -72,13 +84,18 @@ class Exercise:
     tests: tuple[TestFile, ...] = ()
     limits: dict[str, float] = field(default_factory=dict)
     browser: bool = False  # may the full exercise (hidden checks too) be sent to browsers?
+    hints: tuple[str, ...] = ()  # revealed one at a time by the student
 
     def public(self) -> dict[str, Any]:
         """What a student may see: title, instructions, starter, whether the browser tier may
-        check it (``browser``: its bundle is served); no checks, no solution."""
+        check it (``browser``: its bundle is served), the hints; no checks, no solution."""
         return {"id": self.id, "title": self.title, "instructions": self.instructions,
                 "starter": self.starter, "checks": len(self.check_names()),
-                "limits": dict(self.limits), "browser": self.browser}
+                "limits": dict(self.limits), "browser": self.browser, "hints": list(self.hints)}
+
+    def check_weights(self) -> list[float]:
+        """The weight of every check, in ``check_names``' order."""
+        return [c.weight for c in self.io] + [t.weight for t in self.tests for _ in (t.tests or (t.name,))]
 
     def check_names(self) -> list[tuple[str, str, bool]]:
         """(kind, name, hidden) of every check, in the order they run."""
@@ -101,7 +118,9 @@ class Exercise:
             "starter": self.starter, "limits": dict(self.limits),
             "io": [dict(vars(c)) for c in self.io],
             "tests": [{"name": t.name, "source": t.source, "hidden": t.hidden,
-                       "tests": list(t.tests), "filename": t.filename} for t in self.tests],
+                       "tests": list(t.tests), "filename": t.filename, "weight": t.weight,
+                       "fail_message": t.fail_message} for t in self.tests],
+            "hints": list(self.hints),
         }
 
 
@@ -140,11 +159,42 @@ def test_functions(source: str, where: str) -> tuple[str, ...]:
     return tuple(names)
 
 
+def _weight(raw: Any, where: str) -> float:
+    value = raw.get("weight", 1)
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= MAX_WEIGHT:
+        raise ExerciseError(f"{where}: weight must be a number from 0 to {MAX_WEIGHT:g}, not {value!r}")
+    return float(value)
+
+
+def _fail_message(raw: Any, where: str) -> str | None:
+    if raw.get("fail_message") is None:
+        return None
+    text = _text(raw["fail_message"], f"{where} fail_message").strip()
+    if not text or len(text) > MAX_MESSAGE_CHARS:
+        raise ExerciseError(f"{where}: fail_message must be 1 to {MAX_MESSAGE_CHARS} characters")
+    return text
+
+
+def _hints(raw: Any, where: str) -> tuple[str, ...]:
+    if raw is None:
+        return ()
+    if not isinstance(raw, list) or len(raw) > MAX_HINTS:
+        raise ExerciseError(f"{where}: hints must be a list of at most {MAX_HINTS} texts")
+    hints = []
+    for n, hint in enumerate(raw, 1):
+        text = _text(hint, f"{where}: hint {n}").strip()
+        if not text or len(text) > MAX_MESSAGE_CHARS:
+            raise ExerciseError(f"{where}: hint {n} must be 1 to {MAX_MESSAGE_CHARS} characters")
+        hints.append(text)
+    return tuple(hints)
+
+
 def _io_case(i: int, raw: Any, where: str) -> IOCase:
     w = f"{where}: io case {i + 1}"
     if not isinstance(raw, dict):
         raise ExerciseError(f"{w} must be a table")
-    unknown = set(raw) - {"name", "stdin", "stdout", "compare", "tolerance", "hidden"}
+    unknown = set(raw) - {"name", "stdin", "stdout", "compare", "tolerance", "hidden", "weight",
+                          "fail_message"}
     if unknown:
         raise ExerciseError(f"{w} has unknown keys: {', '.join(sorted(unknown))}")
     if "stdout" not in raw:
@@ -163,6 +213,7 @@ def _io_case(i: int, raw: Any, where: str) -> IOCase:
         stdin=_text(raw.get("stdin", ""), f"{w} stdin"),
         stdout=_text(raw["stdout"], f"{w} stdout"),
         compare=compare, tolerance=float(tol), hidden=hidden,
+        weight=_weight(raw, w), fail_message=_fail_message(raw, w),
     )
 
 
@@ -204,7 +255,7 @@ def load_exercise(path: str | Path) -> Exercise:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ExerciseError(f"{where}: {toml_path.name}: {e}") from None
-    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser"}
+    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "hints"}
     unknown = set(raw) - known
     if unknown:
         raise ExerciseError(f"{where}: unknown keys in {toml_path.name}: {', '.join(sorted(unknown))}")
@@ -235,8 +286,8 @@ def load_exercise(path: str | Path) -> Exercise:
         raise ExerciseError(f"{where}: tests must be an array of tables ([[tests]])")
     for i, t in enumerate(tests_raw):
         w = f"{where}: tests entry {i + 1}"
-        if not isinstance(t, dict) or set(t) - {"file", "source", "hidden", "name"}:
-            raise ExerciseError(f"{w} may have file or source, hidden, name")
+        if not isinstance(t, dict) or set(t) - {"file", "source", "hidden", "name", "weight", "fail_message"}:
+            raise ExerciseError(f"{w} may have file or source, hidden, name, weight, fail_message")
         if ("file" in t) == ("source" in t):
             raise ExerciseError(f"{w} needs exactly one of file or source")
         if "file" in t:
@@ -254,9 +305,13 @@ def load_exercise(path: str | Path) -> Exercise:
             raise ExerciseError(f"{w}: hidden must be true or false")
         name = _text(t.get("name", fname), f"{w} name")[:200]
         tests.append(TestFile(name=name, source=src, hidden=hidden,
-                              tests=test_functions(src, f"{where}: {fname}"), filename=fname))
+                              tests=test_functions(src, f"{where}: {fname}"), filename=fname,
+                              weight=_weight(t, w), fail_message=_fail_message(t, w)))
     if not io and not tests:
         raise ExerciseError(f"{where}: no checks: add [[io]] cases or a tests.py")
+    weights = [c.weight for c in io] + [t.weight for t in tests for _ in (t.tests or (t.name,))]
+    if not sum(weights) > 0:
+        raise ExerciseError(f"{where}: the checks' weights add up to 0: give one a weight above 0")
     browser = raw.get("browser", False)
     if not isinstance(browser, bool):
         raise ExerciseError(f"{where}: browser must be true or false")
@@ -270,6 +325,7 @@ def load_exercise(path: str | Path) -> Exercise:
         tests=tuple(tests),
         limits=_limits(raw.get("limits"), where),
         browser=browser,
+        hints=_hints(raw.get("hints"), where),
     )
 
 

@@ -63,7 +63,8 @@ def plan(bundle: Mapping[str, Any], code: str) -> list[dict[str, Any]]:
     for case in bundle.get("io") or []:
         runs.append({"kind": "io", "name": case["name"], "hidden": bool(case.get("hidden")),
                      "program": "student", "stdin": case.get("stdin") or "",
-                     "filename": STUDENT_FILE, "case": dict(case)})
+                     "filename": STUDENT_FILE, "case": dict(case),
+                     "weight": case.get("weight", 1.0), "fail_message": case.get("fail_message")})
     suffix = import_hint(code)
     for tf in bundle.get("tests") or []:
         for test in tf.get("tests") or [None]:
@@ -73,7 +74,8 @@ def plan(bundle: Mapping[str, Any], code: str) -> list[dict[str, Any]]:
                        "tests_file": tf.get("filename") or "tests.py", "test": test}
             runs.append({"kind": "test", "name": test or tf["name"], "hidden": bool(tf.get("hidden")),
                          "program": "harness", "suffix": suffix, "stdin": json.dumps(payload),
-                         "filename": HARNESS_FILE, "nonce": nonce, "test": test})
+                         "filename": HARNESS_FILE, "nonce": nonce, "test": test,
+                         "weight": tf.get("weight", 1.0), "fail_message": tf.get("fail_message")})
     return runs
 
 
@@ -98,7 +100,8 @@ def judge(run: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
     """One check's result from its run's result, as the server judges it."""
     record = find_record(run, result) if run["kind"] == "test" else None
     return check_result(run["kind"], run["name"], bool(run["hidden"]), result,
-                        case=run.get("case"), record=record)
+                        case=run.get("case"), record=record, weight=float(run.get("weight", 1.0)),
+                        fail_message=run.get("fail_message"))
 
 
 def answer(request: Mapping[str, Any]) -> dict[str, Any]:

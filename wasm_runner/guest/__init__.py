@@ -12,7 +12,9 @@ Nothing here is imported by the host. The files are read as text and shipped to 
   both tiers.
 - **The server tier**: ``runner.py``, the wrapper that reads jobs from the host (loaded after the
   package, ``sandbox/wrapper.py``); ``host_module.py`` with ``wasm_runner/codec.py``, the ``host``
-  module of a run that has host functions (``host_functions/program.py``); ``check_harness.py``
+  module of a run that has host functions (``host_functions/program.py``); ``network.py``,
+  the network shim the loader fetches from the host when the program first imports ``socket`` or
+  ``http.client`` (``network/``); ``check_harness.py``
   (one teacher test against the student's code; the browser runs it too, from
   ``web/src/checking.js``) and ``check_agent.py``, the exercise checker's programs
   (``exercises/``); ``lib/turtle.py``, the window-less ``turtle``.

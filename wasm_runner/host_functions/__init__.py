@@ -14,11 +14,11 @@ the payload); ``loop`` runs coroutine functions when the caller has no loop. doc
 from .calls import HOST_LIMITS, HostCalls, RunState, describe_exception
 from .functions import HostFunction, HostFunctions, InvalidFunctions, as_host_functions, check_name
 from .loop import background_loop
-from .program import WRAPPER_FILE, prepare_program, program
+from .program import NETWORK_SHIM, WRAPPER_FILE, prepare_program, program
 from .records import OUTCOMES, UNKNOWN_NAME, CallRecord, CallTally
 
 __all__ = [
-    "HOST_LIMITS", "OUTCOMES", "UNKNOWN_NAME", "WRAPPER_FILE", "CallRecord", "CallTally", "HostCalls",
+    "HOST_LIMITS", "NETWORK_SHIM", "OUTCOMES", "UNKNOWN_NAME", "WRAPPER_FILE", "CallRecord", "CallTally", "HostCalls",
     "HostFunction", "HostFunctions", "InvalidFunctions", "RunState", "as_host_functions", "background_loop",
     "check_name", "describe_exception", "prepare_program", "program",
 ]

@@ -24,23 +24,19 @@ clear); elsewhere it takes ``https://``. Redirects are never followed; the answe
 from __future__ import annotations
 
 import asyncio
-import concurrent.futures
 import hashlib
 import hmac
-import ipaddress
 import json
 import secrets
-import socket
-import threading
 import time
-from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from .. import codec
+from .. import addresses, codec
+from ..addresses import Address, Network, Resolver, lookup_threads, parse_allow, resolve_name
 from ..errors import WasmRunnerError
 
 __all__ = ["MAX_ANSWER_BYTES", "MAX_CLOCK_SKEW_SECONDS", "AppError", "Endpoint", "EndpointError", "Network",
@@ -48,7 +44,6 @@ __all__ = ["MAX_ANSWER_BYTES", "MAX_CLOCK_SKEW_SECONDS", "AppError", "Endpoint",
 
 MAX_ANSWER_BYTES = 16 << 20
 MAX_CLOCK_SKEW_SECONDS = 300  # what ``verify`` accepts of a timestamp, either way
-Network = ipaddress.IPv4Network | ipaddress.IPv6Network
 
 
 class EndpointError(WasmRunnerError, RuntimeError):
@@ -56,52 +51,17 @@ class EndpointError(WasmRunnerError, RuntimeError):
     (a redirect, an error status, not JSON, too large). The guest gets its message."""
 
 
-def parse_allow(entries: Iterable[str]) -> tuple[Network, ...]:
-    """Addresses or networks (``127.0.0.1``, ``10.0.0.0/8``, ``::1``) an endpoint may reach
-    although they are not public; ``ValueError`` for one that is neither."""
-    return tuple(ipaddress.ip_network(e, strict=False) for e in entries)
-
-
-_NAT64 = ipaddress.ip_network("64:ff9b::/96")  # RFC 6052: the well-known prefix, an IPv4 address inside
-_NAT64_LOCAL = ipaddress.ip_network("64:ff9b:1::/48")  # RFC 8215: local-use translation
-_SIX_TO_FOUR = ipaddress.ip_network("2002::/16")  # RFC 3056: an IPv4 address inside
-_IPV4_COMPATIBLE = ipaddress.ip_network("::/96")  # RFC 4291: deprecated, an IPv4 address inside
-_SITE_LOCAL = ipaddress.ip_network("fec0::/10")  # RFC 3879: deprecated, private in practice
-_NOT_PUBLIC = "a loopback, private or reserved address"
-
-
-def _refused(ip: ipaddress.IPv4Address | ipaddress.IPv6Address, what: str) -> EndpointError:
+def _refused(ip: Address, what: str) -> EndpointError:
     return EndpointError(f"the app's endpoint resolves to {ip}, {what} the operator did not allow")
 
 
-def check_address(address: str, allow: tuple[Network, ...]) -> ipaddress.IPv4Address | ipaddress.IPv6Address:
-    """``address`` when an endpoint may connect to it: listed in ``allow``, or public (globally
-    routable); ``EndpointError`` naming the rule else. An IPv4 address written as IPv6 is judged as
-    IPv4: mapped (``::ffff:a.b.c.d``) as that address; NAT64 (``64:ff9b::/96``) and 6to4
-    (``2002::/16``) by the IPv4 address inside; IPv4-compatible (``::a.b.c.d``), local-use NAT64
-    (``64:ff9b:1::/48``) and site-local (``fec0::/10``) are refused."""
-    ip = ipaddress.ip_address(address.split("%", 1)[0])
-    if isinstance(ip, ipaddress.IPv6Address) and ip.ipv4_mapped is not None:
-        ip = ip.ipv4_mapped
-    if any(ip in net for net in allow):
-        return ip
-    if isinstance(ip, ipaddress.IPv6Address):
-        inside, form = None, ""
-        if ip in _NAT64:
-            inside, form = ipaddress.IPv4Address(int(ip) & 0xFFFFFFFF), "a NAT64 address (64:ff9b::/96)"
-        elif ip in _SIX_TO_FOUR and ip.sixtofour is not None:
-            inside, form = ip.sixtofour, "a 6to4 address (2002::/16)"
-        elif ip in _NAT64_LOCAL:
-            raise _refused(ip, "a local-use NAT64 address (64:ff9b:1::/48)")
-        elif ip in _IPV4_COMPATIBLE and int(ip) > 1:  # :: and ::1 are judged below
-            raise _refused(ip, "an IPv4-compatible address (::/96, deprecated)")
-        elif ip in _SITE_LOCAL:
-            raise _refused(ip, "a site-local address (fec0::/10, deprecated)")
-        if inside is not None and (not inside.is_global or inside.is_multicast):
-            raise _refused(ip, f"{form} for {inside}, {_NOT_PUBLIC}")
-    if not ip.is_global or ip.is_multicast:
-        raise _refused(ip, _NOT_PUBLIC)
-    return ip
+def check_address(address: str, allow: tuple[Network, ...]) -> Address:
+    """``address`` when an endpoint may connect to it (``addresses.check_address``: listed in
+    ``allow``, or public); ``EndpointError`` naming the rule else."""
+    try:
+        return addresses.check_address(address, allow)
+    except addresses.AddressRefused as e:
+        raise _refused(e.ip, e.what) from None
 
 
 def sign(secret: bytes, timestamp: str, nonce: str, body: bytes) -> str:
@@ -141,25 +101,8 @@ def verify(secret: bytes, headers: dict[str, str], body: bytes, nonces: Nonces, 
     return nonces.fresh(nonce, now)
 
 
-Resolver = Callable[[str, int], list[str]]
-LOOKUP_THREADS = 16  # lookups in progress at once (each bounded by its endpoint's timeout)
-_lookups: list[concurrent.futures.ThreadPoolExecutor] = []
-_lookups_lock = threading.Lock()
-
-
-def _resolve(host: str, port: int) -> list[str]:
-    infos = socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)
-    return [str(info[4][0]) for info in infos]
-
-
-def _lookup_threads() -> concurrent.futures.ThreadPoolExecutor:
-    """The threads names are resolved on (their own: a hung lookup holds neither the loop nor its
-    default executor, and does not delay the loop's shutdown)."""
-    with _lookups_lock:
-        if not _lookups:
-            _lookups.append(concurrent.futures.ThreadPoolExecutor(LOOKUP_THREADS,
-                                                                  thread_name_prefix="wasm-runner-endpoint-dns"))
-        return _lookups[0]
+_resolve = resolve_name
+_lookup_threads = lookup_threads
 
 
 @dataclass(frozen=True)

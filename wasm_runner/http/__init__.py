@@ -17,14 +17,14 @@ One module per concept (the settings are ``wasm_runner.settings``, read as secti
 - ``service``: what the routes (and the MCP tools at ``/mcp``) receive: the parts the assembly
   built, typed (the server's ``wasm_runner.execution.Executor``, with
   ``wasm_runner.admission.AdmissionGate`` as its gate, ``wasm_runner.sandbox.provider
-  .ServerSandboxes`` as its sandbox provider and ``record.RunRecord`` as its recorder; its one
+  .ServerSandboxes`` as its sandbox provider and ``wasm_runner.observability.RunRecord`` as its recorder; its one
   session store, HTTP and MCP sessions alike), and the request helpers (``caller``, ``policy``,
-  ``files_in``, ``render``). ``record``: ``RunRecord``, metrics and audit as the record of every run.
+  ``files_in``, ``render``).
 - ``guests``: output/input bridges between guest threads and the event loop, cancel on disconnect.
-- ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta.
-- ``metrics`` (Prometheus), ``audit`` (JSON lines) (``record`` writes both), ``downloads`` (short-lived file links),
-  ``exercise_catalog`` (the exercises served, loaded once),
-  ``middleware`` (security headers), ``errors`` (4xx JSON), ``mount`` (the Starlette app around a
+- ``routes/``: run, stream (SSE), interactive (WebSocket), sessions, files, exercises, meta
+  (``GET /metrics`` serves ``wasm_runner.observability``'s metrics; files are
+  ``wasm_runner.downloads``' links; exercises ``wasm_runner.exercises.catalog``'s).
+- ``middleware`` (security headers), ``errors`` (4xx JSON), ``mount`` (the Starlette app around a
   service: routes, ``/mcp``, middleware), ``app`` (the app builders), ``cli`` (``serve``),
   ``serving`` (uvicorn with the bounds it lacks: header timeout, connection caps; the drain on
   SIGTERM).

@@ -287,6 +287,19 @@ class Gatekeeper:
                 await shared.call(limiter.hit(self._failed_rate, "failed", address))
                 raise
         tenant = self._with_user(tenant, headers, user, user_token)
+        await self.count(tenant)
+        current_tenant.set(tenant)
+        return tenant
+
+    async def count(self, tenant: Tenant) -> None:
+        """Count one request of ``tenant`` (and its user) against their rates: in Redis with
+        shared state, in memory otherwise; ``ApiError(429)`` when over (an LTI launch's student,
+        whom the launch session named instead of a key: ``http/routes/lti.py``)."""
+        shared = self._shared
+        if shared is None:
+            self.hit(tenant)
+            return
+        limiter = self._redis_limiter(shared)
         if tenant.user_name is not None:
             user_item = self._item(tenant.user_rate)
             if not await shared.call(limiter.hit(user_item, "user", tenant.user_name)):
@@ -298,8 +311,6 @@ class Gatekeeper:
         if not await shared.call(limiter.hit(item, "rate", tenant.name)):
             reset_at, _ = await shared.call(limiter.get_window_stats(item, "rate", tenant.name))
             raise _rate_error(tenant, _retry_after(reset_at))
-        current_tenant.set(tenant)
-        return tenant
 
     def authenticate(
         self,

@@ -25,10 +25,9 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from ..execution import Refused
 from ..scaleout.forwarding import Forwarding
 from ..scaleout.signing import HEADER_PREFIX, InternalCall, target_of
-from .audit import AuditLog
+from ..observability import AuditLog, Metrics
 from .auth import Gatekeeper
 from .errors import ApiError, error_response
-from .metrics import Metrics
 
 __all__ = ["InternalGuard", "audit_refusal", "client_of", "internal_call", "limit_refusals"]
 

@@ -105,19 +105,22 @@ class ResultSigner:
 
 
 def result_claims(report: dict[str, Any], code: str, *, user: str | None, audience: str,
-                  now: float | None = None) -> dict[str, Any]:
+                  now: float | None = None, hints_used: int = 0) -> dict[str, Any]:
     """What a check's token says (``iss`` is the signer's): the exercise, the user (the request's
-    own id, or None), the score (checks passed / total), checks passed and total, the sha256 of
-    the code, when (``iat``) and for whom (``aud``: the API key's name)."""
+    own id, or None), the score (the weighted share of the checks passed: the report's), checks
+    passed and total, the hints the student revealed (the page's count), the sha256 of the code,
+    when (``iat``) and for whom (``aud``: the API key's name)."""
     total = int(report["total"])
     passed = int(report["passed_count"])
+    weighted = report.get("score")
     return {
         "aud": audience,
         "iat": int(time.time() if now is None else now),
         "exercise": report["exercise"],
         "user": user,
-        "score": passed / total if total else 0.0,
+        "score": float(weighted) if weighted is not None else (passed / total if total else 0.0),
         "passed": passed,
         "total": total,
+        "hints_used": int(hints_used),
         "code_sha256": hashlib.sha256(code.encode("utf-8")).hexdigest(),
     }

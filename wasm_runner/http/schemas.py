@@ -150,6 +150,13 @@ class _RunFields(_Strict):
         description="host functions the code may call (from host import NAME): functions the "
         "server declares that this key and profile may use (docs/host-functions.md)",
     )
+    packages: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z0-9][A-Za-z0-9._-]*$")]] | None = Field(
+        default=None,
+        max_length=64,
+        description="packages of the operator's wheelhouse the code may import (e.g. [\"rich\"]); "
+        "a '# requires: NAME' line or an import of the wheelhouse's module asks too "
+        "(docs/configuration.md#packages)",
+    )
 
     @field_validator("code")
     @classmethod

@@ -14,7 +14,7 @@ import functools
 import logging
 import threading
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -25,8 +25,10 @@ from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
+from ..network import describe_off, rules_for
 from ..limits import InvalidLimits, Limits
 from ..explanations import rendered_result
+from ..lti.tool import LtiTool
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
 from ..scaleout.directory import Directory
@@ -38,15 +40,16 @@ from ..sessions import PausedStore, SessionStore
 from ..settings import ServerConfig
 from ..warmup import Warmup
 from ..wasi.guestio import InputSource
-from .audit import AuditLog
-from .auth import Gatekeeper, Tenant
-from .downloads import DownloadStore
+from ..observability import AuditLog, Metrics
+from .auth import Gatekeeper, Tenant, current_tenant
+from ..downloads import DownloadStore
 from .errors import ApiError
-from .exercise_catalog import ExerciseCatalog
+from ..exercises.catalog import ExerciseCatalog
 from .internal import internal_call
-from .metrics import Metrics
 from .relay import Hop
+from ..exercises.hint_counts import HintCounts
 from .results import ResultSigner
+from ..webhooks import Webhooks
 from .schemas import FileIn, LimitsRequest
 
 log = logging.getLogger("wasm_runner.http")
@@ -83,6 +86,9 @@ class Service:
     drain: Drain  # the drain on SIGTERM (http.serving.DrainingServer)
     secret: Callable[[], bytes]  # what session snapshots are sealed under (read on first use)
     results: ResultSigner  # signs check results; the JWKS (http/results.py)
+    hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
+    webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
+    lti: LtiTool | None = None  # the LTI 1.3 tool (wasm_runner.lti), when platforms are registered
 
     @property
     def sessions(self) -> SessionStore:
@@ -170,6 +176,12 @@ class Service:
             )  # fmt: skip
         return self.catalog.for_caller(sorted(set(names)), FunctionCaller(tenant.name, tenant.user_id, request_id))
 
+    def network_for(self, job: Job) -> None:
+        """Give ``job`` the network rules of its key and profile (none: the sentence saying so)."""
+        key, profile = job.tenant.name, job.profile.name
+        job.network_rules = rules_for(tuple(self.config.network.values()), key, profile)
+        job.network_off = describe_off(key, profile)
+
     def policy(
         self,
         tenant: Tenant,
@@ -250,9 +262,11 @@ class Service:
         the explanation in ``lang`` (docs/explanations.md)."""
         body = rendered_result(result.to_dict(), lang)
         if files_as == "url":
+            caller = current_tenant.get()
+            tenant_name = caller.name if caller is not None else ""
             for entry, f in zip(body["files"], result.files, strict=True):
                 name = Path(f.path).name or "file"
-                token = self.downloads.put(name, f.content)
+                token = self.downloads.put(name, f.content, tenant_name)
                 if token is None:  # no room in this tenant's quota: the file stays inline
                     continue
                 entry.pop("content_base64", None)

@@ -20,7 +20,7 @@ is resumed from its last snapshot on the replica the key's next call reaches.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
 from typing import Protocol
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -35,6 +35,7 @@ from starlette.types import Receive, Scope, Send
 
 from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from ..host_functions.declared import Catalog
+from ..network import NetworkRule
 from ..settings import ServerConfig, ToolSettings
 from .server import build_server, headers_of
 from .sessions import Locate
@@ -93,6 +94,7 @@ class McpHttp:
         catalog: Catalog | None = None,
         locate: Locate | None = None,
         max_body_bytes: int | None = None,
+        network: Sequence[NetworkRule] = (),
     ) -> None:
         """``authenticate=None`` means no key check (local use only, like ``serve --no-auth``):
         every request is the one caller ``anonymous``.
@@ -106,7 +108,7 @@ class McpHttp:
         self._callers: dict[str, CallerLike] = {}
         self.server, self.executor = build_server(
             self.config, executor=executor, policy=policy, resolve=self._resolve, catalog=catalog,
-            locate=locate,
+            locate=locate, network=network,
         )
         self.path = path
         self._authenticate = authenticate
@@ -179,7 +181,7 @@ class McpHttp:
             return tenant
 
         return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
-                   catalog=service.catalog, locate=service.hop.take_over,
+                   catalog=service.catalog, locate=service.hop.take_over, network=tuple(config.network.values()),
                    max_body_bytes=config.client_bounds.max_body_bytes)
 
     def routes(self) -> list[BaseRoute]:

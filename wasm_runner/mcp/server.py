@@ -17,7 +17,7 @@ import base64
 import binascii
 import logging
 import threading
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from typing import Annotated, Any, Literal
 from urllib.parse import unquote
 
@@ -28,6 +28,7 @@ from pydantic import Field
 from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog, describe_functions
+from ..network import NetworkRule, describe_off, rules_for
 from ..result import Status
 from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
@@ -132,6 +133,7 @@ def build_server(
     resolve: Resolve | None = None,
     catalog: Catalog | None = None,
     locate: Locate | None = None,
+    network: Sequence[NetworkRule] = (),
 ) -> tuple[MCPServer, Executor]:
     """The MCP server and the executor its tools run through.
 
@@ -157,6 +159,8 @@ def build_server(
         return [f.name for f in catalog.allowed(caller.name, policy.name)] if catalog is not None else []
 
     def with_functions(job: Job, caller: CallerLike) -> Job:
+        job.network_rules = rules_for(network, caller.name, job.profile.name)  # docs/security.md, "Network"
+        job.network_off = describe_off(caller.name, job.profile.name)
         names = allowed(caller)
         if catalog is not None and names:
             job.functions = catalog.for_caller(
@@ -194,6 +198,10 @@ def build_server(
     async def run_python(
         code: Annotated[str, Field(description="The Python source to run, as a whole program.")],
         stdin: Annotated[str, Field(description="Text given to the program on standard input.")] = "",
+        packages: Annotated[list[str] | None, Field(
+            description="Packages beyond the built-in ones the program imports, from the server's "
+            "allowed list (e.g. [\"rich\"]); an import of an allowed package asks for it too.",
+            max_length=64)] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         problem = check_code(code)
@@ -202,7 +210,7 @@ def build_server(
         caller, client = who(ctx)
         job = with_functions(Job(
             tenant=caller, client=client, kind="mcp", profile=policy, limits=limits,
-            runtime=runtime, code=code, stdin=stdin or None, display=True,
+            runtime=runtime, code=code, stdin=stdin or None, display=True, packages=tuple(packages or ()),
         ), caller)  # fmt: skip
         try:
             result = await executor.run(job)

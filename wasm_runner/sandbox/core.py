@@ -17,7 +17,7 @@ import tempfile
 import threading
 import time
 import weakref
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -25,6 +25,7 @@ import wasmtime as wt
 
 from .. import engine, images
 from ..grants import collect_files
+from ..network import NetworkCalls, RunNetwork, may_reach_network
 from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes
 from ..limits import InvalidLimits, Limits
@@ -38,7 +39,8 @@ from .pool import WarmPool, bind_slot, default_prestart
 from .sealing import MAX_BODY_BYTES, default_secret, open_sealed
 from .session import Restore, Session, SessionHost
 from .session_state import PAGE, Reference, body_bound, parse
-from .workspace import MAX_FILES_OUT_BYTES, Workspace, make_workspace, sweep_stale, work_root
+from .site_mount import WRAPPER_FILE, loader, view_folder
+from .workspace import MAX_FILES_OUT_BYTES, Workspace, extra_grant, make_workspace, sweep_stale, work_root
 
 __all__ = ["OutputCallback", "Sandbox", "min_memory_mb", "start_memory_bytes"]
 
@@ -181,17 +183,21 @@ class Sandbox:
         return images.run_setup(quick, False, linker.instantiate_pre(module), code, layout, start_thread)
 
     def start_guest(self, limits: Limits, data_dir: Any, out_dir: Any, files: dict[str, bytes] | None,
-                    collect_out: bool, rest: bool = False, restore: Restore | None = None) -> tuple[Guest, Workspace]:
+                    collect_out: bool, rest: bool = False, restore: Restore | None = None,
+                    view: Path | None = None) -> tuple[Guest, Workspace]:
         """A fresh instance with its run folder. A turn-entered image's folder has the image's fd
         layout (the warm-slot one: /data and /out always preopened, hidden unless the run asks).
-        ``rest`` and ``restore``: a session's (``Guest``)."""
+        ``rest`` and ``restore``: a session's (``Guest``). ``view``: the run's packages' view of
+        the wrapper's folder (``site_mount``), at ``/wasm-runner`` in place of the wrapper's."""
         def bind(g: Guest) -> None:
             bind_slot(g, limits, data_dir, out_dir, files, collect_out)
+            if view is not None:
+                self._show_view(g, view)
 
         if self.via_turn:
             ws = self.new_workspace(limits, None, None, None, False, placeholders=True)
         else:
-            ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out)
+            ws = self.new_workspace(limits, data_dir, out_dir, files, collect_out, boot=view)
         try:
             guest = Guest(self.guest_module, ws, limits, wrapper.argv(self.boot),
                           prepare=bind if self.via_turn else None, rest=rest, restore=restore)
@@ -199,6 +205,11 @@ class Sandbox:
             ws.close()
             raise
         return guest, ws
+
+    @staticmethod
+    def _show_view(guest: Guest, view: Path) -> None:
+        """Point an instance's ``/wasm-runner`` at ``view`` (a warm slot's or an image's, before hand-over)."""
+        guest.io.rebind("/wasm-runner", extra_grant(guest.ws, "/wasm-runner", view, writable=False))
 
     def _start_slot(self, limits: Limits) -> Guest:
         """A warm pool's slot: a fresh instance at low priority, in a run folder of its own."""
@@ -229,13 +240,15 @@ class Sandbox:
         files: dict[str, bytes] | None,
         collect_out: bool,
         placeholders: bool = False,
+        boot: Path | None = None,
     ) -> Workspace:
-        """A fresh run folder with this runtime's read-only folders granted."""
+        """A fresh run folder with this runtime's read-only folders granted (``boot``: the folder
+        at ``/wasm-runner``, default the wrapper's)."""
         fixed: list[tuple[str, str]] = []
         if self._stdlib is not None:
             fixed.append(("/usr/local/lib", str(self._stdlib)))
         if self.boot is not None:
-            fixed.append(("/wasm-runner", str(self.boot)))
+            fixed.append(("/wasm-runner", str(boot or self.boot)))
         for guest_path, host in self._inner:
             fixed.append((guest_path, str(host)))
         return make_workspace(self._base, fixed, limits, data_dir, out_dir, files, collect_out,
@@ -265,6 +278,8 @@ class Sandbox:
         pool: str | None = None,
         host_call: HostCall | None = None,
         functions: Mapping[str, HostFunction] | HostFunctions | None = None,
+        network: RunNetwork | None = None,
+        packages: Sequence[Path] = (),
     ) -> Result:
         """Run ``code`` in a fresh instance and return how it ended. Never raises for guest behaviour.
 
@@ -279,6 +294,12 @@ class Sandbox:
         ``functions`` (name -> callable, or ``HostFunctions``) are the app's functions the code
         may call (``from host import name``; docs/host-functions.md), within the limits
         ``host_calls``, ``host_call_bytes`` and ``host_seconds``; not with ``host_call``.
+        ``network``: the run's network (``network.RunNetwork``: the operator's rules that apply
+        to it; docs/security.md, "Network"); without it, or without rules, every request of
+        ``urllib.request``/``http.client`` raises the sentence that says the network is off.
+        ``packages``: unpacked, compiled package folders (``wasm_runner.packages``: the
+        operator's wheelhouse) the code may import, read-only at ``/wasm-runner/site``
+        (``site_mount``).
         """
         t0 = time.perf_counter()
         rt = self.runtime.name
@@ -299,13 +320,26 @@ class Sandbox:
                 f"Invalid limits: memory_mb={limits.memory_mb} is below the {self.min_memory_mb} MB "
                 f"the {rt} runtime needs to start.", rt)
         host_functions = None
-        if functions is not None:
+        if functions is not None and host_call is not None:
+            return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
+        if host_call is None:
+            net = network or RunNetwork(())
+            if functions is not None or net.on or may_reach_network(code):  # else: no loader to compile
+                try:
+                    host_functions, code, filename = prepare_program(functions, code, filename, display, limits,
+                                                                     (net.on, net.off))
+                except InvalidFunctions as e:
+                    return Result.invalid(f"Invalid functions: {e}.", rt)
+            network = net
+        view: Path | None = None
+        if packages:
+            if self.boot is None:
+                return Result.invalid("The wrapper is still being prepared: packages cannot be mounted yet.", rt)
             try:
-                host_functions, code, filename = prepare_program(functions, code, filename, display, limits)
-            except InvalidFunctions as e:
-                return Result.invalid(f"Invalid functions: {e}.", rt)
-            if host_call is not None:
-                return Result.invalid("A run takes functions or a host_call handler, not both.", rt)
+                view = view_folder(self.boot, [Path(p) for p in packages])
+            except OSError as e:
+                return Result.invalid(f"Cannot prepare the run's packages: {e}.", rt)
+            code, filename = loader(code, filename, display), WRAPPER_FILE
         if pool is None and "plain" in self.pools:
             pool = "plain"
         if pool is not None and pool not in self.pools:
@@ -315,7 +349,7 @@ class Sandbox:
         try:
             return self._run_in_instance(code, data, limits, data_dir, out_dir, files, collect_out,
                                          filename, display, on_output, input_source, cancel, pool, t0,
-                                         host_call, host_functions)
+                                         host_call, host_functions, network, view)
         finally:
             with self._in_flight_lock:
                 self._in_flight -= 1
@@ -329,15 +363,18 @@ class Sandbox:
                          display: bool | str, on_output: OutputCallback | None,
                          input_source: InputSource | None, cancel: threading.Event | None,
                          pool: str | None, t0: float, host_call: HostCall | None,
-                         host_functions: HostFunctions | None) -> Result:
+                         host_functions: HostFunctions | None, network: RunNetwork | None = None,
+                         view: Path | None = None) -> Result:
         rt = self.runtime.name
         guest = self.pools[pool].take() if pool is not None else None
         try:
             if guest is not None:
                 ws = guest.ws
                 bind_slot(guest, limits, data_dir, out_dir, files, collect_out)
+                if view is not None:
+                    self._show_view(guest, view)
             else:
-                guest, ws = self.start_guest(limits, data_dir, out_dir, files, collect_out)
+                guest, ws = self.start_guest(limits, data_dir, out_dir, files, collect_out, view=view)
         except (ValueError, OSError) as e:
             if guest is not None:
                 guest.cancel()
@@ -353,6 +390,8 @@ class Sandbox:
             io.host_call = host_call
             if host_functions is not None:
                 io.host_call = HostCalls(host_functions, limits, io)
+            if network is not None:
+                io.host_call = NetworkCalls(network, io, io.host_call)
             io.submit(wrapper.job(code, limits, self.fuel_for(limits.cpu_seconds), filename,
                                   once=True, session=False, display=display,
                                   memory_cap=self.memory_cap(limits)))

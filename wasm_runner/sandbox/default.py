@@ -21,6 +21,7 @@ from pathlib import Path
 from .. import engine, images
 from ..host_functions import HostFunction, HostFunctions
 from ..images import DEFAULT_IMAGE
+from ..network import RunNetwork
 from ..limits import Limits
 from ..result import Result
 from ..runtimes import Runtime, get_runtime
@@ -152,8 +153,10 @@ def run(
     out_dir: str | os.PathLike[str] | None = None,
     runtime: str | None = None,
     functions: Mapping[str, HostFunction] | HostFunctions | None = None,
+    network: RunNetwork | None = None,
 ) -> Result:
     """Run ``code`` once in a fresh sandbox of ``runtime`` (``default`` or ``small``).
-    ``functions``: the app's functions the code may call (``from host import name``)."""
+    ``functions``: the app's functions the code may call (``from host import name``);
+    ``network``: where it may connect (``network.RunNetwork``; none: the network is off)."""
     return default_sandbox(runtime).run(code, stdin=stdin, limits=limits, data_dir=data_dir, out_dir=out_dir,
-                                        functions=functions)
+                                        functions=functions, network=network)

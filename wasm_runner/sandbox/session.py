@@ -11,6 +11,7 @@ from typing import Any
 
 from ..errors import WasmRunnerError
 from ..grants import collect_files
+from ..network import NetworkCalls, RunNetwork
 from ..host_functions import HostCalls, HostFunction, HostFunctions, InvalidFunctions, prepare_program
 from ..inputs import check_source, stdin_bytes, upload_path
 from ..limits import InvalidLimits, Limits
@@ -148,9 +149,11 @@ class Session:
         display: bool | str = True,
         filename: str | None = None,
         functions: Mapping[str, HostFunction] | HostFunctions | None = None,
+        network: RunNetwork | None = None,
     ) -> Result:
         """Run one cell. ``functions``: the app's functions this cell may call (``from host
-        import name``), within the cell's host-function limits."""
+        import name``), within the cell's host-function limits. ``network``: where the cell may
+        connect (``network.RunNetwork``, its caps per cell; none: the network is off)."""
         t0 = time.perf_counter()
         rt = self.host.runtime
         problem = check_source(code, filename)
@@ -163,14 +166,14 @@ class Session:
             return Result.invalid(f"Invalid limits: {e}.", rt)
         except ValueError as e:
             return Result.invalid(f"Invalid input: {e}.", rt)
-        host_functions = None
-        if functions is not None:
-            if isinstance(code, bytes):
-                code = code.decode("utf-8")
-            try:
-                host_functions, code, filename = prepare_program(functions, code, filename, display, cell)
-            except InvalidFunctions as e:
-                return Result.invalid(f"Invalid functions: {e}.", rt)
+        if isinstance(code, bytes):
+            code = code.decode("utf-8")
+        net = network or RunNetwork(())
+        try:
+            host_functions, code, filename = prepare_program(functions, code, filename, display, cell,
+                                                             (net.on, net.off))
+        except InvalidFunctions as e:
+            return Result.invalid(f"Invalid functions: {e}.", rt)
         with self._lock:
             if not self.alive:
                 raise SessionEnded("the session has ended")
@@ -181,7 +184,7 @@ class Session:
             io.stderr.reset(cell.stderr_bytes, on_output)
             io.stdin, io.stdin_pos, io.input_source, io.cancel = data, 0, input_source, cancel
             io.quota.refused = False
-            io.host_call = None if host_functions is None else HostCalls(host_functions, cell, io)
+            io.host_call = NetworkCalls(net, io, None if host_functions is None else HostCalls(host_functions, cell, io))
             job = wrapper.job(code, cell, self.host.fuel_for(cell.cpu_seconds), filename,
                               once=False, session=True, display=display,
                               memory_cap=self.host.memory_cap(cell))

@@ -203,6 +203,7 @@ class SessionStore(SavingSessions):
                         input_source=input_source,
                         cancel=cancel,
                         functions=functions,
+                        network=job.network(),
                     )
                 except SessionEnded:
                     raise Refused(404, "unknown_session", "the session has ended") from None

@@ -72,6 +72,11 @@ TOML layout (every table and key optional)::
     secret_file = "…"                 # the endpoint's own secret; signs every call
     keys = ["course-site"]            # who may use it; profiles = [...] narrows it
 
+    [network.course-apis]             # where runs may connect (network/rules.py); none: off
+    destinations = ["https://api.example.org", "https://*.wikipedia.org"]
+    max_requests = 20                 # and max_bytes_in, max_bytes_out, request_seconds, addresses
+    keys = ["course-site"]            # the keys it applies to; profiles = [...] narrows it
+
 Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file),
 ``WASM_RUNNER_AUTH`` (``on``/``off``), ``WASM_RUNNER_API_KEYS`` (``name:key,name:key``),
 ``WASM_RUNNER_CORS_ORIGINS`` (comma-separated), ``WASM_RUNNER_AUDIT_LOG``,
@@ -82,7 +87,9 @@ Environment (overrides the file): ``WASM_RUNNER_CONFIG`` (path of the TOML file)
 exercises served at ``/api/exercises``), ``WASM_RUNNER_DATA_DIR`` (the ``analyst`` profile's data
 directory), ``WASM_RUNNER_ALLOWED_HOSTS`` (comma-separated), ``WASM_RUNNER_RESULT_KEY_FILE`` and
 ``WASM_RUNNER_RESULT_ISSUER`` (``[server] result_key_file``, ``result_issuer``: signed check results,
-docs/lms.md).
+docs/lms.md), ``WASM_RUNNER_WEBHOOK_OUTBOX_DIR`` and ``WASM_RUNNER_WEBHOOK_MAX_ATTEMPTS`` (``[server]
+webhook_outbox_dir``, ``webhook_max_attempts``, with ``webhook_retry_seconds``: the keys' webhooks,
+``[[api_keys]] webhook_url`` and ``webhook_allow``, docs/lms.md).
 
 Scale-out: ``[server] redis_url`` / ``WASM_RUNNER_REDIS_URL`` turns shared state on;
 ``advertise_url`` / ``WASM_RUNNER_ADVERTISE_URL`` is this replica's internal base URL; the

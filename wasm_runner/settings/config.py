@@ -4,18 +4,23 @@ map from the file's flat ``[server]`` keys to them."""
 from __future__ import annotations
 
 import hashlib
+import ipaddress
 from collections.abc import Mapping
 from dataclasses import Field, dataclass, field, fields, replace
 from pathlib import Path
 from typing import Any, Literal
+from urllib.parse import urlsplit
 
 from ..execution import Policy
 from ..host_functions.declared import DeclaredFunction
+from ..network.rules import NetworkRule
 from ..images import RESIDENT_MB, image_names
 from ..limits import Limits
+from ..lti.registration import LtiSettings
 from .rules import (
     ConfigError, KEY_MAX_CONCURRENT, KEY_RATE, MIN_SECRET_CHARS, PROFILE_IMAGE, RUNTIMES,
-    USER_MAX_CONCURRENT, USER_RATE, _Section, _names, _on_off, _text, one_of, rate, rule,
+    USER_MAX_CONCURRENT, USER_RATE, _Section, _int, _names, _on_off, _text, one_of, rate, rule,
+    seconds, whole_between,
 )
 from .sections import (
     AdmissionSettings, ClientBounds, DownloadSettings, ScaleOutSettings, SessionSettings,
@@ -44,6 +49,11 @@ class ApiKey:
     # the secret this key's platform signs user tokens with (browser pages), or None
     user_token_secret: str | None = field(default=None, repr=False)
     user_token_required: bool = False  # every request must carry a signed user token
+    # the webhook (wasm_runner/webhooks, docs/lms.md): each server-side check result of this key,
+    # signed, is POSTed here; None: none. Only a public address, or one of ``webhook_allow``
+    # (addresses or networks the operator opens, e.g. 127.0.0.1 for a receiver on this machine)
+    webhook_url: str | None = None
+    webhook_allow: tuple[str, ...] = ()
 
     def may_use(self, profile: str) -> bool:
         return not self.profiles or profile in self.profiles
@@ -65,6 +75,24 @@ class ApiKey:
         unknown = [p for p in self.profiles if p not in profiles]
         if unknown:
             raise ConfigError(f"{where} names unknown profile(s): {unknown}")
+        self._check_webhook(where)
+
+    def _check_webhook(self, where: str) -> None:
+        for entry in self.webhook_allow:
+            try:
+                ipaddress.ip_network(entry, strict=False)
+            except ValueError:
+                raise ConfigError(f"{where}: webhook_allow takes addresses or networks "
+                                  f"(127.0.0.1, 10.0.0.0/8), not {entry!r}") from None
+        if self.webhook_allow and self.webhook_url is None:
+            raise ConfigError(f"{where}: webhook_allow without a webhook_url")
+        if self.webhook_url is None:
+            return
+        parts = urlsplit(self.webhook_url)
+        if parts.scheme not in ("http", "https") or not parts.hostname or parts.username or parts.password \
+                or parts.fragment or len(self.webhook_url) > 2000:
+            raise ConfigError(f"{where}: webhook_url must be an http:// or https:// URL without "
+                              f"credentials or fragment, not {self.webhook_url!r}")
 
 
 def Profile(name: str, limits: Limits, **settings: Any) -> Policy:
@@ -103,6 +131,8 @@ class ServerConfig(_Section):
     profiles: Mapping[str, Policy] = field(default_factory=lambda: dict(DEFAULT_PROFILES))
     # host functions declared by the operator (``[functions.NAME]``, host_functions/declared.py)
     functions: Mapping[str, DeclaredFunction] = field(default_factory=dict)
+    # where runs may connect (``[network.NAME]``, network/rules.py): none, the network is off
+    network: Mapping[str, NetworkRule] = field(default_factory=dict)
     default_profile: str = field(default="student", metadata=rule(env=_text))
     runtimes: tuple[str, ...] = RUNTIMES
     cors_origins: tuple[str, ...] = field(default=(), metadata=rule(env=_names))  # browser origins
@@ -118,6 +148,17 @@ class ServerConfig(_Section):
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
     # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
+    # packages beyond the image (wasm_runner.packages, docs/configuration.md#packages): the operator's
+    # lock file (``wasm-runner packages lock``); None: runs have only the image's packages
+    packages_lock: Path | None = field(default=None, metadata=rule(env=_text))
+    # webhooks (wasm_runner/webhooks, docs/lms.md): where deliveries wait without redis_url (None:
+    # ``webhooks`` in the cache folder), the first retry's delay (doubled each time, at most an
+    # hour) and the attempts before a delivery is given up (each in the audit log)
+    webhook_outbox_dir: Path | None = field(default=None, metadata=rule(env=_text))
+    webhook_retry_seconds: float = field(default=5.0, metadata=rule(seconds))
+    webhook_max_attempts: int = field(default=12, metadata=rule(whole_between(1, 100), _int))
+    # LTI 1.3 (wasm_runner.lti, docs/lms.md): ``[lti]`` and its ``[[lti.platforms]]``
+    lti: LtiSettings = field(default_factory=LtiSettings)
     # -- the sections (SECTIONS: each one's fields are [server] keys, flat in the file) ---------
     admission: AdmissionSettings = field(default_factory=AdmissionSettings)
     sessions: SessionSettings = field(default_factory=SessionSettings)
@@ -149,6 +190,13 @@ class ServerConfig(_Section):
         for name, kind in SECTIONS.items():
             if not isinstance(getattr(self, name), kind):
                 raise ConfigError(f"{name} must be a {kind.__name__}, got {getattr(self, name)!r}")
+        if self.packages_lock is not None:  # the operator's package lock: read now, refused at start
+            from ..packages.lock import LockError, PackageLock
+
+            try:
+                PackageLock.read(Path(self.packages_lock))
+            except LockError as exc:
+                raise ConfigError(f"packages_lock: {exc}") from None
         if self.default_profile not in self.profiles:
             raise ConfigError(
                 f"default_profile {self.default_profile!r} is not a profile "
@@ -159,6 +207,11 @@ class ServerConfig(_Section):
             self._check_profile(profile)
         for key in self.api_keys:
             key.check(self.profiles)
+        try:
+            self.lti.check()
+            self.lti.check_keys({k.name for k in self.api_keys}, self.auth)
+        except ValueError as exc:
+            raise ConfigError(str(exc)) from None
 
     def _check_profile(self, profile: Policy) -> None:
         admission = self.admission
@@ -249,7 +302,7 @@ def hash_key(key: str) -> str:
 def server_keys() -> set[str]:
     """The keys of ``[server]``: the settings' fields (keys, profiles and functions have tables of
     their own; the cluster secret is never read from the file, only the file naming it)."""
-    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "cluster_secret"} | {
+    return {f.name for f in _flat_fields()} - {"api_keys", "profiles", "functions", "lti", "network", "cluster_secret"} | {
         "cluster_secret_file"
     }
 

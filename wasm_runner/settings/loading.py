@@ -13,7 +13,9 @@ from typing import Any
 from ..environment import variables
 from ..execution import Policy
 from ..host_functions.declared import functions_from
+from ..network.rules import network_from
 from ..limits import InvalidLimits, Limits
+from ..lti.registration import LtiSettings
 from .rules import (
     ConfigError, ENV_PREFIX, FromText, KEY_MAX_CONCURRENT, KEY_RATE, PROFILE_IMAGE,
     USER_MAX_CONCURRENT, USER_RATE, _on_off,
@@ -28,6 +30,7 @@ _PROFILE_KEYS = {"data_dir", "files_out", "runtime", "display", "pool_size", "pr
 _KEY_KEYS = {
     "name", "key", "key_sha256", "profiles", "rate", "max_concurrent", "user_rate",
     "user_max_concurrent", "user_token_secret", "user_token_secret_file", "user_token_required",
+    "webhook_url", "webhook_allow",
 }  # fmt: skip
 
 
@@ -84,7 +87,16 @@ def _key_from(entry: Mapping[str, Any]) -> ApiKey:
         user_max_concurrent=int(entry.get("user_max_concurrent", USER_MAX_CONCURRENT)),
         user_token_secret=None if secret is None else str(secret),
         user_token_required=bool(entry.get("user_token_required", False)),
+        webhook_url=None if entry.get("webhook_url") is None else str(entry["webhook_url"]),
+        webhook_allow=_webhook_allow(entry),
     )
+
+
+def _webhook_allow(entry: Mapping[str, Any]) -> tuple[str, ...]:
+    allow = entry.get("webhook_allow", [])
+    if not isinstance(allow, list) or not all(isinstance(a, str) for a in allow):
+        raise ConfigError(f"api key {entry['name']!r}: webhook_allow must be a list of addresses")
+    return tuple(allow)
 
 
 def environment(env: Mapping[str, str]) -> dict[str, Any]:
@@ -141,7 +153,7 @@ def load_config(
             raise ConfigError(f"cannot read config {path}: {exc.strerror}") from None
         except tomllib.TOMLDecodeError as exc:
             raise ConfigError(f"config {path} is not valid TOML: {exc}") from None
-    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions"}
+    unknown_tables = set(doc) - {"server", "profiles", "api_keys", "functions", "lti", "network"}
     if unknown_tables:
         raise ConfigError(f"unknown config table(s): {sorted(unknown_tables)}")
 
@@ -176,14 +188,22 @@ def load_config(
         server["exercises_dir"] = Path(server["exercises_dir"])
     if server.get("result_key_file"):
         server["result_key_file"] = Path(server["result_key_file"])
+    if server.get("webhook_outbox_dir"):
+        server["webhook_outbox_dir"] = Path(server["webhook_outbox_dir"])
     secret_file = server.pop("cluster_secret_file", None)
     if secret_file and not server.get("cluster_secret"):
         server["cluster_secret"] = _read_secret(Path(secret_file))
     try:  # host functions the operator declares (docs/host-functions.md#the-http-service-and-mcp)
         functions = functions_from(doc.get("functions", {}))
+        network = network_from(doc.get("network", {}))  # docs/security.md, "Network"
     except ValueError as exc:
         raise ConfigError(str(exc)) from None
+    try:  # LTI 1.3 platforms (wasm_runner.lti.registration, docs/lms.md)
+        lti = LtiSettings.from_table(dict(doc.get("lti", {})))
+    except (ValueError, TypeError) as exc:
+        raise ConfigError(str(exc)) from None
     try:
-        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, **server)
+        return ServerConfig.from_keys(api_keys=tuple(keys), profiles=profiles, functions=functions, lti=lti, network=network,
+                                      **server)
     except TypeError as exc:
         raise ConfigError(str(exc)) from None

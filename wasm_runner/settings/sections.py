@@ -84,7 +84,7 @@ class SessionSettings(_Section):
 
 @dataclass(frozen=True)
 class DownloadSettings(_Section):
-    """Links to files a run wrote (``http.downloads``): how long, how many bytes, per key."""
+    """Links to files a run wrote (``wasm_runner.downloads``): how long, how many bytes, per key."""
 
     download_ttl_seconds: float = field(default=300.0, metadata=rule(seconds))
     download_store_bytes: int = field(default=256 << 20, metadata=rule(whole(1)))

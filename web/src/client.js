@@ -2,7 +2,7 @@
 // browser (Pyodide in a worker inside an opaque-origin frame) or on the server (POST /api/run),
 // with the same result shape either way.
 import { answerCall, checkFunctions, exposeInto } from "./hostcalls.js";
-import { STATUS, emptyResult, isMessage, message } from "./protocol.js";
+import { STATUS, emptyResult, isMessage, isPackageNames, message } from "./protocol.js";
 
 const TIERS = ["browser", "server", "auto"];
 const REFUSED = new WeakSet(); // results made here because the server did not run the program
@@ -173,8 +173,17 @@ export class Runner {
    */
   run(code, options = {}) {
     const tier = this.resolveTier(options.tier);
-    if (tier === "browser") return this.runInBrowser(code, options).then((result) => ({ ...result, tier }));
     const auto = (TIERS.includes(options.tier) ? options.tier : this.tier) === "auto";
+    if (tier === "browser") {
+      return this.runInBrowser(code, options).then((result) => {
+        // "auto" runs where the program's packages are: those the browser's index does not list
+        // (the program was not run) are asked of the server for this run
+        if (auto && Array.isArray(result.refused_packages) && result.refused_packages.length) {
+          return this.runOnServer(code, options).then((r) => (REFUSED.has(r) ? { ...result, tier } : { ...r, tier: "server" }));
+        }
+        return { ...result, tier };
+      });
+    }
     return this.runOnServer(code, options).then((result) => {
       // "auto" falls back to the browser when the server refuses (keys required, busy, away)
       if (auto && REFUSED.has(result) && !this.autoServerWorked) {
@@ -236,6 +245,7 @@ export class Runner {
         functions: [...exposed.keys()],
         display: displayOf(options),
         lang: typeof options.lang === "string" ? options.lang : null,
+        packages: packagesOf(options),
       }));
     });
   }
@@ -249,6 +259,7 @@ export class Runner {
     body.display = displayOf(options);
     // the explanation under an error, in the page's language (docs/explanations.md)
     if (typeof options.lang === "string" && /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$/.test(options.lang)) body.lang = options.lang;
+    if (packagesOf(options).length) body.packages = packagesOf(options);
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
     const result = interactive ? await this.runOnServerSocket(body, options) : await this.runOnServerStream(body, options);
@@ -570,6 +581,7 @@ export function sanitizeResult(r) {
     out.limits = {};
     for (const [k, v] of Object.entries(r.limits)) if (/^\w{1,40}$/.test(k) && Number.isFinite(v)) out.limits[k] = v;
   }
+  if (isPackageNames(r.refused_packages) && r.refused_packages.length) out.refused_packages = [...r.refused_packages];
   if (r.missing && typeof r.missing === "object" && typeof r.missing.module === "string") {
     const m = r.missing;
     out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
@@ -578,6 +590,11 @@ export function sanitizeResult(r) {
 }
 
 let shared = null;
+
+/** The packages a run asks for by name (`options.packages`): strings, as the caller gave them. */
+function packagesOf(options) {
+  return Array.isArray(options.packages) ? options.packages.map(String) : [];
+}
 
 /** Run `code` with a page-wide runner: `run(code, {tier: "browser"|"server"|"auto", ...})`. */
 export function run(code, options = {}) {

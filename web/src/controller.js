@@ -3,7 +3,7 @@
 // Runs inside the sandbox frame in a browser, or directly in Node for tests.
 import {
   HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
-  checkLimits, checkRequest, emptyResult, invalidResult, isDisplay, isFilename, isFunctionNames, isMessage, message,
+  checkLimits, checkRequest, emptyResult, invalidResult, isDisplay, isFilename, isFunctionNames, isMessage, isPackageNames, message,
 } from "./protocol.js";
 import { explainResult } from "./explain.js";
 
@@ -240,7 +240,7 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", lang = null }) {
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", packages = [], lang = null }) {
     let problem = checkRequest(code, stdin);
     if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
       problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
@@ -250,6 +250,9 @@ export class RunController {
     }
     if (!problem && display !== null && display !== undefined && !isDisplay(display)) {
       problem = "display must be true, false or \"figures\"";
+    }
+    if (!problem && packages !== null && packages !== undefined && !isPackageNames(packages)) {
+      problem = "packages must be a list of at most 64 package names";
     }
     if (problem) return invalidResult(problem, this.runtimeName());
     const checked = checkLimits(limits);
@@ -289,7 +292,7 @@ export class RunController {
       run.started = performance.now();
       this.armDeadline(run, Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
       if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
-      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions], display: isDisplay(display) ? display : "figures" }));
+      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions], display: isDisplay(display) ? display : "figures", packages: packages || [] }));
     }
     return run.done;
   }

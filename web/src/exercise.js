@@ -96,10 +96,15 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
   return report;
 }
 
-/** Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check. */
-export async function checkOnServer(base, id, code, { signal, headers = {} } = {}) {
+/**
+ * Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check, saying
+ * how many hints the page has shown (`hintsUsed`: the page's count; the server bounds it and
+ * keeps the highest per user, and answers its count as `hints_used`).
+ */
+export async function checkOnServer(base, id, code, { signal, headers = {}, hintsUsed = 0 } = {}) {
   const { response, body } = await fetchServerJson(base, new URL(`api/exercises/${encodeURIComponent(id)}/check`, base), {
-    method: "POST", signal, headers: { ...headers, "content-type": "application/json" }, body: JSON.stringify({ code }),
+    method: "POST", signal, headers: { ...headers, "content-type": "application/json" },
+    body: JSON.stringify({ code, hints_used: hintsUsed }),
   });
   if (!response.ok || !body || !Array.isArray(body.checks)) {
     const why = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
@@ -268,6 +273,11 @@ export const CHECK_STYLE = `
 .check-message { margin: .2rem 0 .2rem 1.3rem; white-space: pre-wrap; font: 13px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; background: #fbfbfa; padding: .3rem .5rem; }
 .instructions { padding: .4rem .8rem; border-bottom: 1px solid #eee; font: 14px/1.5 system-ui, sans-serif; }
 .instructions pre { background: #f5f5f7; padding: .4rem .6rem; }
+.hints { margin: .4rem 0 .2rem; }
+.hint-list { margin: 0 0 .3rem; padding-left: 1.4rem; }
+.hint-list:empty { display: none; }
+.hint { background: #f3f7ff; border-left: 3px solid #3b6fd8; padding: .2rem .5rem; margin: .2rem 0; }
+.hint p { margin: 0; }
 .sr, .visually-hidden { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 `;
 
@@ -303,6 +313,7 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
   let exercise = null;
   let bundle = null;
   let busy = null;
+  const hints = mountHints(doc, () => exercise, base);
 
   const ready = (async () => {
     try {
@@ -314,6 +325,7 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
       const body = doc.createElement("div");
       renderMarkdown(body, withoutTitle(exercise.instructions, exercise.title));
       instructions.append(title, body);
+      hints.show(instructions);
       instructions.hidden = false;
       if (exercise.starter && !getCode().trim()) setCode(exercise.starter);
       checkButton.disabled = false;
@@ -345,14 +357,17 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
     let report = null;
     try {
       if (place === "server") {
-        report = await checkOnServer(base, exercise.id, getCode(), { signal: abort.signal, headers: headers() });
+        report = await checkOnServer(base, exercise.id, getCode(), { signal: abort.signal, headers: headers(),
+          hintsUsed: hints.used() });
         for (const c of report.checks) view.add(c);
       } else {
         if (!bundle) bundle = await loadBundle(exercise.id, { base, headers: headers() });
         report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c) });
+        report.hints_used = hints.used(); // the page's own count: practice never counts
       }
       report.where = place;
       view.end(report);
+      hints.said(view.where, report);
     } catch (error) {
       view.error(abort.signal.aborted ? "The check was stopped." : String(error.message || error));
     } finally {
@@ -371,5 +386,66 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
       check();
     }
   }, true);
-  return { ready, check, where, view, button: checkButton, stop: () => busy && busy.abort(), get exercise() { return exercise; } };
+  return { ready, check, where, view, button: checkButton, stop: () => busy && busy.abort(), get exercise() { return exercise; },
+    showHint: () => hints.reveal(), hintsUsed: () => hints.used() };
+}
+
+/**
+ * An exercise's hints (`hints = [...]` in it), revealed one at a time by the student's "Show a
+ * hint" button, read out as they appear; how many were shown is kept in the browser's storage
+ * for this exercise (a reloaded page shows them again) and sent with each server Check.
+ */
+function mountHints(doc, exercise, base) {
+  const box = doc.createElement("div");
+  box.className = "hints";
+  const list = doc.createElement("ol");
+  list.className = "hint-list";
+  list.setAttribute("aria-live", "polite");
+  list.setAttribute("aria-label", "Hints");
+  const button = doc.createElement("button");
+  button.type = "button";
+  button.className = "hint-button";
+  box.append(list, button);
+  let used = 0;
+  const all = () => (exercise() && Array.isArray(exercise().hints) ? exercise().hints : []);
+  const storeKey = () => `wasm-runner:hints:${base}:${exercise().id}`;
+  const label = () => {
+    const n = all().length;
+    button.disabled = used >= n;
+    button.textContent = used >= n ? (n === 1 ? "The hint is shown" : `All ${n} hints shown`)
+      : used ? `Show another hint (${used + 1} of ${n})` : `Show a hint (1 of ${n})`;
+  };
+  const reveal = () => {
+    const n = all().length;
+    if (used >= n) return used;
+    const item = doc.createElement("li");
+    item.className = "hint";
+    renderMarkdown(item, all()[used]);
+    list.append(item);
+    used += 1;
+    try { localStorage.setItem(storeKey(), String(used)); } catch { /* storage off: the count lives in the page */ }
+    label();
+    return used;
+  };
+  button.addEventListener("click", () => reveal());
+  return {
+    used: () => used,
+    reveal,
+    show(container) {
+      if (!all().length) return;
+      container.append(box);
+      let kept = 0;
+      try { kept = Number.parseInt(localStorage.getItem(storeKey()) || "0", 10) || 0; } catch { kept = 0; }
+      for (let i = 0; i < Math.min(kept, all().length); i++) reveal();
+      label();
+    },
+    /** After a Check: the hints used, beside where it ran. */
+    said(where, report) {
+      const n = all().length;
+      if (!n) return;
+      const count = typeof report.hints_used === "number" ? report.hints_used : used;
+      const text = `Hints used: ${count} of ${n}.`;
+      where.textContent = where.textContent ? `${where.textContent} ${text}` : text;
+    },
+  };
 }

@@ -62,6 +62,8 @@ const isRunId = (v) => typeof v === "number" && Number.isInteger(v) && v > 0;
 const isCallNo = (v) => typeof v === "number" && Number.isInteger(v) && v > 0;
 const isBuffer = (v) => v === undefined || (typeof SharedArrayBuffer === "function" && v instanceof SharedArrayBuffer);
 /** The names of the page's functions a run may call (runner.expose; see hostcalls.js). */
+/** Packages a run asks for by name (the operator's wheelhouse): at most 64 distribution names. */
+export const isPackageNames = (v) => Array.isArray(v) && v.length <= 64 && v.every((n) => isString(n) && /^[A-Za-z0-9][A-Za-z0-9._-]{0,99}$/.test(n));
 export const isFunctionNames = (v) => Array.isArray(v) && v.length <= 1000 && v.every((n) => isString(n) && /^[A-Za-z][A-Za-z0-9_]{0,99}$/.test(n));
 const isChunk = (c) => isObject(c) && (c.stream === "stdout" || c.stream === "stderr") && isString(c.text);
 /** A program's file name as tracebacks show it: short, printable, no path separators. */
@@ -134,7 +136,7 @@ export function checkRequest(code, stdin) {
 // Shapes of messages crossing a boundary. Each returns true only for a well-formed message.
 const SHAPES = {
   // parent -> frame
-  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)) && (m.display === undefined || isDisplay(m.display)),
+  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)) && (m.display === undefined || isDisplay(m.display)) && (m.packages === undefined || isPackageNames(m.packages)),
   "stop": (m) => isRunId(m.id),
   "input": (m) => isRunId(m.id) && (m.text === null || isString(m.text)),
   // a call of the page's functions: the program's request (JSON text; worker -> frame -> page,

@@ -5,7 +5,8 @@ import { BOOTSTRAP_PY } from "./bootstrap.py.js";
 import { GUEST_PY, TURTLE_PY } from "./pylib.js";
 import { sha256 } from "./sha256.js";
 import {
-  HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, message,
+  HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SLOT, STATUS, emptyResult, invalidResult,
+  message,
 } from "./protocol.js";
 
 const FLUSH_BYTES = 32768;
@@ -16,10 +17,12 @@ export const STACK_LINE = "RecursionError: Python ran out of stack (the recursio
 /** The package index Pyodide installs from, and which module comes from which package. */
 function describeIndex(pyodide, config) {
   const modules = new Map();
+  const names = new Set();
   let url = "";
   try {
     const lock = pyodide.lockfile;
     for (const [name, entry] of Object.entries(lock.packages || {})) {
+      names.add(packageName(name));
       const file = String(entry.file_name || "");
       const index = /^https?:\/\//.test(file) ? file.slice(0, file.lastIndexOf("/") + 1) : "";
       if (index && !url) url = index;
@@ -29,7 +32,28 @@ function describeIndex(pyodide, config) {
   } catch {
     url = config.packageBaseUrl || config.indexURL || "";
   }
-  return { url, modules };
+  return { url, modules, names };
+}
+
+/** A distribution's canonical name (PEP 503), as the server's lock has it: `Foo_Bar` is `foo-bar`. */
+export function packageName(name) {
+  return String(name).replace(/[-_.]+/g, "-").toLowerCase();
+}
+
+/** The names of a program's `# requires: a, b` lines (as the server tier reads them). */
+export function requiredInComments(code) {
+  const names = [];
+  for (const match of String(code).matchAll(/^[ \t]*#[ \t]*requires:[ \t]*(.*)$/gm)) {
+    // words that are no package name ("# requires: Python 3.12") are a comment's prose
+    names.push(...match[1].split("#")[0].split(/[\s,]+/).filter((n) => /^[A-Za-z][A-Za-z0-9._-]*$/.test(n) && !["python", "python3"].includes(n.toLowerCase())));
+  }
+  return names;
+}
+
+/** The sentence for packages a browser-tier run asked for that its package index does not list. */
+export function notAllowedInBrowser(names) {
+  const which = names.length > 1 ? `packages ${names.join(", ")} are` : `package ${names[0]} is`;
+  return `The ${which} not allowed on the browser tier: its package index (the operator's wheelhouse) does not list ${names.length > 1 ? "them" : "it"}.`;
 }
 
 /** What the Python side's `_wasm_runner_host` module becomes when a snapshot is restored. */
@@ -510,6 +534,14 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     const filename = typeof request.filename === "string" && request.filename ? request.filename : "<string>";
     // the last expression's value shown (true), figures only ("figures", the default) or neither
     const display = request.display === true || request.display === false ? request.display : "figures";
+    // packages asked for by name or by `# requires:` lines: each must be in the served lock
+    const asked = [...(Array.isArray(request.packages) ? request.packages : []), ...requiredInComments(request.code)];
+    const refused = [...new Set(asked.filter((n) => !packageIndex.names.has(packageName(n)) && !packageIndex.modules.has(n)))];
+    if (refused.length) {
+      const result = { ...invalidResult(notAllowedInBrowser(refused), runtimeName), refused_packages: refused };
+      post(message("done", { id: request.id, result, fatal: false }));
+      return;
+    }
     current = {
       id: request.id,
       limits: request.limits,
@@ -539,6 +571,15 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     let guestExplanation = null;
     const loadErrors = [];
     try {
+      if (asked.length) {
+        await pyodide.loadPackage([...new Set(asked.map((n) => packageIndex.modules.get(n)?.name || packageName(n)))], {
+          messageCallback: (text) => post(message("status", { id: run.id, text: String(text) })),
+          errorCallback: (text) => {
+            loadErrors.push(String(text));
+            post(message("status", { id: run.id, text: String(text) }));
+          },
+        });
+      }
       if (request.loadPackages !== false) {
         await pyodide.loadPackagesFromImports(request.code, {
           messageCallback: (text) => post(message("status", { id: run.id, text: String(text) })),

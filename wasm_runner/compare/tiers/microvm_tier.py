@@ -10,7 +10,6 @@ emulated decompression; if that does not boot, the tier falls back to the ``vmli
 
 from __future__ import annotations
 
-import json
 import os
 import shutil
 import tempfile
@@ -18,23 +17,15 @@ from dataclasses import replace
 
 from ...environment import VM_ACCEL
 from ...limits import Limits
-from ...result import Status
-from ..images import (
-    ImageError,
-    build_initramfs,
-    find_kernel,
-    initramfs_path,
-    program_cpio,
-    rootfs_ready,
-)
+from ..guest_console import console_cap, outcome_from_console, write_run_initrd
+from ..images import ImageError, build_initramfs, find_kernel, initramfs_path, rootfs_ready
 from ..kernel import boot_kernel
 from ..outcome import Outcome
-from ..process import classify, run_process
+from ..process import run_process
 from .base import Tier
 
-__all__ = ["QemuMicrovmTier", "choose_accel"]
+__all__ = ["PROBE_LIMITS", "QemuMicrovmTier", "choose_accel", "kvm_status"]
 
-MARK = "@@WR-RESULT@@"
 CMDLINE = "console=ttyS0 quiet loglevel=1 nokaslr panic=-1 reboot=t rdinit=/init"
 # Under TCG a loaded host makes the kernel's timer calibration fail and hang: give it the figures.
 TCG_CMDLINE = " tsc_early_khz=2000000 lpj=4000000 no_timer_check"
@@ -49,18 +40,24 @@ PROBE_LIMITS = Limits(cpu_seconds=10, wall_seconds=30)
 TCG_CPU_SCALE = 10
 
 
+def kvm_status() -> tuple[bool, str]:
+    """Whether ``/dev/kvm`` can run a stock guest kernel such as Debian's: (usable, why)."""
+    if not os.path.exists("/dev/kvm"):
+        return False, "no /dev/kvm"
+    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
+        return False, "/dev/kvm not accessible"
+    if os.path.isdir("/sys/module/kvm_pvm"):
+        return False, "/dev/kvm is PVM (kvm_pvm), which runs only PVM-built guest kernels, not Debian's"
+    return True, "/dev/kvm usable"
+
+
 def choose_accel() -> tuple[str, str]:
     """(``kvm`` or ``tcg``, why)."""
     forced = VM_ACCEL.raw()
     if forced in ("kvm", "tcg"):
         return forced, f"forced by WASM_RUNNER_VM_ACCEL={forced}"
-    if not os.path.exists("/dev/kvm"):
-        return "tcg", "no /dev/kvm"
-    if not os.access("/dev/kvm", os.R_OK | os.W_OK):
-        return "tcg", "/dev/kvm not accessible"
-    if os.path.isdir("/sys/module/kvm_pvm"):
-        return "tcg", "/dev/kvm is PVM (kvm_pvm), which runs only PVM-built guest kernels, not Debian's"
-    return "kvm", "/dev/kvm usable"
+    usable, why = kvm_status()
+    return ("kvm" if usable else "tcg"), why
 
 
 class QemuMicrovmTier(Tier):
@@ -118,35 +115,13 @@ class QemuMicrovmTier(Tier):
         work = tempfile.mkdtemp(prefix="wasm-runner-microvm-")
         try:
             image = os.path.join(work, "initrd.cpio")
-            guest_limits = {
-                "cpu_seconds": limits.cpu_seconds * self.cpu_scale, "wall_seconds": limits.wall_seconds,
-                "memory_bytes": limits.memory_bytes, "disk_bytes": limits.disk_bytes,
-                "stdout_bytes": limits.stdout_bytes, "stderr_bytes": limits.stderr_bytes,
-            }
-            tmpfs = f"size={max(1, limits.disk_bytes // 1024)}k,nr_inodes={int(limits.max_files) + 4},mode=755"
-            with open(initramfs_path(), "rb") as base, open(image, "wb") as out:
-                shutil.copyfileobj(base, out, 1 << 20)
-                out.write(program_cpio(source, json.dumps(guest_limits), tmpfs))
-            console_cap = 4 * (limits.stdout_bytes + limits.stderr_bytes) + (1 << 20)
-            proc = run_process(
+            write_run_initrd(image, source, limits, self.cpu_scale)
+            console = run_process(
                 self._argv(image, limits.memory_mb + 256),
-                replace(limits, stdout_bytes=console_cap, stderr_bytes=1 << 20),
+                replace(limits, stdout_bytes=console_cap(limits), stderr_bytes=1 << 20),
                 env={"PATH": "/usr/bin:/bin"},
                 wall_seconds=limits.wall_seconds + self.boot_allowance,
             )
         finally:
             shutil.rmtree(work, ignore_errors=True)
-        line = next((ln for ln in proc.stdout.splitlines() if ln.startswith(MARK)), None)
-        if line is None:
-            killed = proc.status is Status.TIMEOUT
-            return Outcome(Status.TIMEOUT if killed else Status.INTERNAL_ERROR, wall_ms=proc.wall_ms,
-                           stderr=(proc.stdout[-1500:] + proc.stderr[-500:]), harness_killed=killed,
-                           message="the VM gave no result" + (" before its boot allowance ran out" if killed else ""))
-        data = json.loads(line[len(MARK):])
-        if "supervisor_error" in data:
-            return Outcome(Status.INTERNAL_ERROR, wall_ms=proc.wall_ms, message=data["supervisor_error"])
-        killed_for = {"timeout": Status.TIMEOUT, "output_limit": Status.OUTPUT_LIMIT}.get(data["killed_for"] or "")
-        inside = replace(limits, cpu_seconds=limits.cpu_seconds * self.cpu_scale)  # what the guest had
-        outcome = classify(data["returncode"], data["stdout"].encode(), data["stderr"].encode(),
-                           proc.wall_ms, inside, killed_for=killed_for, cpu_used=data["cpu_used"])
-        return outcome
+        return outcome_from_console(console, limits, self.cpu_scale)

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, meta, run, sessions, stream
+from . import exercises, files, interactive, lti, meta, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -18,4 +18,5 @@ def api_routes() -> list[BaseRoute]:
         *sessions.routes(),
         *files.routes(),
         *exercises.routes(),
+        *lti.routes(),
     ]

@@ -7,7 +7,9 @@
                                         check is one job through admission and the audit log
                                         (a test check: two instances, one job), up to 4 at once;
                                         hidden checks come back as "hidden check N" and pass/fail;
-                                        ``result_token``: the result signed (``http/results.py``)
+                                        ``result_token``: the result signed (``http/results.py``),
+                                        sent to the key's webhook (``wasm_runner/webhooks``);
+                                        ``hints_used``: the page's count (``exercises/hint_counts.py``)
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -17,6 +19,7 @@ from __future__ import annotations
 
 import asyncio
 import dataclasses
+import logging
 import threading
 from typing import Any
 
@@ -26,22 +29,27 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
+from ...exercises.model import MAX_HINTS
 from ...inputs import MAX_SOURCE_BYTES
 from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
 from ..guests import cancel_on_disconnect
 from ..schemas import _Strict, read_model
+from ..auth import Tenant
 from ..service import Job, Service, client_address
 from ._common import service_of
 
-__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes"]
+__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "run_checks"]
 
+log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
 
 
 class CheckRequest(_Strict):
     code: str = Field(max_length=MAX_SOURCE_BYTES, description="the student's Python source")
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
+    hints_used: int = Field(default=0, ge=0, le=MAX_HINTS, description=(
+        "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
 
 
 def _exercise(request: Request) -> tuple[Service, Exercise]:
@@ -75,11 +83,11 @@ async def get_bundle(request: Request) -> Response:
     return SafeJSONResponse(ex.bundle())
 
 
-async def check_exercise(request: Request) -> Response:
-    service, ex = _exercise(request)
-    tenant = await service.caller(request)
-    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
-    profile, base_limits, runtime = service.policy(tenant, body.profile, None)
+async def run_checks(request: Request, service: Service, tenant: Tenant, ex: Exercise, code: str,
+                     profile_name: str | None = None) -> dict[str, Any]:
+    """Every check of ``ex`` on ``code`` for ``tenant``, the report not yet redacted (the LTI
+    routes grade with it too: ``routes/lti.py``)."""
+    profile, base_limits, runtime = service.policy(tenant, profile_name, None)
     profile = dataclasses.replace(profile, files_out=False, display=False)
     limits = ex.run_limits(base_limits)
     client = client_address(request)
@@ -107,17 +115,42 @@ async def check_exercise(request: Request) -> Response:
         return check
 
     async def run_all() -> dict[str, Any]:
-        checks = await asyncio.gather(*(one(spec) for spec in plan(ex, body.code)))
+        checks = await asyncio.gather(*(one(spec) for spec in plan(ex, code)))
         return summarize(ex.id, list(checks))
 
     work = asyncio.ensure_future(run_all())
-    report = await cancel_on_disconnect(request.receive, work)
+    report: dict[str, Any] = await cancel_on_disconnect(request.receive, work)
+    return report
+
+
+async def check_exercise(request: Request) -> Response:
+    service, ex = _exercise(request)
+    tenant = await service.caller(request)
+    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
+    report = await run_checks(request, service, tenant, ex, body.code, body.profile)
     shown = redact(report)
+    # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
+    shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
     # in the audit log; its user is the request's own id (None without one)
-    claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)
+    claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name,
+                           hints_used=shown["hints_used"])
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
+    await queue_webhook(service, tenant.name, shown["result_token"], ex.id)
     return SafeJSONResponse(shown)
+
+
+async def queue_webhook(service: Service, key: str, token: str, exercise: str) -> None:
+    """The signed result queued for the key's webhook (``wasm_runner.webhooks``), if it names
+    one; the check answers without waiting for the receiver. An outbox that cannot take it
+    (Redis down) is logged and audited, and the student still gets the result."""
+    if service.webhooks is None:
+        return
+    try:
+        await service.webhooks.enqueue(key, token, exercise)
+    except Exception as exc:
+        log.warning("the webhook outbox did not take a check result for %s: %s", key, type(exc).__name__)
+        service.audit.event("webhook_not_queued", tenant=key, exercise=exercise, reason=type(exc).__name__)
 
 
 def routes() -> list[BaseRoute]:

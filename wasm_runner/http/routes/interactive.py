@@ -158,8 +158,10 @@ async def interactive_endpoint(ws: WebSocket) -> None:
             files=service.files_in(start.files),
             display=profile.display if start.display is None else start.display,
             filename=start.filename,
+            packages=tuple(start.packages or ()),
         )
         job.functions = service.host_functions(tenant, profile, start.functions, job.request_id)
+        service.network_for(job)
     except Refused as exc:  # ApiError, or the shared state's refusals
         await _fatal(ws, exc)
         return

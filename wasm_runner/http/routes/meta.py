@@ -50,7 +50,8 @@ async def readyz(request: Request) -> Response:
 
 
 async def metrics(request: Request) -> Response:
-    return service_of(request).metrics.response(request)
+    body, content_type = service_of(request).metrics.exposition()
+    return Response(body, media_type=content_type)
 
 
 _OPENAPI = openapi_document()

@@ -34,8 +34,10 @@ async def job_from_request(service: Service, request: Request, kind: str) -> tup
         files=service.files_in(body.files),
         display=profile.display if body.display is None else body.display,
         filename=body.filename,
+        packages=tuple(body.packages or ()),
     )
     job.functions = service.host_functions(tenant, profile, body.functions, job.request_id)
+    service.network_for(job)
     return job, body
 
 

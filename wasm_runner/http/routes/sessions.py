@@ -91,6 +91,9 @@ async def _session_job(
     request: Request, service: Service, tenant: Tenant, live: LiveSession, kind: str
 ) -> tuple[Job, SessionRunRequest]:
     body = await read_model(request, SessionRunRequest, service.config.client_bounds.max_body_bytes)
+    if body.packages:  # a session's instance is started before its cells: no mount per cell yet
+        raise ApiError(422, "packages_in_session",
+                       "packages are for runs (POST /api/run); sessions have only the image's packages")
     limits = service.tighten(live.limits, body.limits)
     job = Job(
         tenant=tenant,
@@ -107,6 +110,7 @@ async def _session_job(
         session_id=live.id,
     )
     job.functions = service.host_functions(tenant, live.profile, body.functions, job.request_id)
+    service.network_for(job)
     return job, body
 
 

@@ -1,0 +1,89 @@
+"""One webhook POST: the URL's name resolved once (off the loop), its first address checked by
+the host functions' rule (``host_functions.endpoint.check_address``: public, or listed in the key's
+``webhook_allow``), the connection made to that address (no second lookup for a rebinding name),
+``http://`` only to a listed address, redirects never followed, the answer's body not read.
+A refused address is refused before any connection; a receiver that cannot be reached or does
+not answer 2xx is a failure the dispatcher retries."""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import socket
+from collections.abc import Callable
+from urllib.parse import urlsplit, urlunsplit
+
+import httpx
+
+from ..errors import WasmRunnerError
+from ..host_functions.endpoint import EndpointError, Network, check_address, parse_allow
+from .outbox import Delivery
+
+__all__ = ["Resolver", "WebhookError", "WebhookRefused", "WebhookSender", "IDEMPOTENCY_HEADER"]
+
+IDEMPOTENCY_HEADER = "Idempotency-Key"
+Resolver = Callable[[str, int], list[str]]
+
+
+class WebhookError(WasmRunnerError, RuntimeError):
+    """This attempt failed (not reached, an error status, a redirect): tried again later."""
+
+
+class WebhookRefused(WasmRunnerError, PermissionError):
+    """The operator's rules do not let the server send there: never tried again."""
+
+
+def _resolve(host: str, port: int) -> list[str]:
+    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
+
+
+class WebhookSender:
+    """Sends deliveries; ``resolver`` looks a name up (blocking: run on a thread, within
+    ``timeout_seconds``); tests give their own."""
+
+    def __init__(self, resolver: Resolver = _resolve, timeout_seconds: float = 10.0) -> None:
+        self.resolver = resolver
+        self.timeout_seconds = timeout_seconds
+
+    async def target(self, url: str, allow: tuple[Network, ...]) -> tuple[str, str, str]:
+        """(the URL with the checked address, the Host header, the name for TLS), or
+        ``WebhookRefused`` / ``WebhookError`` (the name does not resolve)."""
+        parts = urlsplit(url)
+        host = parts.hostname or ""
+        port = parts.port or (443 if parts.scheme == "https" else 80)
+        try:
+            addresses = await asyncio.wait_for(asyncio.to_thread(self.resolver, host, port), self.timeout_seconds)
+        except (OSError, TimeoutError) as e:
+            raise WebhookError(f"the webhook's host {host} cannot be resolved ({type(e).__name__})") from None
+        if not addresses:
+            raise WebhookError(f"the webhook's host {host} has no address")
+        try:
+            ip = check_address(addresses[0], allow)
+        except EndpointError as e:
+            raise WebhookRefused(str(e).replace("the app's endpoint", f"the webhook's host {host}")
+                                 .replace("the operator did not allow", "not in the key's webhook_allow")) from None
+        if parts.scheme == "http" and not any(ip in net for net in allow):
+            raise WebhookRefused(f"the webhook is http:// and its address {ip} is not in the key's webhook_allow "
+                                 "(use https://, or list the address)")
+        literal = f"[{ip}]" if ip.version == 6 else str(ip)
+        address_url = urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, ""))
+        return address_url, parts.netloc, host
+
+    async def send(self, delivery: Delivery, allow: tuple[str, ...]) -> int:
+        """POST ``delivery`` to its URL: the receiver's status (2xx), else an exception."""
+        url, host_header, sni = await self.target(delivery.url, parse_allow(allow))
+        body = json.dumps(delivery.body, separators=(",", ":")).encode()
+        headers = {"Host": host_header, "Content-Type": "application/json", IDEMPOTENCY_HEADER: delivery.id,
+                   "User-Agent": "wasm-runner-webhook", "X-Wasm-Runner-Attempt": str(delivery.attempts + 1)}
+        extensions = {"sni_hostname": sni} if url.startswith("https:") else {}
+        try:
+            async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
+                                         timeout=self.timeout_seconds) as client:
+                async with client.stream("POST", url, content=body, headers=headers,
+                                         extensions=extensions) as response:
+                    status = response.status_code  # its body is never read
+        except httpx.HTTPError as e:
+            raise WebhookError(f"the webhook could not be reached ({type(e).__name__})") from None
+        if not 200 <= status < 300:
+            raise WebhookError(f"the webhook answered {status}")
+        return status
