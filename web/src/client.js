@@ -581,12 +581,31 @@ export function sanitizeResult(r) {
     out.limits = {};
     for (const [k, v] of Object.entries(r.limits)) if (/^\w{1,40}$/.test(k) && Number.isFinite(v)) out.limits[k] = v;
   }
+  out.explanation = sanitizeExplanation(r.explanation);
   if (isPackageNames(r.refused_packages) && r.refused_packages.length) out.refused_packages = [...r.refused_packages];
   if (r.missing && typeof r.missing === "object" && typeof r.missing.module === "string") {
     const m = r.missing;
     out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
   }
   return out;
+}
+
+/** A result's explanation (docs/explanations.md) with its fields' types, or null. */
+function sanitizeExplanation(e) {
+  if (!e || typeof e !== "object" || typeof e.id !== "string") return null;
+  const text = (v) => (typeof v === "string" ? v.slice(0, 2000) : "");
+  const out = { id: e.id.slice(0, 80), title: text(e.title), text: text(e.text), hint: text(e.hint), span: null,
+    params: {}, lang: text(e.lang).slice(0, 35) };
+  const s = e.span;
+  if (s && typeof s === "object" && [s.line, s.col, s.end_col].every((v) => Number.isInteger(v) && v >= 0)) {
+    out.span = { line: s.line, col: s.col, end_col: s.end_col };
+  }
+  if (e.params && typeof e.params === "object") {
+    for (const [k, v] of Object.entries(e.params).slice(0, 12)) {
+      if (/^\w{1,40}$/.test(k) && (typeof v === "string" || Number.isInteger(v))) out.params[k] = v;
+    }
+  }
+  return out.title ? out : null;
 }
 
 let shared = null;
