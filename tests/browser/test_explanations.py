@@ -40,7 +40,7 @@ def page() -> Iterator[Any]:
     page.context.close()
 
 
-def explained(page: Any, name: str, tier: str) -> dict[str, Any]:
+def explained(page: Any, name: str, tier: str, lang: str = "en") -> dict[str, Any]:
     code = PROGRAMS[name][0]
     seen = run_via_ui(page, code, tier, timeout=90)
     box = page.evaluate(EXPLAINED)
@@ -48,7 +48,7 @@ def explained(page: Any, name: str, tier: str) -> dict[str, Any]:
     assert box["title"] and box["text"] and box["hint"]
     assert box["title"] in box["announced"] and box["hint"] in box["announced"]  # the live region says it
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
-    page.screenshot(path=str(SCREENSHOTS / f"explain-{name}-{tier}.png"))
+    page.screenshot(path=str(SCREENSHOTS / f"explain-{name}-{tier}{'' if lang == 'en' else '-' + lang}.png"))
     return box
 
 
@@ -80,9 +80,9 @@ def test_an_endless_loop_is_explained_on_both_tiers(page: Any) -> None:
 def test_the_explanation_follows_the_page_language(page: Any) -> None:
     page.evaluate("document.documentElement.lang = 'de'")
     try:
-        box = explained(page, "misspelt-name", "browser")
+        box = explained(page, "misspelt-name", "browser", "de")
         assert box["lang"] == "de" and box["title"] == "Ist 'totl' falsch geschrieben?"
-        server = explained(page, "misspelt-name", "server")
+        server = explained(page, "misspelt-name", "server", "de")
         assert server["title"] == box["title"] and server["hint"] == box["hint"]
     finally:
         page.evaluate("document.documentElement.lang = 'en'")
