@@ -6,12 +6,14 @@ language. Screenshots go to $WASM_RUNNER_SCREENSHOTS (default /tmp/wasm-runner-s
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 
 import pytest
-from tests.support.browser import open_playground, run_via_ui
+from tests.support.browser import READY_SECONDS, open_playground, poll, run_via_ui, send_html, shared_browser, shared_server
 
 SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))
 TIERS = ["browser", "server"]
@@ -86,3 +88,42 @@ def test_the_explanation_follows_the_page_language(page: Any) -> None:
         assert server["title"] == box["title"] and server["hint"] == box["hint"]
     finally:
         page.evaluate("document.documentElement.lang = 'en'")
+
+
+class _Lesson(BaseHTTPRequestHandler):
+    runner_url = ""
+
+    def do_GET(self) -> None:
+        send_html(self, f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Lesson</title>
+<script type="module" src="{self.runner_url}/embed.js"></script></head><body>
+<wasm-runner id="typo" tier="browser" lang="de">total = 3\nprint(totl)</wasm-runner>
+</body></html>""".encode())
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+def test_an_embed_explains_in_its_own_language() -> None:
+    _Lesson.runner_url = shared_server()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Lesson)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    context = shared_browser().new_context()
+    try:
+        page = context.new_page()
+        page.goto(f"http://127.0.0.1:{httpd.server_address[1]}/")
+        poll(page, "document.getElementById('typo').runner && document.getElementById('typo').runner.browserInfo",
+             timeout=READY_SECONDS)
+        poll(page, "document.getElementById('typo').editor", timeout=30)
+        page.evaluate("document.getElementById('typo').shadowRoot.querySelector('button.run').click()")
+        poll(page, "document.getElementById('typo').shadowRoot.querySelector('.out-explain')", timeout=60)
+        seen = page.evaluate("""() => { const root = document.getElementById('typo').shadowRoot;
+          return { title: root.querySelector('.out-explain-title').textContent,
+                   marked: [...root.querySelectorAll('.cm-explain-span')].map((m) => m.textContent).join(''),
+                   announced: root.querySelector('.sr').textContent }; }""")
+        assert seen["title"] == "Ist 'totl' falsch geschrieben?" and seen["marked"] == "totl"
+        assert "Meintest du 'total'?" in seen["announced"]
+        SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+        page.screenshot(path=str(SCREENSHOTS / "explain-embed-de.png"))
+    finally:
+        context.close()
+        httpd.shutdown()
