@@ -200,3 +200,32 @@ def test_an_error_is_explained_under_its_traceback_in_the_asked_language() -> No
     doc = json.loads(cli("run", "-c", "print('You are ' + 12)", "--json").stdout)
     assert doc["explanation"]["id"] == "str_plus_other" and doc["explanation"]["lang"] == "en"
     assert doc["explanation"]["span"] == {"line": 1, "col": 6, "end_col": 21}
+
+
+def test_lint_marks_beginner_mistakes_in_plain_words(tmp_path: Path) -> None:
+    prog = tmp_path / "prog.py"
+    prog.write_text("def add(total, n):\n    totl = total + n\n    return total\nprint(totall)\n")
+    p = cli("lint", str(prog))
+    assert p.returncode == 1
+    assert p.stdout.splitlines() == [
+        f"{prog}:2:5: warning: Value never used: `totl` gets a value that is never used. "
+        "Is the name misspelt where you use it, or can this line go?",
+        f"{prog}:4:7: error: Unknown name: Python does not know `totall` here. "
+        "Check its spelling, or give it a value before this line.",
+    ]
+    found = json.loads(cli("lint", "-", "--json", stdin=prog.read_text()).stdout)["findings"]
+    assert [(f["rule"], f["line"], f["column"]) for f in found] == [("F841", 2, 5), ("F821", 4, 7)]
+
+
+def test_lint_style_notes_clean_file_and_errors(tmp_path: Path) -> None:
+    prog = tmp_path / "prog.py"
+    prog.write_text("def Add(a, b):\n    return a + b\nprint(Add(1, 2))\n")
+    clean = cli("lint", str(prog))
+    assert clean.returncode == 0 and clean.stdout == "" and "no mistakes found" in clean.stderr
+    styled = cli("lint", "--style", str(prog))
+    assert styled.returncode == 1 and ": info: Function name style: " in styled.stdout
+    missing = cli("lint", str(tmp_path / "missing.py"))
+    assert missing.returncode == 2 and "cannot read" in missing.stderr
+    (tmp_path / "big.py").write_text("x = 1\n" * 50_000)
+    big = cli("lint", str(tmp_path / "big.py"))
+    assert big.returncode == 2 and "lint takes at most 262144" in big.stderr

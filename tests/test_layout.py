@@ -214,3 +214,25 @@ def test_the_public_api_is_what_the_docs_name() -> None:
     ])
     for name in wasm_runner.__all__:
         assert getattr(wasm_runner, name) is not None
+
+
+def test_guest_code_outside_guest_imports_only_the_standard_library() -> None:
+    """``codec.py``, ``exercises/judging.py`` and ``exercises/practice.py`` also run in the guest
+    (``wasm_runner/guest/__init__.py``): the standard library only (practice: and judging)."""
+    import sys
+
+    allowed_relative = {"exercises/practice.py": {"judging"}}
+    for rel in ("codec.py", "exercises/judging.py", "exercises/practice.py"):
+        tree = ast.parse((PACKAGE / rel).read_text())
+        for node in ast.walk(tree):
+            if isinstance(node, ast.Import):
+                names = [alias.name.split(".")[0] for alias in node.names]
+            elif isinstance(node, ast.ImportFrom):
+                if node.level:
+                    assert node.module in allowed_relative.get(rel, set()), (rel, node.module)
+                    continue
+                names = [(node.module or "").split(".")[0]]
+            else:
+                continue
+            for name in names:
+                assert name == "__future__" or name in sys.stdlib_module_names, (rel, name)

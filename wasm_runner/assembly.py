@@ -32,7 +32,7 @@ import functools
 import hashlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -49,13 +49,11 @@ from .exercises.hint_counts import HintCounts
 from .http.mount import mount
 from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
-from .http.results import ResultSigner
+from .http.results import DEFAULT_ISSUER, ResultSigner
 from .http.service import Service
-from .lti.ags import Score
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
-from .lti import outbox as lti_outbox
 from .lti.registration import Platform
-from .lti.tool import LtiTool
+from .lti.tool import SENT_KEEP_SECONDS, LtiTool
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
@@ -67,7 +65,8 @@ from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
 from .warmup import RETRY_SECONDS
-from .webhooks import FileOutbox, Outbox, RedisOutbox, Webhooks
+from .outbox import FileStore, RedisStore as RedisOutboxStore, Store
+from .webhooks import CLAIM_SECONDS as WEBHOOK_CLAIM_SECONDS, Webhooks
 
 __all__ = ["assemble", "build_app", "create_app", "running", "snapshot_secret"]
 
@@ -100,14 +99,22 @@ def snapshot_secret(config: ServerConfig) -> bytes:
 
 def result_signer(config: ServerConfig) -> ResultSigner:
     """What signs check results (``http.results``): ``result_key_file``'s keys, else this
-    machine's own (the cache folder); ``iss`` is ``result_issuer``, else ``advertise_url``, else
-    "wasm-runner". Replicas on several hosts must share ``result_key_file`` (nothing is derived
-    from the cluster secret for an asymmetric key): a cluster without one is warned about."""
+    machine's own (the cache folder); ``iss`` is ``result_issuer``, else (one host) ``advertise_url``,
+    else "wasm-runner". A cluster (``redis_url``) without ``result_issuer`` signs with "wasm-runner"
+    on every replica: ``advertise_url`` is each replica's own address, and a platform checking
+    ``iss`` must see one issuer whichever replica ran the check (docs/lms.md, "Signed results").
+    Replicas on several hosts must share ``result_key_file`` (nothing is derived from the cluster
+    secret for an asymmetric key): a cluster without one is warned about."""
     if config.scale_out.shared and config.result_key_file is None:
         log.warning("redis_url is set but result_key_file is not: each host signs check results with its "
                     "own key; set [server] result_key_file, the same file on every replica (docs/lms.md)")
-    issuer = config.result_issuer or config.scale_out.advertise_url
-    return ResultSigner(config.result_key_file, issuer)
+    if config.result_issuer:
+        return ResultSigner(config.result_key_file, config.result_issuer)
+    if config.scale_out.shared:
+        log.warning("redis_url is set but result_issuer is not: every replica signs check results with iss "
+                    "%r; set [server] result_issuer to the URL the platform knows (docs/lms.md)", DEFAULT_ISSUER)
+        return ResultSigner(config.result_key_file, DEFAULT_ISSUER)
+    return ResultSigner(config.result_key_file, config.scale_out.advertise_url)
 
 
 def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSigner, audit: AuditLog) -> LtiTool | None:
@@ -120,17 +127,15 @@ def lti_tool(config: ServerConfig, shared: SharedState | None, signer: ResultSig
     if not settings.platforms:
         return None
     store: OneTimeStore
-    outbox: Callable[[Callable[[str, Score], Awaitable[None]]], lti_outbox.Outbox]
-    first, most, claim = settings.retry_seconds, settings.retry_max_seconds, settings.claim_seconds
+    outbox: Store
+    kept = {"claim_seconds": settings.claim_seconds, "sent_keep_seconds": SENT_KEEP_SECONDS}  # the page's "sent"
     if shared is not None:
-        store = RedisStore(lambda: shared.redis, shared.key("lti", ""))
-        outbox = functools.partial(lti_outbox.RedisOutbox, lambda: shared.redis, shared.key("lti", "outbox", ""),
-                                   retry_seconds=first, retry_max_seconds=most, claim_seconds=claim)  # fmt: skip
+        store = RedisStore(shared, shared.key("lti", ""))
+        outbox = RedisOutboxStore(shared, "lti", **kept)
     else:
         folder = settings.outbox_dir or cache_dir() / "lti-outbox"
         store = MemoryStore(best_folder=folder / "best")
-        outbox = functools.partial(lti_outbox.FileOutbox, folder, retry_seconds=first, retry_max_seconds=most,
-                                   claim_seconds=claim)  # fmt: skip
+        outbox = FileStore(folder, **kept)
 
     def on_call(platform: Platform, method: str, path: str, status: int | str) -> None:
         audit.event("lti_call", platform=platform.name, method=method, path=path, status=str(status))
@@ -147,13 +152,11 @@ def webhooks_for(config: ServerConfig, shared: SharedState | None, audit: AuditL
     rules = {key.name: key for key in config.api_keys if key.webhook_url}
     if not rules:
         return None
-    outbox: Outbox
+    outbox: Store
     if shared is not None:
-        outbox = RedisOutbox(shared)
+        outbox = RedisOutboxStore(shared, "webhook", claim_seconds=WEBHOOK_CLAIM_SECONDS)
     else:
-        from .cache import cache_dir
-
-        outbox = FileOutbox(config.webhook_outbox_dir or cache_dir() / "webhooks")
+        outbox = FileStore(config.webhook_outbox_dir or cache_dir() / "webhooks", claim_seconds=WEBHOOK_CLAIM_SECONDS)
     return Webhooks(outbox, rules, audit.event, retry_seconds=config.webhook_retry_seconds,
                     max_attempts=config.webhook_max_attempts)
 
@@ -196,7 +199,7 @@ def assemble(config: ServerConfig) -> Service:
     sessions = config.sessions
     secret = functools.cache(functools.partial(snapshot_secret, config))
     shared = SharedState.from_settings(config.scale_out)  # None: everything local (one host)
-    gatekeeper = Gatekeeper(config, shared)
+    gatekeeper = Gatekeeper.from_config(config, shared)
     admission = admission_for(config.admission, sessions, server_memory_mb(config))
     metrics = Metrics()
     audit = AuditLog(config.audit_log, keep_code=config.audit_code == "full")
@@ -311,7 +314,7 @@ async def running(service: Service) -> AsyncIterator[None]:
     if service.leases is not None:  # this replica's heartbeat; when it lapses, others drop its leases
         tasks.append(asyncio.ensure_future(service.leases.beat_forever()))
     if service.webhooks is not None:  # check results to the keys' webhooks, from the outbox
-        tasks.append(asyncio.ensure_future(service.webhooks.run_forever()))
+        tasks.append(asyncio.ensure_future(service.webhooks.outbox.run_forever()))
     try:
         yield
     finally:

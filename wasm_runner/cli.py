@@ -39,7 +39,9 @@ SUBCOMMANDS: dict[str, tuple[str, str]] = {
     "packages": ("wasm_runner.packages.cli", "pin (lock), fetch and list the packages runs may ask for"),
     "bench": ("wasm_runner.bench", "measure fresh-run latency, throughput, fuel cost vs native"),
     "exercise": ("wasm_runner.exercises.cli", "validate an exercise (reference passes, starter fails), check code, export"),
+    "lint": ("wasm_runner.lint.cli", "mark beginner mistakes in a Python file (Ruff, in plain words)"),
     "lti": ("wasm_runner.lti.cli", "print what an LMS admin registers for this server as an LTI 1.3 tool"),
+    "notebook": ("wasm_runner.notebook.cli", "run a Jupyter notebook's code cells in one session; write the executed notebook"),
     "cluster": ("wasm_runner.scaleout.launcher.cli", "a local cluster: Redis, N serve replicas and HAProxy in front"),
 }
 

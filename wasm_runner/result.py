@@ -13,6 +13,8 @@ from dataclasses import dataclass, field
 from enum import Enum
 from typing import Any
 
+from .notebook.bundles import notebook_outputs
+
 __all__ = ["FileOut", "LIMIT_STATUSES", "Output", "RESULT_JSON_SCHEMA", "Result", "Status"]
 
 
@@ -75,10 +77,13 @@ class FileOut:
 class Output:
     """A rich output: a plot, a table, a value shown like a notebook cell.
 
-    ``data`` is text for text mime types and base64 for binary ones (``image/png``).
+    ``data`` is text for text mime types and base64 for binary ones (``image/png``). Kind
+    ``display`` (``display(obj)``) and ``result`` (the last expression's value) are Jupyter MIME
+    bundles: mime ``application/vnd.wasm-runner.bundle+json``, data the bundle as JSON text
+    (``{"data": {mime: data}, "metadata": {...}}``, ``wasm_runner/notebook/bundles.py``).
     """
 
-    kind: str  # "image", "table", "text"
+    kind: str  # "image", "table", "text", "display", "result"
     mime: str
     data: str
 
@@ -141,7 +146,13 @@ class Result:
             "runtime": self.runtime,
             "input_wait_ms": self.input_wait_ms,
             "explanation": self.explanation,
+            "notebook_outputs": self.notebook_outputs(),
         }
+
+    def notebook_outputs(self, execution_count: int | None = None) -> list[dict[str, Any]]:
+        """The run as a notebook code cell's ``outputs`` (nbformat v4: stream, display_data,
+        execute_result, error)."""
+        return notebook_outputs(self, execution_count)
 
     def to_json(self, **kwargs: Any) -> str:
         return json.dumps(self.to_dict(), **kwargs)
@@ -220,7 +231,7 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
                 "type": "object",
                 "required": ["kind", "mime", "data"],
                 "properties": {
-                    "kind": {"enum": ["image", "table", "text"]},
+                    "kind": {"enum": ["image", "table", "text", "display", "result"]},
                     "mime": {"type": "string"},
                     "data": {"type": "string"},
                 },
@@ -249,6 +260,15 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
                 },
                 "params": {"type": "object"},
                 "lang": {"type": "string"},
+            },
+        },
+        "notebook_outputs": {
+            "description": "the run as a notebook code cell's outputs (nbformat v4)",
+            "type": "array",
+            "items": {
+                "type": "object",
+                "required": ["output_type"],
+                "properties": {"output_type": {"enum": ["stream", "display_data", "execute_result", "error"]}},
             },
         },
     },

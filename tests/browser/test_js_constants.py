@@ -92,3 +92,12 @@ def test_client_uses_the_shared_statuses() -> None:
     own = re.findall(r"status\s*(?:[:=]|===|!==)\s*[\"']([a-z_]+)[\"']", client)
     assert own == []
     assert "STATUS." in client
+
+
+def test_the_bundle_mime_matches() -> None:
+    """render.js shows MIME bundles by the mime the guest and the host give them."""
+    from wasm_runner.notebook import BUNDLE_MIME
+
+    assert js_constants(WEB_SRC / "render.js")["BUNDLE_MIME"] == BUNDLE_MIME
+    guest = (WEB_SRC.parents[1] / "wasm_runner" / "guest" / "rich.py").read_text()
+    assert f'BUNDLE_MIME = "{BUNDLE_MIME}"' in guest

@@ -233,7 +233,8 @@ def test_folder_of_exercises_loads_by_id():
     assert found["greet"].public() == {
         "id": "greet", "title": "Greet", "instructions": "Read a name and print `Hello, NAME!`",
         "starter": "name = input()\nprint(name)\n", "checks": 2, "limits": {},
-        "browser": False, "hints": []}
+        "browser": False, "hints": [], "style": False}
+    assert found["tidy"].style is True
 
 
 def _cli(*args: str) -> subprocess.CompletedProcess[str]:
@@ -303,7 +304,7 @@ def test_turtle_rejects_markup_in_colors_and_needs_no_window():
 def test_browser_copy_of_the_python_is_current():
     from wasm_runner.exercises import webgen
 
-    assert webgen.main(["--check"]) == 0  # web/src/pylib.js, bootstrap.py.js, checking.js == the Python here
+    assert webgen.main(["--check"]) == 0  # web/src/pylib.js, bootstrap.py.js, checking.js, lintrules.js == the package here
 
 
 def test_a_test_calling_a_function_the_code_lacks_says_so() -> None:

@@ -28,8 +28,8 @@ PLOT_STANDIN = (ROOT / "tests" / "web" / "plot_standin.py").read_text()
 LIMITS = Limits(wall_seconds=30)
 
 
-def _program() -> Any:
-    spec = importlib.util.spec_from_file_location("_wr_test_program", GUEST / "program.py")
+def _program(name: str = "program") -> Any:
+    spec = importlib.util.spec_from_file_location(f"_wr_test_{name}", GUEST / f"{name}.py")
     assert spec is not None and spec.loader is not None
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
@@ -37,6 +37,7 @@ def _program() -> Any:
 
 
 program = _program()
+rich = _program("rich")
 
 
 # ---- the module on its own ------------------------------------------------------------------------
@@ -61,7 +62,9 @@ def test_echo_is_display_true_only() -> None:
     assert [program.echoes(d) for d in (True, "figures", False, None, 1)] == [True, False, False, False, False]
 
 
-def test_show_emits_text_or_a_table() -> None:
+def test_show_and_display_emit_one_bundle_per_value() -> None:
+    """guest/rich.py on the host's Python: the last value as a "result" bundle, each display()
+    argument as a "display" bundle, in the order given; None shows nothing."""
     seen: list[tuple[str, str, str]] = []
 
     def emit(*output: str) -> None:
@@ -79,9 +82,20 @@ def test_show_emits_text_or_a_table() -> None:
             raise RuntimeError("no html")
 
     for value in (None, [1, "a"], Html(), Broken()):
-        program.show(value, emit)
-    assert seen == [("text", "text/plain", "[1, 'a']"), ("table", "text/html", "<b>x</b>"),
-                    ("table", "text/plain", "Html()"), ("table", "text/plain", "Html()")]
+        rich.show(value, emit)
+    rich.display_function(emit)(Html(), include=["text/plain"])
+    assert [(kind, mime) for kind, mime, _ in seen] == [("result", rich.BUNDLE_MIME)] * 3 + [("display", rich.BUNDLE_MIME)]
+    assert [json.loads(data)["data"] for _, _, data in seen] == [
+        {"text/plain": "[1, 'a']"}, {"text/html": "<b>x</b>", "text/plain": "Html()"},
+        {"text/plain": "Html()"}, {"text/plain": "Html()"}]
+
+
+def test_a_bundle_over_its_bound_says_so_in_text() -> None:
+    seen: list[tuple[str, str, str]] = []
+    rich.display_function(lambda *o: seen.append(o))({"text/html": "x" * (rich.MAX_BUNDLE_CHARS + 1)}, raw=True)
+    (kind, _, data), = seen
+    text = json.loads(data)["data"]
+    assert list(text) == ["text/plain"] and "output too large to show" in text["text/plain"]
 
 
 def test_at_end_shows_open_figures_as_display_says_and_the_turtle_always() -> None:
@@ -150,7 +164,8 @@ def test_both_runners_and_the_host_functions_loader_use_it() -> None:
         assert "PyCF_ONLY_AST" not in text and ".seed(" not in text and "linecache.cache[" not in text
         assert "compile_program(" in text
     for text in (runner, browser):
-        assert "program.reseed()" in text and "program.at_end(" in text and "program.show(" in text
+        assert "program.reseed()" in text and "program.at_end(" in text and "rich.show(" in text
+        assert "rich.install(" in text  # display() as a builtin, on both tiers
 
 
 def test_the_browser_runner_is_generated_from_guest_browser_py() -> None:

@@ -11,7 +11,7 @@ from wasm_runner.http.errors import ApiError
 
 def gatekeeper(**kw: object) -> Gatekeeper:
     keys = (ApiKey("alice", hash_key("k-alice"), rate="2/minute"), ApiKey("bob", hash_key("k-bob")))
-    return Gatekeeper(ServerConfig.from_keys(api_keys=keys, **kw))
+    return Gatekeeper.from_config(ServerConfig.from_keys(api_keys=keys, **kw))
 
 
 def test_keys_by_bearer_or_header() -> None:
@@ -49,12 +49,12 @@ def test_rate_limit_per_key_with_retry_after() -> None:
 
 
 def test_auth_off_makes_per_address_tenants() -> None:
-    g = Gatekeeper(ServerConfig(auth=False))
+    g = Gatekeeper.from_config(ServerConfig(auth=False))
     a = g.authenticate({}, {}, "127.0.0.1")
     assert a.name == "anonymous:127.0.0.1" and a.may_use("analyst")
 
 
 def test_auth_on_without_keys_refuses_everyone() -> None:
-    g = Gatekeeper(ServerConfig(auth=True))
+    g = Gatekeeper.from_config(ServerConfig(auth=True))
     with pytest.raises(ApiError, match="none are configured"):
         g.authenticate({"x-api-key": "anything"}, {}, "x")

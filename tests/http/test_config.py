@@ -164,6 +164,16 @@ def test_cluster_secret_is_not_read_from_the_toml_file(tmp_path: Path) -> None:
         load_config(missing, env={})
 
 
+def test_html_is_sanitised_unless_the_operator_trusts_it(tmp_path: Path) -> None:
+    assert load_config(env={}, auth=False).trust_html is False
+    cfg = tmp_path / "server.toml"
+    cfg.write_text("[server]\ntrust_html = true\n")
+    assert load_config(cfg, env={}, auth=False).trust_html is True
+    assert load_config(env={"WASM_RUNNER_TRUST_HTML": "on"}, auth=False).trust_html is True
+    with pytest.raises(ConfigError, match="WASM_RUNNER_TRUST_HTML"):
+        load_config(env={"WASM_RUNNER_TRUST_HTML": "maybe"})
+
+
 def test_quick_tier_is_on_unless_turned_off(tmp_path: Path) -> None:
     assert load_config(env={}, auth=False).quick_tier is True
     cfg = tmp_path / "server.toml"

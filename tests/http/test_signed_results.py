@@ -169,3 +169,27 @@ def test_the_key_file_from_the_file_or_the_environment(tmp_path: Path) -> None:
     (tmp_path / "k.pem").write_text("not a key")
     with pytest.raises(ValueError, match="holds no PEM private key"):
         signer.keys()
+
+
+def test_replicas_of_a_cluster_sign_with_one_issuer(tmp_path: Path, keys: tuple[rsa.RSAPrivateKey, rsa.RSAPrivateKey],
+                                                    caplog: pytest.LogCaptureFixture) -> None:
+    """With ``redis_url`` and no ``result_issuer``, each replica's ``advertise_url`` differs but
+    every token says the same ``iss`` (a platform checking it accepts any replica's), and the
+    operator is told to set ``result_issuer``; one host keeps ``advertise_url``."""
+    from wasm_runner.assembly import result_signer
+    from wasm_runner.settings import load_config
+
+    key_file = tmp_path / "cluster.pem"
+    key_file.write_bytes(pem(keys[0]))
+    key_file.chmod(0o600)
+    cluster = {"WASM_RUNNER_REDIS_URL": "redis://127.0.0.1:1/0", "WASM_RUNNER_CLUSTER_SECRET": "c" * 32,
+               "WASM_RUNNER_RESULT_KEY_FILE": str(key_file), "WASM_RUNNER_AUTH": "off"}
+    replicas = [result_signer(load_config(None, env={**cluster, "WASM_RUNNER_ADVERTISE_URL": f"http://10.0.0.{n}:8000"}))
+                for n in (5, 6)]  # fmt: skip
+    tokens = [signer.sign({"aud": "course", "exercise": "greet"}) for signer in replicas]
+    public = jwt.PyJWK(replicas[0].jwks()["keys"][0])
+    assert [jwt.decode(t, public, algorithms=["RS256"], audience="course")["iss"] for t in tokens] == ["wasm-runner"] * 2
+    assert "set [server] result_issuer" in caplog.text
+    named = load_config(None, env={**cluster, "WASM_RUNNER_RESULT_ISSUER": ISSUER,
+                                   "WASM_RUNNER_ADVERTISE_URL": "http://10.0.0.5:8000"})  # fmt: skip
+    assert result_signer(named).issuer == ISSUER

@@ -27,7 +27,8 @@ from tests.support.live_server import LiveServer, live_server, make_config, wait
 from tests.support.redis_process import RedisProcess
 from wasm_runner.scaleout.state import SharedState
 from wasm_runner.settings import ApiKey, ConfigError, hash_key, load_config
-from wasm_runner.webhooks import Delivery, FileOutbox, RedisOutbox, WebhookRefused, Webhooks, WebhookSender
+from wasm_runner.outbox import RedisStore
+from wasm_runner.webhooks import Delivery, WebhookRefused, Webhooks, WebhookSender
 
 ISSUER = "wasm-runner-webhook-test"
 HALF = "name = input()\nprint('Hi' if name == 'Ada' else f'Hello, {name}!')\n"
@@ -123,7 +124,7 @@ def events(server: LiveServer, tenant: str, event: str) -> list[dict[str, Any]]:
 def outbox_files(server: LiveServer) -> list[Path]:
     folder = server.config.webhook_outbox_dir
     assert folder is not None
-    return [p for p in folder.iterdir() if p.suffix in (".json", ".sending")]
+    return [*folder.glob("*.json"), *folder.glob("working/*.json")]  # waiting or being sent
 
 
 def test_each_check_result_reaches_the_webhook_signed(hooked: LiveServer, ports: dict[str, int]) -> None:
@@ -217,41 +218,6 @@ def test_bad_webhook_settings_are_refused_plainly(settings: dict[str, Any], erro
         ApiKey("k", hash_key("k"), **settings).check({})
 
 
-async def outbox_semantics(outbox: Any) -> None:
-    """Due deliveries are claimed once; a retried one waits until its due time; done is gone."""
-    now = time.time()
-    first = Delivery(id="a" * 32, key="k", url="https://lms.example/h", body={"n": 1}, due=now)
-    later = Delivery(id="b" * 32, key="k", url="https://lms.example/h", body={"n": 2}, due=now + 3600)
-    await outbox.add(first)
-    await outbox.add(later)
-    claimed = await outbox.claim(now + 1)
-    assert [d.body for d in claimed] == [{"n": 1}]
-    assert await outbox.claim(now + 1) == []  # claimed: not handed out twice
-    claimed[0].attempts, claimed[0].due = 1, now + 10
-    await outbox.retry(claimed[0])
-    assert await outbox.claim(now + 5) == []
-    again = await outbox.claim(now + 11)
-    assert [(d.id, d.attempts) for d in again] == [(first.id, 1)]
-    await outbox.done(again[0])
-    assert [d.id for d in await outbox.claim(now + 7200)] == [later.id]
-
-
-def test_the_file_outbox(tmp_path: Path) -> None:
-    asyncio.run(outbox_semantics(FileOutbox(tmp_path / "outbox")))
-
-
-def test_the_redis_outbox_shared_by_replicas(redis_server: RedisProcess) -> None:
-    async def run() -> None:
-        shared = SharedState(redis_server.url, secret="s" * 32, key_prefix=f"webhook-test-{time.time_ns()}:")
-        await shared.start()
-        try:
-            await outbox_semantics(RedisOutbox(shared))
-        finally:
-            await shared.close()
-
-    asyncio.run(run())
-
-
 DOCS = Path(__file__).resolve().parents[2] / "docs" / "lms.md"
 WEB = Path(__file__).resolve().parents[2] / "web"
 
@@ -342,11 +308,11 @@ def test_two_replicas_on_one_redis_outbox_deliver_once(redis_server: RedisProces
         for shared in replicas:
             await shared.start()
         try:
-            hooks = [Webhooks(RedisOutbox(shared), {"cluster": rule}, lambda e, **f: lines.append((e, f)))
+            hooks = [Webhooks(RedisStore(shared, "webhook"), {"cluster": rule}, lambda e, **f: lines.append((e, f)))
                      for shared in replicas]
             ids = [await hooks[i % 2].enqueue("cluster", f"token-{i}", "greet") for i in range(6)]
             for _ in range(3):
-                await asyncio.gather(*(h.deliver_due() for h in hooks))
+                await asyncio.gather(*(h.outbox.deliver_due() for h in hooks))
             return [i for i in ids if i is not None]
         finally:
             for shared in replicas:
@@ -386,7 +352,7 @@ def test_a_server_with_redis_url_delivers_from_the_redis_outbox(warm_sandbox: No
     config = make_config(tmp_path, api_keys=keys, result_issuer=ISSUER, redis_url=redis_server.url,
                          cluster_secret="c" * 32, advertise_url="http://127.0.0.1:9", webhook_retry_seconds=0.2)
     with live_server(config) as live:
-        assert isinstance(live.app.state.service.webhooks.outbox, RedisOutbox)  # type: ignore[attr-defined]
+        assert isinstance(live.app.state.service.webhooks.outbox.store, RedisStore)  # type: ignore[attr-defined]
         token = check(live, "clustered-key")["result_token"]
         assert wait_until(lambda: events(live, "clustered", "webhook_failed"), timeout=60)  # receiver down
         receiver = Receiver(port, live.url + "/.well-known/jwks.json", "clustered")

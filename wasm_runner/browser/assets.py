@@ -46,7 +46,7 @@ PYODIDE_FILES = (
 )
 # fetched by the page and handed to the frame, whose opaque origin has no HTTP cache
 RELAYED = ("pyodide.asm.wasm", "python_stdlib.zip")
-APP_SUFFIXES = (".js", ".css", ".svg")
+APP_SUFFIXES = (".js", ".css", ".svg", ".wasm", ".woff2")  # .wasm: the editor's lint (dist/ruff.wasm); .woff2: KaTeX's fonts
 COMPRESSIBLE = (".js", ".mjs", ".css", ".svg", ".json", ".wasm", ".html")
 # a larger asset is sent as it is until the background thread has packed it: Brotli at quality 9
 # takes seconds per MB on a busy machine, and a request must not wait for that
@@ -54,6 +54,7 @@ PACK_ON_REQUEST_MAX = 256 * 1024
 mimetypes.add_type("text/javascript", ".mjs")
 mimetypes.add_type("text/javascript", ".js")
 mimetypes.add_type("application/wasm", ".wasm")
+mimetypes.add_type("font/woff2", ".woff2")
 
 
 @dataclass

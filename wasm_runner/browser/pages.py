@@ -92,6 +92,11 @@ def _isolation_headers() -> dict[str, str]:
     }
 
 
+def _server_config(request: Request) -> object:
+    """The HTTP service's settings (``ServerConfig``), or None for pages served without one."""
+    return getattr(getattr(request.app.state, "service", None), "config", None)
+
+
 async def _playground(request: Request) -> Response:
     assets = get_assets()
     isolated = request.query_params.get("isolation", "on") != "off"
@@ -106,13 +111,15 @@ async def _playground(request: Request) -> Response:
         "isolated": isolated,
         "relay": relay,
         "sandbox": "sandbox" if snapshot else "sandbox?snapshot=off",
+        # the operator's [server] trust_html: the programs' HTML shown unsanitised
+        "trust_html": bool(getattr(_server_config(request), "trust_html", False)),
     }
     html = assets.render(
         "playground.html", config_json=json.dumps(config), isolated=isolated, relay=relay
     )
     headers = {
         "content-security-policy": (
-            "default-src 'self'; script-src 'self'; style-src 'self' 'unsafe-inline'; "
+            "default-src 'self'; script-src 'self' 'wasm-unsafe-eval'; style-src 'self' 'unsafe-inline'; "
             "img-src 'self' data:; frame-src 'self'; connect-src 'self'; object-src 'none'; "
             "base-uri 'none'; form-action 'none'"
         ),

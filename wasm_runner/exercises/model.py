@@ -85,13 +85,16 @@ class Exercise:
     limits: dict[str, float] = field(default_factory=dict)
     browser: bool = False  # may the full exercise (hidden checks too) be sent to browsers?
     hints: tuple[str, ...] = ()  # revealed one at a time by the student
+    style: bool = False  # add style notes (wasm_runner.lint, the style rules) beside the checks?
 
     def public(self) -> dict[str, Any]:
         """What a student may see: title, instructions, starter, whether the browser tier may
-        check it (``browser``: its bundle is served), the hints; no checks, no solution."""
+        check it (``browser``: its bundle is served), the hints, whether a check adds style notes
+        (``style``); no checks, no solution."""
         return {"id": self.id, "title": self.title, "instructions": self.instructions,
                 "starter": self.starter, "checks": len(self.check_names()),
-                "limits": dict(self.limits), "browser": self.browser, "hints": list(self.hints)}
+                "limits": dict(self.limits), "browser": self.browser, "hints": list(self.hints),
+                "style": self.style}
 
     def check_weights(self) -> list[float]:
         """The weight of every check, in ``check_names``' order."""
@@ -255,7 +258,7 @@ def load_exercise(path: str | Path) -> Exercise:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ExerciseError(f"{where}: {toml_path.name}: {e}") from None
-    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "hints"}
+    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "hints", "style"}
     unknown = set(raw) - known
     if unknown:
         raise ExerciseError(f"{where}: unknown keys in {toml_path.name}: {', '.join(sorted(unknown))}")
@@ -315,6 +318,9 @@ def load_exercise(path: str | Path) -> Exercise:
     browser = raw.get("browser", False)
     if not isinstance(browser, bool):
         raise ExerciseError(f"{where}: browser must be true or false")
+    style = raw.get("style", False)
+    if not isinstance(style, bool):
+        raise ExerciseError(f"{where}: style must be true or false")
     return Exercise(
         id=ex_id,
         title=title.strip()[:200],
@@ -326,6 +332,7 @@ def load_exercise(path: str | Path) -> Exercise:
         limits=_limits(raw.get("limits"), where),
         browser=browser,
         hints=_hints(raw.get("hints"), where),
+        style=style,
     )
 
 

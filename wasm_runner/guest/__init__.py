@@ -5,7 +5,8 @@ Nothing here is imported by the host. The files are read as text and shipped to 
 - **The guest package** ``_wasm_runner_guest`` (``GUEST_MODULES`` in ``sandbox/wrapper.py``):
   ``output.py`` (stdout and stderr as one ordered, batched stream), ``tracebacks.py`` (the
   program's frames only; exit codes as CPython's), ``limits.py`` (the recursion limit as in
-  ``python main.py``), ``figures.py`` (matplotlib figures, the turtle's drawing) and
+  ``python main.py``), ``figures.py`` (matplotlib figures, the turtle's drawing), ``rich.py``
+  (Jupyter MIME bundles of ``display(obj)`` and of the last expression) and
   ``program.py`` (what a run does around the program: reseeding ``random``, ``numpy.random`` and
   tempfile's names, ``sys.argv`` and the source for tracebacks, compiling the program and its last
   expression, what a run shows when it ends). ``install.py`` installs them, in that order, on
@@ -25,6 +26,14 @@ Nothing here is imported by the host. The files are read as text and shipped to 
   ``web/src/pylib.js`` and ``web/src/bootstrap.py.js`` by ``python -m
   wasm_runner.exercises.webgen``; ``tests/exercises/test_checker.py`` fails when they are stale.
 
+**Guest code the host imports too** lives beside the host code that uses it, not here, because
+this folder is never imported by the host: ``wasm_runner/codec.py`` (plain data across a
+boundary: the host's side of host functions and exercise checks, and, shipped as text, the
+guest's), ``wasm_runner/exercises/judging.py`` (judging a check: the server's checker on the
+host, the browser's practice checks in Pyodide) and ``wasm_runner/exercises/practice.py`` (the
+browser's practice checking, tested on the host). They keep the rules below, as the files here
+do; ``tests/test_layout.py`` checks that they import nothing of the package.
+
 The rules of guest code:
 
 - **Standard library only**, and only what both interpreters have (CPython on WASI, Pyodide): a
@@ -33,7 +42,8 @@ The rules of guest code:
 - **No names left behind.** What the runners put where the program can see it (``__main__``,
   ``builtins``, modules it may import) is named ``_wr_...`` or is a private name of a module of
   ours; the server's wrapper is the function ``_wr_main`` and the installer ``_wr_guest``, which
-  delete themselves from ``__main__``.
+  delete themselves from ``__main__``. The one exception is the builtin ``display`` (rich.py):
+  it is the notebook's own name, which programs written for Jupyter call.
 - **Compiled as ``<wasm-runner>``.** Every file here is compiled under that one file name, which
   is how ``tracebacks.py`` leaves the runner's frames out of the program's traceback.
 - **Trusted by nobody.** Guest code runs beside the program, which can replace any of it: the

@@ -5,7 +5,8 @@
 #
 # What both tiers do around a program is the guest package's, shared with the server's runner
 # (guest/runner.py): reseeding, sys.argv and the source for tracebacks, compiling the program and
-# its last expression, what a run shows at its end (program.py); output batching (output.py),
+# its last expression, what a run shows at its end (program.py); MIME bundles of display() and
+# the last expression (rich.py); output batching (output.py),
 # tracebacks and exit codes (tracebacks.py), figures and the turtle (figures.py), the recursion
 # limit (limits.py). What is here is the browser's own: streams and input() through JavaScript
 # (``_wasm_runner_host``, the worker's object), a time.sleep a Stop interrupts, calls of the page's
@@ -17,6 +18,7 @@
 import ast, builtins, codecs, inspect, io, os, sys, time
 import _wasm_runner_host as _host
 from _wasm_runner_guest import figures as _figures, limits as _limits, output as _output, program as _program
+from _wasm_runner_guest import rich as _rich
 from _wasm_runner_guest import explain as _explain, tracebacks as _tracebacks
 
 os.environ.setdefault("MPLBACKEND", "agg")
@@ -170,6 +172,7 @@ def _reset(filename, code):
     _program.clear(sys.modules["__main__"].__dict__, _MAIN_KEEP)
     _program.reseed()  # a run in this interpreter must not go on from the last one's seeds
     _program.prepare(filename, code)  # sys.argv and the source for tracebacks
+    _rich.install(_emit)  # display(obj): a MIME bundle in the run's outputs (a program may have replaced it)
     _install_host()
 
 def _emit(kind, mime, data):
@@ -280,7 +283,7 @@ def _run(code, filename, display="figures"):
             return None
         exec(body, namespace)
         if tail is not None:
-            _program.show(eval(tail, namespace), _emit)
+            _rich.show(eval(tail, namespace), _emit)
         result = ("ok", 0)
     except BaseException as exc:
         result = _explained(_outcome_of(exc), exc, filename, code)
@@ -300,7 +303,7 @@ async def _run_async(code, filename, display="figures"):
             exec(body, namespace)
         if tail is not None:
             value = eval(tail, namespace)
-            _program.show(await value if _awaits(tail) else value, _emit)
+            _rich.show(await value if _awaits(tail) else value, _emit)
         result = ("ok", 0)
     except BaseException as exc:
         result = _explained(_outcome_of(exc), exc, filename, code)

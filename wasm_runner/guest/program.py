@@ -62,25 +62,6 @@ def echoes(display):
     return display is True
 
 
-def show(value, emit):
-    """The last expression's value as outputs: its repr as text, or, for an object with
-    ``_repr_html_`` (a pandas DataFrame), the HTML and the repr as a table. None shows nothing."""
-    if value is None:
-        return
-    html = getattr(value, "_repr_html_", None)
-    text = repr(value)
-    if callable(html):
-        try:
-            h = html()
-            if h:
-                emit("table", "text/html", str(h))
-        except Exception:
-            pass
-        emit("table", "text/plain", text)
-    else:
-        emit("text", "text/plain", text)
-
-
 def show_figures(emit, capture):
     """The figures still open, as PNG images (``capture``: figures.capture); a failure to draw
     them is said as a text output."""

@@ -3,7 +3,8 @@
 # with marshal, see sandbox/wrapper.py, after the guest package ``_wasm_runner_guest`` it uses:
 # guest/install.py, output.py, tracebacks.py, limits.py, figures.py, shared with the browser
 # tier; program.py holds what both tiers do around a program: reseeding, argv, the last
-# expression), and is trusted by nobody: the host decides every status from what it saw itself. It
+# expression; rich.py the MIME bundles of display() and of the last expression's value), and is
+# trusted by nobody: the host decides every status from what it saw itself. It
 # reads jobs from the host's control channel on fd 0 (length-prefixed JSON frames), runs each,
 # and reports on fd 0.
 #
@@ -27,7 +28,7 @@ def _wr_main():
         return step()
     import sys, os, json, gc, io, time
 
-    from _wasm_runner_guest import output, tracebacks, limits, figures, program, explain
+    from _wasm_runner_guest import output, tracebacks, limits, figures, program, rich, explain
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
     _write, _exit = os.write, os._exit
@@ -152,6 +153,7 @@ def _wr_main():
         filename = job.get("filename") or "<string>"
         display = job.get("display")
         emit = emitter(outputs)
+        rich.install(emit)  # display(obj): a MIME bundle in this job's outputs (guest/rich.py)
         status = 0
         memory_error = False
         program.prepare(filename, code)  # sys.argv and the source for tracebacks
@@ -165,7 +167,7 @@ def _wr_main():
         try:
             exec(body, ns)
             if tail is not None:
-                program.show(eval(tail, ns), emit)
+                rich.show(eval(tail, ns), emit)
         except SystemExit as e:
             status = exit_code_of(e)
         except BaseException as e:

@@ -37,7 +37,7 @@ from limits.aio.strategies import MovingWindowRateLimiter as AsyncMovingWindowRa
 from limits.storage import MemoryStorage
 from limits.strategies import MovingWindowRateLimiter
 
-from ..settings import USER_MAX_CONCURRENT, USER_RATE, ApiKey, ServerConfig, hash_key
+from ..settings import USER_MAX_CONCURRENT, USER_RATE, AdmissionSettings, ApiKey, ServerConfig, hash_key
 from .serving import address_key as _address_key
 from .errors import ApiError
 from .users import USER_TOKEN_HEADER, UserIds, check_user_id
@@ -91,12 +91,12 @@ def key_tenant(key: ApiKey) -> Tenant:
                   key_id=key.key_sha256)  # fmt: skip
 
 
-def anonymous_tenant(config: ServerConfig, client: str) -> Tenant:
-    """The tenant of a client address when auth is off."""
+def anonymous_tenant(admission: AdmissionSettings, client: str) -> Tenant:
+    """The tenant of a client address when auth is off (its caps: ``admission``'s anonymous ones)."""
     return Tenant(
-        f"anonymous:{client}", (), config.admission.anonymous_rate, config.admission.anonymous_max_concurrent,
-        user_rate=config.admission.anonymous_user_rate,
-        user_max_concurrent=config.admission.anonymous_user_max_concurrent, anonymous=True,
+        f"anonymous:{client}", (), admission.anonymous_rate, admission.anonymous_max_concurrent,
+        user_rate=admission.anonymous_user_rate,
+        user_max_concurrent=admission.anonymous_user_max_concurrent, anonymous=True,
     )  # fmt: skip
 
 
@@ -175,16 +175,26 @@ class Gatekeeper:
     ``check`` (async) is what the service uses: in memory without ``shared``, else in Redis.
     ``authenticate`` and ``hit`` are the in-memory steps on their own (one host, tests)."""
 
-    def __init__(self, config: ServerConfig, shared: SharedState | None = None) -> None:
-        self.config = config
-        self._keys: tuple[ApiKey, ...] = config.api_keys
-        self._by_name = {k.name: k for k in config.api_keys}
-        self.users = UserIds(config.scale_out.cluster_secret)
+    def __init__(self, keys: tuple[ApiKey, ...], *, auth: bool, anonymous: AdmissionSettings,
+                 cluster_secret: str | None, failed_auth_rate: str, shared: SharedState | None = None) -> None:
+        self.auth = auth
+        self._anonymous_caps = anonymous
+        self._keys = keys
+        self._by_name = {k.name: k for k in keys}
+        self.users = UserIds(cluster_secret)
         self._limiter = MovingWindowRateLimiter(MemoryStorage())
         self._rates: dict[str, RateLimitItem] = {}
-        self._failed_rate = parse(config.client_bounds.failed_auth_rate)
+        self._failed_rate = parse(failed_auth_rate)
         self._shared = shared
         self._shared_limiter: AsyncMovingWindowRateLimiter | None = None
+
+    @classmethod
+    def from_config(cls, config: ServerConfig, shared: SharedState | None = None) -> Gatekeeper:
+        """The gatekeeper of a server: its keys, ``auth``, the anonymous caps of ``[server]``, the
+        cluster secret (signed user tokens) and the failed-auth rate."""
+        return cls(config.api_keys, auth=config.auth, anonymous=config.admission,
+                   cluster_secret=config.scale_out.cluster_secret,
+                   failed_auth_rate=config.client_bounds.failed_auth_rate, shared=shared)  # fmt: skip
 
     def _item(self, rate: str) -> RateLimitItem:
         item = self._rates.get(rate)
@@ -193,7 +203,7 @@ class Gatekeeper:
         return item
 
     def _anonymous(self, client: str) -> Tenant:
-        return anonymous_tenant(self.config, client)
+        return anonymous_tenant(self._anonymous_caps, client)
 
     def _with_user(
         self,
@@ -225,8 +235,8 @@ class Gatekeeper:
         key = next((k for k in self._keys if k.name == name), None)
         if key is not None:
             tenant = key_tenant(key)
-        elif not self.config.auth and name.startswith("anonymous:"):
-            tenant = anonymous_tenant(self.config, name.removeprefix("anonymous:"))
+        elif not self.auth and name.startswith("anonymous:"):
+            tenant = anonymous_tenant(self._anonymous_caps, name.removeprefix("anonymous:"))
         if tenant is None:  # a replica with another config: refuse rather than guess
             raise ApiError(403, "internal_forbidden", "the forwarding replica named an unknown tenant")
         if user is not None:  # checked there already; a signed hop still names a valid id only
@@ -272,7 +282,7 @@ class Gatekeeper:
             current_tenant.set(tenant)
             return tenant
         limiter = self._redis_limiter(shared)
-        if not self.config.auth:
+        if not self.auth:
             tenant = self._anonymous(client)
         else:
             address = _address_key(client)
@@ -323,7 +333,7 @@ class Gatekeeper:
     ) -> Tenant:
         """The tenant behind ``key`` (if given) or these headers, or ``ApiError(401)`` (``429``
         once this address has failed too often)."""
-        if not self.config.auth:
+        if not self.auth:
             tenant = self._anonymous(client)
             current_tenant.set(tenant)
             return tenant
@@ -363,7 +373,7 @@ class Gatekeeper:
         self, headers: Mapping[str, str], query: Mapping[str, str], *, allow_query: bool = False
     ) -> bool:
         """Whether these headers (or the query) carry a valid key; counts nothing."""
-        if not self.config.auth:
+        if not self.auth:
             return True
         try:
             self._check_key(headers, query, allow_query=allow_query, key=None)

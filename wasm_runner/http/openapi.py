@@ -13,7 +13,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from ..result import RESULT_JSON_SCHEMA
-from .schemas import RunRequest, SessionCreate, SessionFork, SessionRunRequest
+from .schemas import LintRequest, NotebookRunRequest, RunRequest, SessionCreate, SessionFork, SessionRunRequest
 
 __all__ = ["openapi_document"]
 
@@ -73,6 +73,25 @@ def _session_schema() -> dict[str, Any]:
     }
 
 
+def _lint_schema() -> dict[str, Any]:
+    text = {"type": "string"}
+    number = {"type": "integer", "minimum": 1}
+    finding = {
+        "type": "object",
+        "required": ["rule", "name", "kind", "severity", "title", "message", "detail",
+                     "line", "column", "end_line", "end_column"],
+        "properties": {
+            "rule": text, "name": text, "kind": {"enum": ["beginner", "style", "syntax"]},
+            "severity": {"enum": ["error", "warning", "info"]}, "title": text,
+            "message": {"type": "string", "description": "plain words (the shared table)"},
+            "detail": {"type": "string", "description": "Ruff's own message"},
+            "line": number, "column": number, "end_line": number, "end_column": number,
+        },
+    }  # fmt: skip
+    return {"type": "object", "required": ["findings"],
+            "properties": {"findings": {"type": "array", "items": finding}}}
+
+
 def _json(ref: str) -> dict[str, Any]:
     return {"application/json": {"schema": {"$ref": f"#/components/schemas/{ref}"}}}
 
@@ -122,7 +141,8 @@ def _binary() -> dict[str, Any]:
 def openapi_document() -> dict[str, Any]:
     """The whole description, built fresh (callers may cache it)."""
     _, defs = models_json_schema(
-        [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest)],
+        [(m, "validation") for m in (RunRequest, SessionCreate, SessionFork, SessionRunRequest, LintRequest,
+                                             NotebookRunRequest)],
         ref_template=_REF,
     )
     schemas: dict[str, Any] = dict(defs.get("$defs", {}))
@@ -131,6 +151,7 @@ def openapi_document() -> dict[str, Any]:
     schemas["Result"] = result
     schemas["Error"] = _error_schema()
     schemas["Session"] = _session_schema()
+    schemas["LintFindings"] = _lint_schema()
     schemas["SavedSession"] = {
         "type": "object",
         "required": ["saved_id", "profile", "runtime", "bytes", "expires_in"],
@@ -139,6 +160,17 @@ def openapi_document() -> dict[str, Any]:
             "profile": {"type": "string"}, "runtime": {"type": "string"},
             "bytes": {"type": "integer", "minimum": 0},
             "expires_in": {"type": "number", "description": "seconds until it is deleted"},
+        },
+    }  # fmt: skip
+    schemas["NotebookRun"] = {
+        "type": "object",
+        "required": ["notebook", "status", "cells_run", "failed"],
+        "properties": {
+            "notebook": {"type": "object", "description": "the executed notebook (nbformat 4.5)"},
+            "status": {"type": "string", "description": "ok, or the status of the first cell that failed"},
+            "cells_run": {"type": "integer", "minimum": 0},
+            "failed": {"type": ["object", "null"], "description": "the cell that failed: cell (its "
+                       "index), status, limit, message"},
         },
     }  # fmt: skip
     schemas["SessionResult"] = {
@@ -230,6 +262,16 @@ def openapi_document() -> dict[str, Any]:
                     },
                 }
             },
+            "/api/lint": {
+                "post": {
+                    "summary": "Mark beginner mistakes (Ruff, in plain words; the editor's lint)",
+                    "requestBody": {"required": True, "content": _json("LintRequest")},
+                    "responses": {
+                        "200": {"description": "The findings", "content": _json("LintFindings")},
+                        **_errors(400, 401, 413, 415, 422, 429),
+                    },
+                }
+            },
             "/api/run/stream": {
                 "post": {
                     "summary": "Run code, streaming output as Server-Sent Events",
@@ -240,6 +282,17 @@ def openapi_document() -> dict[str, Any]:
                             "event's data is one JSON object)",
                             "content": {"text/event-stream": {"schema": _SSE_EVENT}},
                         },
+                        **_errors(*_RUN_ERRORS),
+                    },
+                }
+            },
+            "/api/notebooks/run": {
+                "post": {
+                    "summary": "Run a notebook's code cells in one new session; the executed notebook back",
+                    "requestBody": {"required": True, "content": _json("NotebookRunRequest")},
+                    "responses": {
+                        "200": {"description": "The executed notebook (nbformat 4.5) and how its run "
+                                "went", "content": _json("NotebookRun")},
                         **_errors(*_RUN_ERRORS),
                     },
                 }

@@ -20,13 +20,16 @@ from starlette.requests import Request
 
 from ..inputs import FILE_NAME_PATTERN, MAX_FILE_NAME_CHARS, MAX_SOURCE_BYTES, MAX_STDIN_BYTES
 from ..limits import limit_ranges
+from ..lint import MAX_LINT_BYTES
 from .auth import current_tenant
 from .errors import ApiError
 
 __all__ = [
     "LimitsRequest",
+    "LintRequest",
     "FileIn",
     "RunRequest",
+    "NotebookRunRequest",
     "SessionCreate",
     "SessionFork",
     "SessionRunRequest",
@@ -184,6 +187,18 @@ class RunRequest(_RunFields):
     runtime: Literal["default", "small"] | None = None
 
 
+class LintRequest(_Strict):
+    """``POST /api/lint``: the beginner lint of the playground's editor (docs/http-api.md)."""
+
+    code: str = Field(max_length=MAX_LINT_BYTES, description="Python source to lint")
+    style: bool = Field(default=False, description="add style notes (names, long lines, ';')")
+
+    @field_validator("code")
+    @classmethod
+    def _code_size(cls, value: str) -> str:
+        return _utf8(value, "code", MAX_LINT_BYTES)
+
+
 class SessionCreate(_Strict):
     """``POST /api/sessions``: a long-lived instance keeping variables and files across calls."""
 
@@ -203,6 +218,19 @@ class SessionFork(_Strict):
 
 class SessionRunRequest(_RunFields):
     """``POST /api/sessions/{id}/run``: one call in the session, with its own limits."""
+
+
+class NotebookRunRequest(_Strict):
+    """``POST /api/notebooks/run``: a notebook's code cells, in order, in one new session."""
+
+    notebook: dict[str, Any] = Field(description="the .ipynb file's content (nbformat 4)")
+    profile: ProfileName | None = None
+    limits: LimitsRequest | None = Field(default=None, description="each cell's limits (the "
+                                         "profile's, tightened)")
+    runtime: Literal["default", "small"] | None = None
+    allow_errors: bool = Field(default=False, description="false: the first cell that fails stops "
+                               "the run, as Run All does; true: the cells after it run too (a limit "
+                               "that ends the session always stops it)")
 
 
 class WsStart(RunRequest):

@@ -19,6 +19,7 @@ import httpx
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from ..errors import WasmRunnerError
 from .claims import SCOPE_LINEITEM, SCOPE_SCORE
 from .registration import Platform
 
@@ -30,7 +31,7 @@ LINEITEMS_TYPE = "application/vnd.ims.lis.v2.lineitemcontainer+json"
 TOKEN_MARGIN_SECONDS = 30
 
 
-class GradeError(Exception):
+class GradeError(WasmRunnerError):
     """A grade not delivered: ``retry`` says whether trying again later may help."""
 
     def __init__(self, message: str, retry: bool) -> None:

@@ -11,11 +11,12 @@ import json
 import os
 import threading
 import time
-from collections.abc import Callable
+from collections.abc import Awaitable
 from pathlib import Path
-from typing import Any, Protocol, cast
+from typing import TYPE_CHECKING, Any, Protocol, cast
 
-from redis.asyncio import Redis
+if TYPE_CHECKING:
+    from ..scaleout.state import SharedState
 
 __all__ = ["BEST_SECONDS", "MemoryStore", "OneTimeStore", "RedisStore"]
 
@@ -87,23 +88,22 @@ return 1
 
 
 class RedisStore:
-    """Shared by the replicas (``GETDEL``: a value is taken once, whichever replica asks)."""
+    """Shared by the replicas (``GETDEL``: a value is taken once, whichever replica asks), through
+    the replica's bounded client: Redis down or slow is ``SharedStateUnavailable`` (a 503
+    ``shared_state_unavailable``), never a request hanging."""
 
-    def __init__(self, redis: Callable[[], Redis], prefix: str) -> None:
-        self._client = redis  # the replica's client, once its lifespan started it
+    def __init__(self, shared: SharedState, prefix: str) -> None:
+        self.shared = shared  # the replica's client, once its lifespan started it
         self._prefix = prefix
 
-    @property
-    def _redis(self) -> Redis:
-        return self._client()
-
     async def put(self, key: str, value: dict[str, Any], ttl_seconds: float) -> None:
-        await self._redis.set(self._prefix + key, json.dumps(value), px=max(1, int(ttl_seconds * 1000)))
+        op = self.shared.redis.set(self._prefix + key, json.dumps(value), px=max(1, int(ttl_seconds * 1000)))
+        await self.shared.call(op, "the LTI launch state")
 
     async def take(self, key: str) -> dict[str, Any] | None:
-        raw = await self._redis.getdel(self._prefix + key)
+        raw = await self.shared.call(self.shared.redis.getdel(self._prefix + key), "the LTI launch state")
         return None if raw is None else cast("dict[str, Any]", json.loads(raw))
 
     async def raise_to(self, key: str, value: float) -> bool:
-        script = cast("Any", self._redis.eval(_RAISE, 1, self._prefix + "best:" + key, repr(value), BEST_SECONDS))
-        return bool(await script)
+        script = self.shared.redis.eval(_RAISE, 1, self._prefix + "best:" + key, repr(value), BEST_SECONDS)
+        return bool(await self.shared.call(cast("Awaitable[Any]", script), "the LTI best scores"))

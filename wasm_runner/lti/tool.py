@@ -6,9 +6,11 @@ score into the outbox, best or latest attempt) and the URLs an admin registers (
 
 from __future__ import annotations
 
+import dataclasses
+import logging
 import secrets
 import time
-from collections.abc import Awaitable, Callable
+from collections.abc import Callable
 from dataclasses import dataclass
 from datetime import datetime, UTC
 from typing import Any, Literal
@@ -18,19 +20,22 @@ import httpx
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
-from .ags import GradeService, Score
+from ..outbox import Entry, NotYet, Store, Undeliverable, Worker
+from ..outbox.worker import Outcome
+from .ags import GradeError, GradeService, Score
 from .claims import (
     AGS_ENDPOINT, CONTENT_ITEMS, CUSTOM, DATA, DEEP_LINKING_SETTINGS, DEPLOYMENT_ID, LTI_VERSION,
     MESSAGE_TYPE, RESOURCE_LINK, SCOPE_LINEITEM, SCOPE_SCORE, TARGET_LINK_URI, VERSION,
 )  # fmt: skip
 from .onetime import OneTimeStore
-from .outbox import Outbox
 from .registration import LtiSettings, Platform
 from .session import LaunchSessions
 from .validation import JwksCache, LaunchRefused, ValidLaunch, validate_id_token
 
-__all__ = ["GradeReceipt", "LtiTool", "Launched", "ToolUrls", "canvas_configuration"]
+__all__ = ["SENT_KEEP_SECONDS", "GradeReceipt", "LtiTool", "Launched", "ToolUrls", "canvas_configuration"]
 
+log = logging.getLogger("wasm_runner.lti")
+SENT_KEEP_SECONDS = 24 * 3600.0  # a sent score's trace: the page says "sent" this long
 STATE_SECONDS = 600  # a login's state and nonce wait this long for the launch
 MAX_STARTER_CHARS = 64 * 1024  # a playground's starter code
 
@@ -93,7 +98,7 @@ class GradeReceipt:
 
 class LtiTool:
     def __init__(self, settings: LtiSettings, *, keys: Callable[[], list[RSAKey]], store: OneTimeStore,
-                 outbox: Callable[[Callable[[str, Score], Awaitable[None]]], Outbox],
+                 outbox: Store,
                  on_call: Callable[[Platform, str, str, int | str], None],
                  session_issuer: str = "wasm-runner") -> None:  # fmt: skip
         self.settings = settings
@@ -104,7 +109,9 @@ class LtiTool:
         self.jwks = JwksCache(self._fetch_jwks)
         self.sessions = LaunchSessions(keys, session_issuer, settings.launch_seconds)
         self.grades = GradeService(keys, on_call)
-        self.outbox = outbox(self._deliver)  # FileOutbox or RedisOutbox, delivering through the tool
+        # the scores waiting for their platform (wasm_runner.outbox), delivered one after the other
+        self.outbox = Worker(outbox, self._deliver, name="LTI", retry_seconds=settings.retry_seconds,
+                             retry_max_seconds=settings.retry_max_seconds, report=_report)  # fmt: skip
 
     async def close(self) -> None:
         await self._http.aclose()
@@ -247,15 +254,31 @@ class LtiTool:
             lineitem=session.get("lineitem"), lineitems=session.get("lineitems"), given=round(score * total, 4),
             maximum=float(total), timestamp=datetime.now(UTC).isoformat(timespec="milliseconds"),
         )  # fmt: skip
-        return GradeReceipt("queued", await self.outbox.put(platform.name, sent))
+        entry = await self.outbox.put({"platform": platform.name, "score": dataclasses.asdict(sent)})
+        return GradeReceipt("queued", entry.id)
 
-    async def _deliver(self, platform_name: str, score: Score) -> None:
-        from .ags import GradeError
-
-        platform = self.settings.named(platform_name)
+    async def _deliver(self, entry: Entry) -> str:
+        """One attempt at a queued score (an outbox entry): ``NotYet`` when trying again later
+        may help (the platform down, slow, 401/408/425/429), else ``Undeliverable``."""
+        name = str(entry.payload["platform"])
+        platform = self.settings.named(name)
         if platform is None:
-            raise GradeError(f"platform {platform_name!r} is no longer registered", retry=False)
-        await self.grades.post(platform, score)
+            raise Undeliverable(f"platform {name!r} is no longer registered")
+        try:
+            await self.grades.post(platform, Score(**entry.payload["score"]))
+        except GradeError as exc:
+            raise (NotYet if exc.retry else Undeliverable)(str(exc)) from None
+        return "sent"
+
+
+def _report(outcome: Outcome, entry: Entry, detail: str, error: BaseException | None) -> None:
+    """The outbox's outcomes in the log (each platform call is in the audit log already)."""
+    platform = entry.payload.get("platform")
+    if outcome == "retry":
+        log.info("score %s not delivered (attempt %d): %s; next try in %.1f s", entry.id, entry.attempts, detail,
+                 entry.due - time.time())  # fmt: skip
+    elif outcome != "sent":
+        log.warning("score %s refused for good by platform %r: %s", entry.id, platform, detail)
 
 
 def _exercise_of(claims: dict[str, Any]) -> str | None:

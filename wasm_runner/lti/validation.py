@@ -19,6 +19,7 @@ from joserfc import jws, jwt
 from joserfc.errors import JoseError
 from joserfc.jwk import KeySet
 
+from ..errors import WasmRunnerError
 from .claims import DEPLOYMENT_ID, LTI_VERSION, MESSAGE_TYPE, RESOURCE_LINK, VERSION
 from .registration import LtiSettings, Platform
 
@@ -30,7 +31,7 @@ JWKS_SECONDS = 600.0  # a platform's keys are fetched again after this long
 MAX_TOKEN_CHARS = 64 * 1024
 
 
-class LaunchRefused(Exception):
+class LaunchRefused(WasmRunnerError):
     """A launch (or a message) refused: ``code`` for logs and tests, ``message`` for the person."""
 
     def __init__(self, code: str, message: str, status: int = 401) -> None:

@@ -26,6 +26,7 @@ from mcp.types import (
 
 from ..limits import Limits
 from ..messages import exception_line, limit_sentence, trim_traceback
+from ..notebook.bundles import BUNDLE_MIME, bundle_of
 from ..result import LIMIT_STATUSES, FileOut, Output, Result, Status
 
 __all__ = ["result_to_tool_result", "summary_sentence", "file_uri", "guess_mime", "EMBED_LIMIT_BYTES"]
@@ -78,13 +79,36 @@ def _rich_blocks(outputs: list[Output]) -> list[ContentBlock]:
     blocks: list[ContentBlock] = []
     has_plain = any(o.mime == "text/plain" for o in outputs)
     for o in outputs:
-        if o.mime in _IMAGE_MIMES:
-            data = o.data if o.mime != "image/svg+xml" else base64.b64encode(o.data.encode()).decode()
-            blocks.append(ImageContent(data=data, mime_type=o.mime))
+        if o.mime == BUNDLE_MIME:
+            blocks.extend(_bundle_blocks(o))
+        elif o.mime in _IMAGE_MIMES:
+            blocks.append(_image(o.mime, o.data))
         elif o.mime == "text/plain" or (o.mime == "text/html" and not has_plain):
             label = "table" if o.kind == "table" else "value"
             blocks.append(TextContent(text=f"Out ({label}):\n{o.data}"))
     return blocks
+
+
+def _image(mime: str, data: str) -> ImageContent:
+    return ImageContent(data=data if mime != "image/svg+xml" else base64.b64encode(data.encode()).decode(),
+                        mime_type=mime)
+
+
+def _bundle_blocks(output: Output) -> list[ContentBlock]:
+    """A MIME bundle as a model reads it: its image, else its text (LaTeX and Markdown as
+    written, a table or any other value as its text/plain)."""
+    made = bundle_of(output)
+    if made is None:
+        return []
+    data = made[0]
+    for mime in _IMAGE_MIMES:
+        if isinstance(data.get(mime), str) and mime != "image/svg+xml":
+            return [_image(mime, data[mime])]
+    label = "table" if "text/html" in data else "display" if output.kind == "display" else "value"
+    for mime in ("text/latex", "text/markdown"):
+        if isinstance(data.get(mime), str):
+            return [TextContent(text=f"Out ({mime}):\n{data[mime]}")]
+    return [TextContent(text=f"Out ({label}):\n{data.get('text/plain', '')}")]
 
 
 def _file_block(f: FileOut, session_id: str | None) -> ContentBlock:

@@ -1,8 +1,9 @@
 """The MCP server: tools to run Python once, or in a session with uploads, for a chat model.
 
-``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with nine tools:
+``build_server(...)`` returns an ``MCPServer`` (official Python MCP SDK) with ten tools:
 ``run_python``, ``open_session``, ``run_cell``, ``upload_file``, ``fork_session``,
-``save_session``, ``resume_session``, ``delete_saved_session``, ``close_session``, and a resource
+``save_session``, ``resume_session``, ``delete_saved_session``, ``close_session``,
+``run_notebook`` (``notebooks.py``), and a resource
 template for the files a session's code wrote. The same server runs over stdio
 (``wasm-runner mcp``) and streamable HTTP (``wasm_runner.mcp.http``).
 
@@ -33,6 +34,7 @@ from ..result import Status
 from ..settings import DEFAULT_TOOL_LIMITS, ToolSettings
 from . import descriptions
 from .content import result_to_tool_result
+from .notebooks import NOTEBOOK_DESCRIPTION, notebook_tool
 from .sessions import Locate, SessionError, check_file_name, find_anywhere, moved_message, write_upload
 
 __all__ = [
@@ -552,6 +554,13 @@ def build_server(
         close_session,
         description=descriptions.close_session_description(),
         annotations=ToolAnnotations(read_only_hint=False, destructive_hint=True, idempotent_hint=True, open_world_hint=False),
+        structured_output=False,
+    )
+    server.add_tool(
+        notebook_tool(store, policy, who, _refusal, _error),
+        name="run_notebook",
+        description=NOTEBOOK_DESCRIPTION,
+        annotations=running,
         structured_output=False,
     )
     server.resource(

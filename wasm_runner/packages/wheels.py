@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from email.parser import Parser
 from pathlib import Path, PurePosixPath
 
+from ..errors import WasmRunnerError
 from .lock import normalize
 
 __all__ = ["WheelError", "WheelInfo", "read_wheel", "sha256_of", "unpack_wheel"]
@@ -19,7 +20,7 @@ _WHEEL_NAME = re.compile(r"^(?P<name>[^-]+)-(?P<version>[^-]+)(-\d[^-]*)?-(?P<py
 _REQUIREMENT_NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
 
 
-class WheelError(ValueError):
+class WheelError(WasmRunnerError, ValueError):
     """A wheel that is refused: not a wheel, not pure Python, or unsafe to unpack."""
 
 

@@ -9,6 +9,7 @@ from typing import Any
 from ..explanations import checked, for_limit, render
 from ..limits import Limits
 from ..messages import limit_sentence
+from ..notebook.bundles import BUNDLE_KINDS, BUNDLE_MIME, checked_bundle
 from ..result import Output, Result, Status
 from .guest import Guest
 
@@ -107,7 +108,8 @@ def explanation(res: Result, report: dict[str, Any] | None, limits: Limits) -> d
 
 
 def outputs(raw: Any) -> list[Output]:
-    """The rich outputs (images, tables, text) of a wrapper report, within ``MAX_OUTPUTS_BYTES``."""
+    """The rich outputs (images, tables, text, MIME bundles) of a wrapper report, within
+    ``MAX_OUTPUTS_BYTES``: a bundle only as ``checked_bundle`` makes it, past the bound nothing."""
     out: list[Output] = []
     total = 0
     if not isinstance(raw, list):
@@ -116,7 +118,16 @@ def outputs(raw: Any) -> list[Output]:
         if not isinstance(item, dict):
             continue
         kind, mime, data = item.get("kind"), item.get("mime"), item.get("data")
-        if kind not in ("image", "table", "text") or not isinstance(mime, str) or not isinstance(data, str):
+        if not isinstance(mime, str) or not isinstance(data, str):
+            continue
+        if kind in BUNDLE_KINDS:
+            if mime != BUNDLE_MIME:
+                continue
+            checked = checked_bundle(data) if len(data) <= MAX_OUTPUTS_BYTES else None
+            if checked is None:
+                continue
+            data = checked
+        elif kind not in ("image", "table", "text"):
             continue
         total += len(data)
         if total > MAX_OUTPUTS_BYTES:

@@ -30,7 +30,7 @@ __all__ = ["ARGV0", "BOOT_SOURCE", "GUEST_INSTALLER", "GUEST_MODULES", "GUEST_SO
 ARGV0 = "/usr/local/bin/python.wasm"
 _GUEST = _pkg_files("wasm_runner") / "guest"
 # the guest package, in the order its modules are installed (none imports another)
-GUEST_MODULES = ("output", "tracebacks", "limits", "figures", "program", "explain")
+GUEST_MODULES = ("output", "tracebacks", "limits", "figures", "rich", "program", "explain")
 GUEST_SOURCES = {name: (_GUEST / f"{name}.py").read_text() for name in GUEST_MODULES}
 GUEST_INSTALLER = (_GUEST / "install.py").read_text()  # defines _wr_guest(sources, codes_file)
 _CODES = "/wasm-runner/guest.bin"  # the package's modules compiled by the guest (compiled_wrapper)

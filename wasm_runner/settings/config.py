@@ -143,10 +143,14 @@ class ServerConfig(_Section):
     # a first start's quick tier (sandbox/default.py): Winch's code answers while Cranelift compiles;
     # off: server-tier runs wait for Cranelift's module (docs/security.md)
     quick_tier: bool = field(default=True, metadata=rule(env=_on_off))
+    # rich outputs (docs/notebooks.md): the HTML a program shows (a pandas table, _repr_html_) goes
+    # into the playground's page sanitised by DOMPurify; on: as the program made it (the page's
+    # CSP still runs no inline script)
+    trust_html: bool = field(default=False, metadata=rule(env=_on_off))
     # signed results (http/results.py, docs/lms.md): a PEM file of the tool's private RSA keys (the
     # first signs, the others are published while rotating), or None: one made in the cache folder
     result_key_file: Path | None = field(default=None, metadata=rule(env=_text))
-    # the signed results' ``iss``; None: advertise_url when set, else "wasm-runner"
+    # the signed results' ``iss``; None: "wasm-runner" in a cluster (redis_url), else advertise_url or "wasm-runner"
     result_issuer: str | None = field(default=None, metadata=rule(env=_text))
     # packages beyond the image (wasm_runner.packages, docs/configuration.md#packages): the operator's
     # lock file (``wasm-runner packages lock``); None: runs have only the image's packages

@@ -11,26 +11,47 @@ import asyncio
 import json
 import socket
 from collections.abc import Callable
+from dataclasses import dataclass
+from typing import Any
 from urllib.parse import urlsplit, urlunsplit
 
 import httpx
 
-from ..errors import WasmRunnerError
 from ..host_functions.endpoint import EndpointError, Network, check_address, parse_allow
-from .outbox import Delivery
+from ..outbox import Entry, NotYet, Undeliverable
 
-__all__ = ["Resolver", "WebhookError", "WebhookRefused", "WebhookSender", "IDEMPOTENCY_HEADER"]
+__all__ = ["Delivery", "Resolver", "WebhookError", "WebhookRefused", "WebhookSender", "IDEMPOTENCY_HEADER"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
 Resolver = Callable[[str, int], list[str]]
 
 
-class WebhookError(WasmRunnerError, RuntimeError):
+class WebhookError(NotYet):
     """This attempt failed (not reached, an error status, a redirect): tried again later."""
 
 
-class WebhookRefused(WasmRunnerError, PermissionError):
+class WebhookRefused(Undeliverable, PermissionError):
     """The operator's rules do not let the server send there: never tried again."""
+
+
+@dataclass
+class Delivery:
+    """One result for one key's webhook (an outbox entry's payload, with its entry's ``id``: the
+    Idempotency-Key, the same on every attempt, and ``attempts`` made so far)."""
+
+    id: str
+    key: str
+    url: str
+    body: dict[str, Any]
+    attempts: int = 0
+
+    def payload(self) -> dict[str, Any]:
+        return {"key": self.key, "url": self.url, "body": self.body}
+
+    @classmethod
+    def of(cls, entry: Entry) -> Delivery:
+        p = entry.payload
+        return cls(entry.id, str(p["key"]), str(p["url"]), dict(p["body"]), entry.attempts)
 
 
 def _resolve(host: str, port: int) -> list[str]:

@@ -28,6 +28,9 @@ button:focus-visible, input:focus-visible { outline: 3px solid #7aa2f7; outline-
 .out-stdin { color: #2156c7; font-weight: 600; }
 .out-end { color: #1a7f37; font: .8rem system-ui, sans-serif; margin-top: .3rem; }
 .out-image { max-width: 100%; display: block; }
+.out-html, .out-latex { white-space: normal; margin: .4rem 0; overflow-x: auto; }
+.out-html table { border-collapse: collapse; font: .85rem system-ui, sans-serif; }
+.out-html th, .out-html td { border: 1px solid #d9d9de; padding: .15rem .5rem; text-align: right; }
 form { display: flex; gap: .4rem; padding: .4rem .6rem; background: #eef3fd; }
 form[hidden] { display: none; }
 input { flex: 1; min-width: 0; font: inherit; padding: .25rem .4rem; }
@@ -99,13 +102,14 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
       let code = this.getAttribute("code") ?? dedent(this.textContent || "");
       const readOnly = this.hasAttribute("readonly");
       root.innerHTML = `<style>${STYLE}</style>
+        <link rel="stylesheet" href="${new URL("./katex.css", import.meta.url)}">
         <div class="code" part="code"></div>
         <div class="bar" part="bar">
           <button class="run" type="button" aria-label="Run this Python example">Run</button>
           <button class="stop" type="button" disabled aria-label="Stop the running example">Stop</button>
           <span class="state" role="status"></span>
         </div>
-        <div class="output" part="output" tabindex="0" aria-live="off" aria-label="Output of the example"></div>
+        <div class="output" part="output" role="region" tabindex="0" aria-live="off" aria-label="Output of the example"></div>
         <div class="sr" role="status" aria-live="polite"></div>
         <form hidden><label class="prompt" for="line">Input</label><input id="line" type="text" autocomplete="off"><button type="submit">Send</button></form>`;
       this.view = new OutputView(root.querySelector(".output"), { live: root.querySelector(".sr") });

@@ -246,8 +246,25 @@ export class CheckView {
     this.container.hidden = false;
     this.summary.textContent = report.summary;
     this.summary.className = `check-summary ${report.passed ? "check-pass" : "check-fail"}`;
-    if (this.live) this.live.textContent = `Check finished: ${report.summary}`;
+    const notes = Array.isArray(report.style_notes) ? report.style_notes : [];
+    if (notes.length) this.styleNotes(notes);
+    if (this.live) this.live.textContent = `Check finished: ${report.summary}` + (notes.length ? ` ${notes.length} style ${notes.length === 1 ? "note" : "notes"} below.` : "");
     if (focus) this.summary.focus();
+  }
+
+  /** The exercise's style notes (`style = true`: the lint's style rules), beside the checks. */
+  styleNotes(notes) {
+    const heading = document.createElement("p");
+    heading.className = "style-notes-title";
+    heading.textContent = "Style notes (they do not change the result)";
+    const list = document.createElement("ul");
+    list.className = "style-notes";
+    for (const note of notes) {
+      const li = document.createElement("li");
+      li.textContent = `Line ${note.line}: ${note.title}. ${note.message}`;
+      list.append(li);
+    }
+    this.container.append(heading, list);
   }
 
   error(text) {
@@ -263,6 +280,7 @@ export const CHECK_STYLE = `
 .checks[hidden] { display: none; }
 .check-summary { font-weight: 600; margin: .2rem 0 .4rem; }
 .check-summary.check-pass { color: #1a7f37; } .check-summary.check-fail { color: #b42318; }
+.style-notes-title { font-weight: 600; margin: .6rem 0 .2rem; } .style-notes { margin: 0; padding-left: 1.2rem; }
 .check-where { margin: 0 0 .4rem; color: #5b5b63; font-size: .85rem; }
 .check-where:empty { display: none; }
 .check-where.check-practice { color: #6b4e00; background: #fff8e6; padding: .2rem .4rem; border-radius: .3rem; }

@@ -11,7 +11,7 @@ const stopButton = $("stop");
 const tierSelect = $("tier");
 const stateText = $("state");
 const outputPanel = $("output");
-const view = new OutputView(outputPanel, { live: $("announce") });
+const view = new OutputView(outputPanel, { live: $("announce"), trustHtml: config.trust_html === true });
 
 const SAMPLE = `# Runs in your browser (Pyodide), isolated from this page.
 name = input("What is your name? ")
@@ -22,6 +22,7 @@ print("Sum of squares 1..10 =", total)
 `;
 
 let current = null; // the run in progress: {abort: AbortController, ended: AbortController}
+let whenPythonReady = null; // starts the lint once the browser's Python is ready (set below)
 
 const storedTier = new URLSearchParams(location.search).get("tier");
 tierSelect.value = ["auto", "browser", "server"].includes(storedTier) ? storedTier : config.tier;
@@ -59,6 +60,7 @@ runner.onNotice = (text) => {
 };
 runner.onReady = (info) => {
   showLoadState();
+  if (whenPythonReady) whenPythonReady();
   const notes = [`Browser runtime: Python ${info.python || "?"} (${info.runtime})`, info.shared ? "cross-origin isolated" : "not isolated (Stop restarts Python)"];
   if (info.snapshot === "rejected") notes.push(`started without the snapshot: ${info.snapshot_note}`);
   if (!info.interactive) notes.push("input() reads stdin given up front only");
@@ -75,6 +77,37 @@ const editor = createEditor($("editor"), {
   label: "Python code editor. Tab indents; press Escape then Tab to leave it. Control+Enter runs.",
   onRun: () => start({ fromEditor: true }),
 });
+
+// Lint while typing, loaded lazily: on the first edit or once the browser's Python is ready (or
+// at once when this page runs on the server), so neither the first paint nor the first run waits
+// for Ruff (11 MB of WebAssembly, from this server: dist/ruff.js, ruff.wasm).
+const lintNote = $("lint-note");
+let lintStarted = false;
+function startLint() {
+  if (lintStarted) return;
+  lintStarted = true;
+  lintNote.textContent = "Loading the checker…";
+  import("./ruff.js")
+    .then(({ startLinter }) => startLinter())
+    .then(({ check }) => {
+      window.playground.lint = check;
+      editor.attachLint(check, {
+        onFindings: (findings) => {
+          const count = findings.length;
+          lintNote.textContent = count === 0 ? "Checked as you type: no problems found"
+            : `Checked as you type: ${count} ${count === 1 ? "problem" : "problems"} (Ctrl+Shift+M lists them, F8 goes to the next)`;
+          document.body.dataset.lintCount = String(count);
+        },
+      });
+    })
+    .catch((error) => {
+      lintNote.textContent = `The checker could not load (${error && error.message ? error.message : error}); Run still works.`;
+    });
+}
+editor.view.dom.addEventListener("input", startLint, { once: true });
+editor.view.dom.addEventListener("keydown", startLint, { once: true });
+whenPythonReady = () => setTimeout(startLint, 0);
+if (tierSelect.value === "server" || runner.browserInfo) whenPythonReady();
 
 function showTier() {
   const picked = tierSelect.value === "auto" ? runner.autoTier : null;

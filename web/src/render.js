@@ -6,6 +6,7 @@
 // hidden — N lines", the whole output stays downloadable); the screen-reader live region gets
 // short summaries, never the flood itself.
 
+import { describeFigure, describeTurtleDrawing } from "./alt-text.js";
 import { END_LINES } from "./tiers.js";
 
 export const MAX_DOM_CHARS = 60000; // characters kept on screen
@@ -14,19 +15,99 @@ const FRAME_FALLBACK_MS = 100; // when animation frames do not come (hidden tab)
 const ANNOUNCE_MS = 1000; // at most one live-region update a second while output flows
 const ANNOUNCE_CHARS = 160;
 
+// A Jupyter MIME bundle (display(obj), a cell's last value: wasm_runner/guest/rich.py) is one
+// output of this mime, its data {"data": {mime: data}, "metadata": {}} as JSON text. It is shown
+// as a notebook shows it: the richest type this page renders. HTML is sanitised (DOMPurify) and
+// LaTeX typeset (KaTeX), both from dist/rich.js, loaded the first time a bundle needs it.
+export const BUNDLE_MIME = "application/vnd.wasm-runner.bundle+json";
+const BASE64 = /^[A-Za-z0-9+/=\s]*$/;
+let richModule = null;
+
+function loadRich() {
+  richModule ||= import("./rich.js");
+  return richModule;
+}
+
+function textBlock(text, className = "out-value") {
+  const pre = document.createElement("pre");
+  pre.className = className;
+  pre.textContent = text;
+  return pre;
+}
+
+/** The element showing a bundle output, or null when it holds nothing to show. `trustHtml`:
+ * the operator trusts the programs' HTML ([server] trust_html): shown as made, not sanitised. */
+export function showBundle(output, { trustHtml = false } = {}) {
+  let data;
+  try {
+    data = JSON.parse(output.data).data;
+  } catch {
+    return null;
+  }
+  if (!data || typeof data !== "object") return null;
+  const plain = typeof data["text/plain"] === "string" ? data["text/plain"] : "";
+  for (const mime of ["image/png", "image/jpeg"]) {
+    if (typeof data[mime] === "string" && BASE64.test(data[mime])) {
+      const img = document.createElement("img");
+      img.src = `data:${mime};base64,${data[mime].replace(/\s/g, "")}`;
+      img.alt = plain || "Image produced by the program";
+      img.className = "out-image";
+      return img;
+    }
+  }
+  if (typeof data["image/svg+xml"] === "string") {
+    const img = document.createElement("img"); // an <img>: no script in the SVG ever runs
+    img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(data["image/svg+xml"])}`;
+    img.alt = plain || "Drawing produced by the program";
+    img.className = "out-image out-svg";
+    return img;
+  }
+  const later = (className, fill) => {
+    const box = document.createElement("div");
+    box.className = className;
+    box.append(textBlock(plain)); // until rich.js is loaded, and if it cannot be
+    loadRich().then((rich) => {
+      const made = document.createElement("div");
+      fill(rich, made);
+      box.replaceChildren(...made.childNodes);
+    }, () => {});
+    return box;
+  };
+  if (typeof data["text/html"] === "string" && trustHtml) {
+    const box = document.createElement("div");
+    box.className = "out-html";
+    const template = document.createElement("template");
+    template.innerHTML = data["text/html"];
+    box.append(template.content);
+    return box;
+  }
+  if (typeof data["text/html"] === "string") {
+    return later("out-html", (rich, made) => made.append(rich.sanitizedHtml(data["text/html"])));
+  }
+  if (typeof data["text/latex"] === "string") {
+    return later("out-latex", (rich, made) => rich.renderLatex(data["text/latex"], made));
+  }
+  if (typeof data["text/markdown"] === "string") return textBlock(data["text/markdown"], "out-value out-markdown");
+  if (data["application/json"] !== undefined) return textBlock(JSON.stringify(data["application/json"], null, 2));
+  return plain ? textBlock(plain) : null;
+}
+
 export class OutputView {
   /**
    * @param {HTMLElement} element  the output panel (not a live region itself)
-   * @param {{live?: HTMLElement}} [options]  a polite live region for short announcements
+   * @param {{live?: HTMLElement, trustHtml?: boolean}} [options]  a polite live region for short
+   *   announcements; trustHtml: the operator trusts the programs' HTML (shown unsanitised)
    */
-  constructor(element, { live = null } = {}) {
+  constructor(element, { live = null, trustHtml = false } = {}) {
     this.element = element;
     this.live = live;
+    this.trustHtml = trustHtml;
     this.clear();
   }
 
   clear() {
     this.element.replaceChildren();
+    this.figures = 0; // figures of this run, numbered in their alternatives
     this.queue = []; // [{stream, text}] waiting for the next frame
     this.queued = 0;
     this.spans = []; // [{node, stream}] on screen, oldest first
@@ -239,15 +320,19 @@ export class OutputView {
     if (output.kind === "image" && /^image\/(png|jpeg|gif|webp)$/.test(output.mime)) {
       const img = document.createElement("img");
       img.src = `data:${output.mime};base64,${output.data}`;
-      img.alt = "Figure produced by the program";
+      this.figures += 1;
+      img.alt = describeFigure(this.figures);
       img.className = "out-image";
       this.element.appendChild(img);
     } else if (output.kind === "image" && output.mime === "image/svg+xml") {
       const img = document.createElement("img"); // an <img>: no script in the SVG ever runs
       img.src = `data:image/svg+xml;charset=utf-8,${encodeURIComponent(output.data)}`;
-      img.alt = "Turtle drawing produced by the program";
+      img.alt = describeTurtleDrawing(output.data);
       img.className = "out-image out-svg";
       this.element.appendChild(img);
+    } else if (output.mime === BUNDLE_MIME) {
+      const shown = showBundle(output, { trustHtml: this.trustHtml });
+      if (shown) this.element.appendChild(shown);
     } else if (output.kind === "text" || output.kind === "table") {
       const pre = document.createElement("pre");
       pre.textContent = output.data;

@@ -26,7 +26,8 @@ def test_list_and_public_view_hold_no_check(api: httpx.Client) -> None:
     view = api.get("/api/exercises/mean")
     assert view.status_code == 200
     body = view.json()
-    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser", "hints"}
+    assert set(body) == {"id", "title", "instructions", "starter", "checks", "limits", "browser", "hints", "style"}
+    assert body["style"] is False
     assert body["instructions"].startswith("## The mean")
     assert body["starter"].startswith("def mean(values):\n    return 0")
     assert body["checks"] == 7
@@ -122,6 +123,23 @@ def test_a_named_students_check_runs_within_its_own_places(api: httpx.Client) ->
     after = api.post("/api/run", json={"code": "print('next')"},
                      headers={"X-Wasm-Runner-User": "student-7"})
     assert after.status_code == 200 and after.json()["stdout"] == "next\n"
+
+
+def test_style_notes_beside_the_checks_when_the_exercise_asks(api: httpx.Client) -> None:
+    assert api.get("/api/exercises/tidy").json()["style"] is True
+    messy = "def Add(a, b): return a + b\nl = int(input()); m = int(input())\nprint(Add(l, m))\n"
+    report = api.post("/api/exercises/tidy/check", json={"code": messy})
+    assert report.status_code == 200, report.text
+    body = report.json()
+    assert body["passed"] is True and body["summary"].startswith("1 of 1")  # notes never change the score
+    notes = body["style_notes"]
+    assert {n["rule"] for n in notes} == {"N802", "E741", "E702"}
+    assert all(n["kind"] == "style" and n["severity"] == "info" for n in notes)
+    assert "lower case with underscores" in notes[0]["message"]
+    tidy = api.post("/api/exercises/tidy/check", json={"code": "first = int(input())\nsecond = int(input())\nprint(first + second)\n"})
+    assert tidy.json()["style_notes"] == []
+    plain = api.post("/api/exercises/greet/check", json={"code": "name = input(); print(f'Hello, {name}!')\n"})
+    assert "style_notes" not in plain.json()  # an exercise without style = true
 
 
 def test_hints_used_are_counted_per_user_and_never_lowered(api: httpx.Client, server) -> None:  # type: ignore[no-untyped-def]

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lti, meta, run, sessions, stream
+from . import exercises, files, interactive, lint, lti, meta, notebooks, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -18,5 +18,7 @@ def api_routes() -> list[BaseRoute]:
         *sessions.routes(),
         *files.routes(),
         *exercises.routes(),
+        *lint.routes(),
         *lti.routes(),
+        *notebooks.routes(),
     ]

@@ -9,7 +9,9 @@
                                         hidden checks come back as "hidden check N" and pass/fail;
                                         ``result_token``: the result signed (``http/results.py``),
                                         sent to the key's webhook (``wasm_runner/webhooks``);
-                                        ``hints_used``: the page's count (``exercises/hint_counts.py``)
+                                        ``hints_used``: the page's count (``exercises/hint_counts.py``);
+                                        ``style_notes``: for an exercise with ``style = true``, the
+                                        lint's style findings (``wasm_runner.lint``), not scored
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -31,6 +33,7 @@ from starlette.routing import BaseRoute, Route
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
 from ...exercises.model import MAX_HINTS
 from ...inputs import MAX_SOURCE_BYTES
+from ...lint import LintFailed, lint_source
 from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
 from ..guests import cancel_on_disconnect
@@ -39,7 +42,8 @@ from ..auth import Tenant
 from ..service import Job, Service, client_address
 from ._common import service_of
 
-__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "run_checks"]
+__all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "run_checks",
+           "style_notes"]
 
 log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
@@ -129,6 +133,8 @@ async def check_exercise(request: Request) -> Response:
     body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
     report = await run_checks(request, service, tenant, ex, body.code, body.profile)
     shown = redact(report)
+    if ex.style:  # beside the checks, never scored
+        shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
     # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
     shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
@@ -138,6 +144,15 @@ async def check_exercise(request: Request) -> Response:
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
     await queue_webhook(service, tenant.name, shown["result_token"], ex.id)
     return SafeJSONResponse(shown)
+
+
+def style_notes(code: str) -> list[dict[str, Any]]:
+    """The lint's style findings for ``code`` (beside the checks, never scored); [] when lint
+    could not run (the checks' verdict stands either way)."""
+    try:
+        return [dict(f) for f in lint_source(code, style=True) if f["kind"] == "style"]
+    except LintFailed:
+        return []
 
 
 async def queue_webhook(service: Service, key: str, token: str, exercise: str) -> None:

@@ -1,0 +1,110 @@
+"""Lint while typing in real Chromium: Ruff's WebAssembly build from the server's own origin
+(every other request aborted), the marks in the gutter and under the code, the list of problems
+for screen readers (Ctrl+Shift+M), the same findings as ``POST /api/lint``, and a screenshot."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+from typing import Any
+from urllib.parse import urlsplit
+
+from tests.support.browser import READY_SECONDS, poll, shared_browser, shared_server
+
+SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))
+CODE = (Path(__file__).resolve().parents[1] / "lint" / "corpus" / "misspelt_name.py").read_text() + (
+    "list = [1, 2]\nif age == None:\n    print(list)\n"
+)
+
+
+def open_offline(path: str = "/", ready: str = "window.playground.runner.browserInfo") -> tuple[Any, list[str]]:
+    """The playground with every request that is not to the server aborted (no CDN, no internet)."""
+    base = shared_server()
+    context = shared_browser().new_context(viewport={"width": 1280, "height": 800})
+    asked: list[str] = []
+
+    def only_loopback(route: Any) -> None:
+        asked.append(route.request.url)
+        if urlsplit(route.request.url).hostname == "127.0.0.1":
+            route.continue_()
+        else:
+            route.abort()
+
+    context.route("**/*", only_loopback)
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(base + path)
+    poll(page, f"window.playground && {ready}", timeout=READY_SECONDS)
+    return page, asked
+
+
+def type_code(page: Any, code: str) -> None:
+    page.click(".cm-content")
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text(code)
+    page.keyboard.type(" ")  # a keystroke, then the typing pause
+
+
+def test_marks_appear_while_typing_offline_and_match_the_server() -> None:
+    page, asked = open_offline()
+    type_code(page, CODE)
+    poll(page, "document.body.dataset.lintCount === '5'", timeout=60)
+    poll(page, "document.querySelectorAll('.cm-lint-marker-error').length >= 2")
+    assert page.locator(".cm-lintRange-error").count() >= 2  # the underlines
+    assert page.locator(".cm-lintRange-warning").count() >= 3
+    assert page.text_content("#lint-note").startswith("Checked as you type: 5 problems")
+    code = page.evaluate("window.playground.editor.getCode()")
+    in_browser = page.evaluate("(code) => window.playground.lint(code)", code)
+    on_server = page.evaluate("""async (code) => (await (await fetch('/api/lint', {method: 'POST',
+        headers: {'content-type': 'application/json'}, body: JSON.stringify({code})})).json()).findings""", code)
+    assert in_browser == on_server
+    assert [(f["rule"], f["line"]) for f in in_browser] == [
+        ("F821", 4), ("F841", 6), ("F821", 7), ("A001", 9), ("E711", 10)]
+    assert "Python does not know `nmae` here" in in_browser[0]["message"]
+    # hovering a mark shows its words
+    page.hover(".cm-lintRange-error >> nth=0")
+    poll(page, "document.querySelector('.cm-tooltip-lint') !== null")
+    assert "Unknown name: Python does not know `nmae` here" in page.text_content(".cm-tooltip-lint")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "lint-marks.png"))
+    # the list of problems, for screen readers and keyboards
+    page.click(".cm-content")
+    page.keyboard.press("Control+Shift+KeyM")
+    poll(page, "document.querySelector('.cm-panel.cm-panel-lint') !== null")
+    listed = page.text_content(".cm-panel-lint ul")
+    assert "Unknown name" in listed and "Comparison to None" in listed
+    assert page.get_attribute(".cm-panel-lint ul", "aria-label") == "Problems in the code"
+    # no request left the origin; Ruff came from the server
+    assert all(urlsplit(url).hostname == "127.0.0.1" for url in asked), [u for u in asked if "127.0.0.1" not in u]
+    ruff = next(i for i, url in enumerate(asked) if url.endswith("/ruff.wasm"))
+    # lazily: Python's own files first (the first run does not wait for Ruff), and no preload
+    assert ruff > max(i for i, url in enumerate(asked) if url.endswith(("pyodide.asm.wasm", "python_stdlib.zip")))
+    assert "ruff" not in page.evaluate("Array.from(document.querySelectorAll('link'), (l) => l.href).join(' ')")
+    assert page.errors == []
+    page.context.close()
+
+
+def test_a_fix_clears_its_mark() -> None:
+    page, _ = open_offline()
+    type_code(page, "total = 0\nprint(totl)\n")
+    poll(page, "document.body.dataset.lintCount === '1'", timeout=60)
+    type_code(page, "total = 0\nprint(total)\n")
+    poll(page, "document.body.dataset.lintCount === '0'")
+    poll(page, "document.querySelectorAll('.cm-lintRange').length === 0")
+    assert page.text_content("#lint-note") == "Checked as you type: no problems found"
+    page.context.close()
+
+
+def test_an_exercise_with_style_shows_its_notes_beside_the_checks() -> None:
+    page, _ = open_offline("/?exercise=tidy&tier=server", ready="window.playground.exercise && window.playground.exercise.exercise")
+    page.evaluate("window.playground.editor.setCode('l = int(input()); m = int(input())\\nprint(l + m)\\n')")
+    page.click(".check-button")
+    poll(page, "document.querySelector('.style-notes') !== null", timeout=180)
+    assert page.text_content(".check-summary").startswith("1 of 1")
+    notes = page.evaluate("Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent)")
+    assert notes[0].startswith("Line 1: Name easy to misread. `l` is easy to confuse with 1 or 0")
+    assert any(n.startswith("Line 1: Two statements on one line. Put each statement on its own line") for n in notes)
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "lint-style-notes.png"), full_page=True)
+    page.context.close()

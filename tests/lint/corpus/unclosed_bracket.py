@@ -1,0 +1,2 @@
+scores = [10, 20, 30
+print(max(scores))

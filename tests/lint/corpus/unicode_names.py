@@ -1,0 +1,4 @@
+prénom = "Zoë 😀"
+café = f"{prénom} ☕"; print(caffé)
+	
+print(prénom)

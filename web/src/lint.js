@@ -1,0 +1,58 @@
+// The lint's findings in plain words: Ruff's diagnostics (its WebAssembly build here, the `ruff`
+// command on the server: wasm_runner/lint) turned into the same finding objects on both tiers,
+// worded by the one shared table (lintrules.js, generated from wasm_runner/lint/rules.json).
+// Pure functions: the browser (ruff-entry.js) and Node (tests) use them alike.
+import { LINT_RULES } from "./lintrules.js";
+
+const QUOTED = /`([^`]*)`/;
+
+/** Ruff's settings for the table's rules; `style` adds the style notes (exercises). */
+export function ruffSettings({ style = false } = {}) {
+  const rules = style ? [...LINT_RULES.beginner, ...LINT_RULES.style] : LINT_RULES.beginner;
+  return {
+    "line-length": LINT_RULES.ruff["line-length"],
+    "target-version": LINT_RULES.ruff["target-version"],
+    lint: { select: rules.map((rule) => rule.code) },
+  };
+}
+
+function ruleFor(codeOrName) {
+  for (const [kind, rules] of [["beginner", LINT_RULES.beginner], ["style", LINT_RULES.style], ["syntax", [LINT_RULES.syntax]]]) {
+    const rule = rules.find((r) => r.code === codeOrName || r.name === codeOrName);
+    if (rule) return { rule, kind };
+  }
+  return null;
+}
+
+/** The table's text for a finding: {name} = the first `quoted` part of Ruff's message, {detail} = that message. */
+export function wording(text, ruffMessage) {
+  const quoted = QUOTED.exec(ruffMessage);
+  return text.replaceAll("{name}", quoted ? quoted[1] : "this name").replaceAll("{detail}", ruffMessage.replace(/\.+$/, ""));
+}
+
+/**
+ * Findings from Ruff's diagnostics (the wasm build's `Workspace.check` names a rule by its name in
+ * `code`, null for a syntax error): {rule, name, kind, severity, title, message, detail, line,
+ * column, end_line, end_column}, 1-based, columns in characters (code points), sorted.
+ */
+export function findingsFrom(diagnostics) {
+  const found = [];
+  for (const item of diagnostics) {
+    const hit = ruleFor(item.code || "invalid-syntax");
+    if (!hit) continue;
+    const { rule, kind } = hit;
+    found.push({
+      rule: rule.code || "syntax", name: rule.name, kind, severity: rule.severity, title: rule.title,
+      message: wording(rule.text, item.message), detail: item.message,
+      line: item.start_location.row, column: item.start_location.column,
+      end_line: item.end_location.row, end_column: item.end_location.column,
+    });
+  }
+  const key = (f) => [f.line, f.column, f.rule];
+  found.sort((a, b) => {
+    const [x, y] = [key(a), key(b)];
+    for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
+    return 0;
+  });
+  return found;
+}
