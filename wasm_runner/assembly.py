@@ -54,6 +54,7 @@ from .http.service import Service
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
 from .lti.registration import Platform
 from .lti.tool import SENT_KEEP_SECONDS, LtiTool
+from .network import BrowserGrant, BrowserRuns, NetworkRecord
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
@@ -68,7 +69,7 @@ from .warmup import RETRY_SECONDS
 from .outbox import FileStore, RedisStore as RedisOutboxStore, Store
 from .webhooks import CLAIM_SECONDS as WEBHOOK_CLAIM_SECONDS, Webhooks
 
-__all__ = ["assemble", "build_app", "create_app", "running", "snapshot_secret"]
+__all__ = ["assemble", "browser_networks", "build_app", "create_app", "running", "snapshot_secret"]
 
 SWEEP_SECONDS = 1.0
 log = logging.getLogger("wasm_runner.http")
@@ -265,7 +266,18 @@ def assemble(config: ServerConfig) -> Service:
         lti=lti_tool(config, shared, result_keys, audit),
         hints=HintCounts(shared),
         webhooks=webhooks_for(config, shared, audit),
+        browser_networks=browser_networks(audit),
     )  # fmt: skip
+
+
+def browser_networks(audit: AuditLog) -> BrowserRuns:
+    """The browser tier's network grants, each request of theirs a line of the audit log."""
+
+    def heard(grant: BrowserGrant, record: NetworkRecord) -> None:
+        audit.network_request(tenant=grant.tenant, user=grant.user, client=grant.client, run=grant.run,
+                              request=record.to_dict())
+
+    return BrowserRuns(on_request=heard)
 
 
 @contextlib.asynccontextmanager

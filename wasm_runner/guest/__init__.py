@@ -22,7 +22,8 @@ Nothing here is imported by the host. The files are read as text and shipped to 
 - **The browser tier** (Pyodide in a Web Worker): ``browser.py``, the run helper the worker
   installs as the module ``_wasm_runner`` after the package (input(), a time.sleep a Stop
   interrupts, calls of the page's functions, the reset between runs in one interpreter);
-  with the package, ``host_module.py``, ``codec.py`` and ``lib/turtle.py``. Generated into
+  with the package, ``host_module.py``, ``codec.py``, ``network.py`` (the same shim, its requests
+  sent to the runner: ``network/browser_runs.py``) and ``lib/turtle.py``. Generated into
   ``web/src/pylib.js`` and ``web/src/bootstrap.py.js`` by ``python -m
   wasm_runner.exercises.webgen``; ``tests/exercises/test_checker.py`` fails when they are stale.
 

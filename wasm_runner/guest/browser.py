@@ -130,6 +130,22 @@ def _install_host():
         host._wr_setup(codec, names, {}, int(_host.host_call_bytes()), _host_transport)
         sys.modules["host"] = host
 
+def _network_transport(request):
+    """One network request (the request's JSON as bytes) made by the runner for this run: the
+    worker sends it with the run's grant to ``POST /api/network/fetch`` (a synchronous
+    XMLHttpRequest) and returns the answer's JSON."""
+    answer = _host.network_fetch(request.decode("ascii"))
+    if answer is None:
+        raise ConnectionRefusedError("the runner did not answer the network request")
+    return answer.encode("utf-8")
+
+def _install_network():
+    """The network shim (the server tier's, guest/network.py) for this run: on when the page got
+    a grant from the runner, else every request raises the runner's sentence."""
+    from _wasm_runner_guest import network
+    on, refusal = str(_host.network_state()).split("\n", 1)
+    network._wr_setup(on == "on", refusal, _network_transport)
+
 # What every run starts from: a program that replaces builtins, streams, the recursion limit or
 # time.sleep changes nothing for the next one.
 _BUILTINS = dict(builtins.__dict__)
@@ -174,6 +190,7 @@ def _reset(filename, code):
     _program.prepare(filename, code)  # sys.argv and the source for tracebacks
     _rich.install(_emit)  # display(obj): a MIME bundle in the run's outputs (a program may have replaced it)
     _install_host()
+    _install_network()
 
 def _emit(kind, mime, data):
     _host.emit_output(kind, mime, data)

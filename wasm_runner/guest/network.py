@@ -11,7 +11,10 @@
 # lookup (``socket.getaddrinfo``), raises the refusal sentence the host wrote for the run.
 #
 # Shipped as source with each run (``host_functions/program.py``), compiled under the wrapper's
-# own file name, installed as the module ``_wr_network``. Standard library only. Nothing here is
+# own file name, installed as the module ``_wr_network``. The browser tier has this same file in
+# its guest package (``_wasm_runner_guest.network``, ``wasm_runner/guest/browser.py``), set up
+# before each run with a ``transport`` that sends the request to the runner's
+# ``POST /api/network/fetch`` (a synchronous XMLHttpRequest of the worker). Standard library only. Nothing here is
 # trusted by the host: it checks every request again whatever this file did.
 
 import os as _os
@@ -257,5 +260,5 @@ def _wr_setup(on, refusal, transport=None):
         module = _sys.modules.get(name)
         if module is not None:
             patch(module)
-    if not all(name in _PATCHED for name in _AFTER_IMPORT):
-        _sys.meta_path.insert(0, _Finder)
+    if not all(name in _PATCHED for name in _AFTER_IMPORT) and _Finder not in _sys.meta_path:
+        _sys.meta_path.insert(0, _Finder)  # once (the browser's worker sets the shim up per run)

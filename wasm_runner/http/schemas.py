@@ -28,6 +28,7 @@ __all__ = [
     "LimitsRequest",
     "LintRequest",
     "FileIn",
+    "NetworkRunRequest",
     "RunRequest",
     "NotebookRunRequest",
     "SessionCreate",
@@ -197,6 +198,12 @@ class LintRequest(_Strict):
     @classmethod
     def _code_size(cls, value: str) -> str:
         return _utf8(value, "code", MAX_LINT_BYTES)
+
+
+class NetworkRunRequest(_Strict):
+    """``POST /api/network/runs``: the network of one browser-tier run, under ``profile``."""
+
+    profile: ProfileName | None = None
 
 
 class SessionCreate(_Strict):

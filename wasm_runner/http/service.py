@@ -25,7 +25,7 @@ from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
-from ..network import describe_off, rules_for
+from ..network import BrowserRuns, describe_off, rules_for
 from ..limits import InvalidLimits, Limits
 from ..explanations import rendered_result
 from ..lti.tool import LtiTool
@@ -89,6 +89,8 @@ class Service:
     hints: HintCounts = field(default_factory=HintCounts)  # hints used, per user and exercise
     webhooks: Webhooks | None = None  # check results sent to the keys' webhook_url (wasm_runner/webhooks)
     lti: LtiTool | None = None  # the LTI 1.3 tool (wasm_runner.lti), when platforms are registered
+    # the network grants of browser-tier runs (POST /api/network/runs; network/browser_runs.py)
+    browser_networks: BrowserRuns = field(default_factory=BrowserRuns)
 
     @property
     def sessions(self) -> SessionStore:

@@ -25,7 +25,8 @@ from typing import Any
 from ..host_functions import NETWORK_SHIM, RunState, background_loop
 from .fetcher import NetworkRefused, RunNetwork
 
-__all__ = ["NET_PREFIX", "SHIM_REQUEST", "NetworkCalls", "may_reach_network"]
+__all__ = ["NET_PREFIX", "SHIM_REQUEST", "NetworkCalls", "answer_request", "encode_answer", "encode_error",
+           "may_reach_network", "parse_request"]
 
 NET_PREFIX = b'{"op":"net"'  # how the guest's shim starts each request (compact JSON)
 SHIM_REQUEST = b'{"op":"net-shim"}'  # the loader asks for the shim's source
@@ -48,12 +49,14 @@ POLL_S = 0.05  # how often a request in progress looks for Stop
 HostCall = Callable[[bytes, Callable[[], str | None]], bytes | None]
 
 
-def _encode(answer: dict[str, Any]) -> bytes:
+def encode_answer(answer: dict[str, Any]) -> bytes:
+    """An answer as the guest reads it (compact ASCII JSON)."""
     return json.dumps(answer, separators=(",", ":"), ensure_ascii=True).encode("ascii")
 
 
-def _error(kind: str, message: str) -> bytes:
-    return _encode({"error": {"type": kind, "message": message[:4000]}})
+def encode_error(kind: str, message: str) -> bytes:
+    """A refusal the guest raises as ``kind`` (``ConnectionRefusedError``, ``TimeoutError``)."""
+    return encode_answer({"error": {"type": kind, "message": message[:4000]}})
 
 
 class NetworkCalls:
@@ -74,12 +77,8 @@ class NetworkCalls:
             return None if self.functions is None else self.functions(request, stop)
         if self._ended():
             return None
-        try:
-            method, url, headers, body = _parse(request)
-        except ValueError as e:
-            return _error("ConnectionRefusedError", f"a network request the host cannot read ({e})")
         future = asyncio.run_coroutine_threadsafe(
-            self.network.fetch(method, url, headers, body, self.run.deadline), background_loop())
+            answer_request(self.network, request, self.run.deadline), background_loop())
         while not future.done():
             concurrent.futures.wait([future], timeout=POLL_S)
             if not future.done() and stop() is not None:
@@ -87,20 +86,32 @@ class NetworkCalls:
                 return None
         try:
             answer = future.result()
-        except NetworkRefused as e:
-            return _error("ConnectionRefusedError", str(e))
-        except TimeoutError as e:
-            return _error("TimeoutError", str(e))
         except concurrent.futures.CancelledError:
             return None
-        except Exception as e:  # noqa: BLE001 - the host's failure: the guest gets a refusal, the run goes on
-            return _error("ConnectionRefusedError", f"the network request failed on the host ({type(e).__name__})")
-        if stop() is not None:
-            return None
-        return _encode({"value": {**answer, "body": base64.b64encode(answer["body"]).decode("ascii")}})
+        return None if stop() is not None else answer
 
 
-def _parse(request: bytes) -> tuple[str, str, list[tuple[str, str]], bytes]:
+async def answer_request(network: RunNetwork, request: bytes, deadline: float) -> bytes:
+    """The answer to one ``net`` request (its JSON bytes) as the guest reads it: the response, or
+    the refusal naming the rule. ``deadline``: ``time.monotonic()`` of the run's wall limit.
+    Both tiers answer through here (``NetworkCalls``; the browser's ``POST /api/network/fetch``)."""
+    try:
+        method, url, headers, body = parse_request(request)
+    except ValueError as e:
+        return encode_error("ConnectionRefusedError", f"a network request the host cannot read ({e})")
+    try:
+        answer = await network.fetch(method, url, headers, body, deadline)
+    except NetworkRefused as e:
+        return encode_error("ConnectionRefusedError", str(e))
+    except TimeoutError as e:
+        return encode_error("TimeoutError", str(e))
+    except Exception as e:  # noqa: BLE001 - the host's failure: the guest gets a refusal, the run goes on
+        return encode_error("ConnectionRefusedError", f"the network request failed on the host ({type(e).__name__})")
+    return encode_answer({"value": {**answer, "body": base64.b64encode(answer["body"]).decode("ascii")}})
+
+
+def parse_request(request: bytes) -> tuple[str, str, list[tuple[str, str]], bytes]:
+    """A request's method (upper case), URL, headers and body; ``ValueError`` saying what is wrong."""
     try:
         msg = json.loads(request)
     except (ValueError, RecursionError):

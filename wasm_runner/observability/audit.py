@@ -4,7 +4,8 @@ Host-function calls are counted by function and outcome (calls, bytes each way, 
 what they passed. Code is recorded by sha256 and size; its text too when ``audit_code = "full"``. API keys are never
 written, only the tenant's name; a user id never either, only its ``user_key`` (``users.py``). Refusals that are not runs (a forged internal-hop request: at most
 ``failed_auth_rate`` of them per address and window, ``internal.InternalGuard``) are
-lines with an ``event`` field instead (``AuditLog.event``).
+lines with an ``event`` field instead (``AuditLog.event``), and so are the network requests of
+browser-tier runs (``AuditLog.network_request``: the server makes them, the run is the browser's).
 """
 
 from __future__ import annotations
@@ -101,6 +102,22 @@ class AuditLog:
         }
         if self.keep_code:
             entry["code"] = code
+        line = json.dumps(entry, ensure_ascii=True) + "\n"
+        with self._lock, open(self.path, "a", encoding="utf-8") as fh:
+            fh.write(line)
+
+    def network_request(self, *, tenant: str, user: str | None, client: str, run: str,
+                        request: dict[str, Any]) -> None:
+        """One line per network request of a browser-tier run (``network/browser_runs.py``):
+        ``"event": "network"``, the caller, the run's grant id and the request as a server-tier
+        run's ``network`` entries have it (rule, method, URL, address, status, bytes, outcome)."""
+        if self.path is None:
+            return
+        entry: dict[str, Any] = {
+            "time": time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime()) + "Z",
+            "event": "network", "tier": "browser", "tenant": tenant, "user": user, "client": client,
+            "run": run, **request,
+        }
         line = json.dumps(entry, ensure_ascii=True) + "\n"
         with self._lock, open(self.path, "a", encoding="utf-8") as fh:
             fh.write(line)

@@ -199,7 +199,7 @@ export class Runner {
     // the functions this run may call: the runner's, and those given for this run (checked now:
     // a run sees the set as it was when it started)
     const exposed = new Map([...this.exposed, ...checkFunctions(options.functions)]);
-    await this.ensureFrame();
+    const [network] = await Promise.all([this.networkFor(), this.ensureFrame()]);
     const id = this.nextId++;
     const handlers = {
       output: options.onOutput || (() => {}),
@@ -246,8 +246,44 @@ export class Runner {
         display: displayOf(options),
         lang: typeof options.lang === "string" ? options.lang : null,
         packages: packagesOf(options),
+        network,
       }));
     });
+  }
+
+  /**
+   * The network of one browser-tier run (docs/security.md, "Network"): the runner's grant
+   * (POST /api/network/runs with this page's key and user; the key stays here, the frame gets a
+   * token for that run only), or the runner's sentence when no rule names the key, which every
+   * request of the run raises. A refusal is remembered while the key and user stay the same (the
+   * rules are the server's config), and so is a runner that cannot be asked; a busy one is asked
+   * again.
+   */
+  async networkFor() {
+    const who = JSON.stringify([this.apiKey, this.user, this.userToken]); // a refusal is for these
+    if (this.networkOff && this.networkOff.who === who) return this.networkOff.off;
+    this.networkOff = null;
+    let response = null;
+    let answer = null;
+    try {
+      response = await fetch(new URL("api/network/runs", this.base), {
+        method: "POST", headers: this.headers(), body: "{}", credentials: "omit",
+      });
+      answer = await response.json().catch(() => null);
+    } catch (error) {
+      // unreachable, or another origin the runner's CORS list does not name: not asked again
+      const off = { on: false, refusal: `network access is off for this run: the runner could not be asked for it (${error && error.name ? error.name : error})` };
+      this.networkOff = { who, off };
+      return off;
+    }
+    if (response.ok && answer && answer.on === true && typeof answer.token === "string") {
+      return { on: true, token: answer.token, url: new URL("api/network/fetch", this.base).href };
+    }
+    const said = answer && typeof answer.refusal === "string" ? answer.refusal
+      : `network access is off for this run: the runner did not grant it (${answer && answer.error && answer.error.message ? answer.error.message : `HTTP ${response.status}`})`;
+    const off = { on: false, refusal: said };
+    if (response.status !== 429 && response.status < 500) this.networkOff = { who, off };
+    return off;
   }
 
   /** The server tier: WebSocket when the caller answers input(), else Server-Sent Events. */

@@ -16,6 +16,19 @@ const HOST_LIMITS = Object.freeze({
   host_time: [STATUS.HOST_TIME_LIMIT, "host_time", (l) => `The page's functions it called took more than ${l.host_seconds} s.`],
 });
 
+/**
+ * The run's network as the page gave it (a copy of plain strings only): {on: true, token, url}
+ * from the runner's POST /api/network/runs, or {on: false, refusal}; null: none given (every
+ * request raises the sentence saying so). The runner checks every request again.
+ */
+function plainNetwork(network) {
+  if (!network || typeof network !== "object") return null;
+  if (network.on === true && typeof network.token === "string" && typeof network.url === "string") {
+    return { on: true, token: network.token.slice(0, 200), url: network.url.slice(0, 2000) };
+  }
+  return { on: false, refusal: typeof network.refusal === "string" ? network.refusal.slice(0, 1000) : "" };
+}
+
 const DEFAULT_TIMINGS = Object.freeze({
   resendMs: 60, // a second interrupt if the first was lost
   terminateMs: 400, // then terminate the worker and start a fresh one
@@ -240,7 +253,7 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", packages = [], lang = null }) {
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", packages = [], network = null, lang = null }) {
     let problem = checkRequest(code, stdin);
     if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
       problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
@@ -292,7 +305,7 @@ export class RunController {
       run.started = performance.now();
       this.armDeadline(run, Math.max(run.limits.wall_seconds * 1000, this.timings.packageLoadMs));
       if (state.control) Atomics.store(state.control, SLOT.INTERRUPT, 0);
-      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions], display: isDisplay(display) ? display : "figures", packages: packages || [] }));
+      state.post(message("run", { id, code, stdin: stdin || "", limits: run.limits, interactive: Boolean(interactive), filename: typeof filename === "string" ? filename : null, functions: [...run.functions], display: isDisplay(display) ? display : "figures", packages: packages || [], network: plainNetwork(network) }));
     }
     return run.done;
   }

@@ -136,7 +136,7 @@ export function checkRequest(code, stdin) {
 // Shapes of messages crossing a boundary. Each returns true only for a well-formed message.
 const SHAPES = {
   // parent -> frame
-  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)) && (m.display === undefined || isDisplay(m.display)) && (m.packages === undefined || isPackageNames(m.packages)),
+  "run": (m) => isRunId(m.id) && isString(m.code) && (m.stdin === undefined || m.stdin === null || isString(m.stdin)) && (m.limits === undefined || m.limits === null || isObject(m.limits)) && typeof m.interactive === "boolean" && (m.filename === undefined || m.filename === null || isFilename(m.filename)) && (m.functions === undefined || isFunctionNames(m.functions)) && (m.display === undefined || isDisplay(m.display)) && (m.packages === undefined || isPackageNames(m.packages)) && (m.network === undefined || m.network === null || isObject(m.network)),
   "stop": (m) => isRunId(m.id),
   "input": (m) => isRunId(m.id) && (m.text === null || isString(m.text)),
   // a call of the page's functions: the program's request (JSON text; worker -> frame -> page,

@@ -56,6 +56,18 @@ export function notAllowedInBrowser(names) {
   return `The ${which} not allowed on the browser tier: its package index (the operator's wheelhouse) does not list ${names.length > 1 ? "them" : "it"}.`;
 }
 
+/**
+ * A run's network as the frame passed it: {on: true, token, url} (a grant of the runner's
+ * POST /api/network/runs, the requests going to `url`) or {on: false, refusal}; null: none.
+ */
+function checkedNetwork(network) {
+  if (!network || typeof network !== "object") return null;
+  if (network.on === true && typeof network.token === "string" && typeof network.url === "string" && /^https?:\/\//.test(network.url)) {
+    return { on: true, token: network.token, url: network.url, refusal: "" };
+  }
+  return { on: false, refusal: typeof network.refusal === "string" && network.refusal ? network.refusal.slice(0, 1000) : "network access is off for this run" };
+}
+
 /** What the Python side's `_wasm_runner_host` module becomes when a snapshot is restored. */
 const HOST_TOKEN = "wasm-runner-host";
 
@@ -404,6 +416,31 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
         post(message("host-call", { id: run.id, call, request: String(request) }));
       });
     },
+    // The network (docs/security.md, "Network"): "on" or "off", a newline, then the sentence
+    // every request raises when it is off (the runner's, or why the page has no grant).
+    network_state() {
+      const network = current && current.network;
+      if (network && network.on) return "on\n";
+      return `off\n${network ? network.refusal : "network access is off for this run: the page gave it no network grant"}`;
+    },
+    // One request of the run's network shim, made by the runner under the run's grant: a
+    // synchronous XMLHttpRequest (a worker may), the token in the text/plain body (no preflight).
+    network_fetch(request) {
+      const network = current && current.network;
+      if (!network || !network.on) return undefined;
+      flushAll();
+      const body = `{"token":${JSON.stringify(network.token)},"request":${request}}`;
+      try {
+        const xhr = new XMLHttpRequest();
+        xhr.open("POST", network.url, false);
+        xhr.setRequestHeader("content-type", "text/plain;charset=UTF-8");
+        xhr.send(body);
+        if (xhr.responseText) return xhr.responseText;
+        return JSON.stringify({ error: { type: "ConnectionRefusedError", message: `the runner answered the network request with ${xhr.status} and nothing else` } });
+      } catch (error) {
+        return JSON.stringify({ error: { type: "ConnectionRefusedError", message: `the runner could not be reached for the network request (${error && error.name ? error.name : error})` } });
+      }
+    },
     emit_output(kind, mime, data) {
       if (!current) return;
       const output = { kind: String(kind), mime: String(mime), data: String(data) };
@@ -562,6 +599,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       functions: Array.isArray(request.functions) ? request.functions.map(String) : [],
       hostCalls: 0,
       pendingHost: null,
+      network: checkedNetwork(request.network),
     };
     const run = current;
     let outcome = "ok";

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from starlette.routing import BaseRoute
 
-from . import exercises, files, interactive, lint, lti, meta, notebooks, run, sessions, stream
+from . import exercises, files, interactive, lint, lti, meta, network, notebooks, run, sessions, stream
 
 __all__ = ["api_routes"]
 
@@ -20,5 +20,6 @@ def api_routes() -> list[BaseRoute]:
         *exercises.routes(),
         *lint.routes(),
         *lti.routes(),
+        *network.routes(),
         *notebooks.routes(),
     ]

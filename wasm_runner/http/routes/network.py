@@ -1,0 +1,72 @@
+"""The browser tier's network (``network/browser_runs.py``; docs/security.md, "Network").
+
+- ``POST /api/network/runs`` (the page, with its API key and user like every API route; body
+  ``{"profile"?}``): ``{"on": true, "token", "seconds"}`` when a ``[network.NAME]`` rule names the
+  key and profile (a grant for one run, valid for the profile's wall limit), else ``{"on":
+  false, "refusal"}`` with the sentence every request of the run raises, as on the server tier.
+- ``POST /api/network/fetch`` (the run's worker, a synchronous XMLHttpRequest from the sandbox
+  frame's opaque origin; body ``{"token", "request"}`` as text/plain, so no preflight): one
+  request made by this server within the grant's rules and caps, answered as the server tier's
+  host call is (``{"value": ...}`` or ``{"error": ...}``), each request in the audit log. The
+  token is the only credential: the answer may be read by any origin (``*``), never with cookies.
+"""
+
+from __future__ import annotations
+
+import json
+
+from starlette.requests import Request
+from starlette.responses import JSONResponse, Response
+from starlette.routing import BaseRoute, Route
+
+from ...network import answer_request, describe_off, rules_for
+from ...network.calls import encode_error
+from ..schemas import NetworkRunRequest, read_body, read_model
+from ..service import client_address
+from ._common import service_of
+
+__all__ = ["fetch_endpoint", "open_endpoint", "routes"]
+
+_READABLE = {"access-control-allow-origin": "*", "cache-control": "no-store"}
+
+
+async def open_endpoint(request: Request) -> Response:
+    service = service_of(request)
+    tenant = await service.caller(request)
+    body = await read_model(request, NetworkRunRequest, service.config.client_bounds.max_body_bytes, empty_ok=True)
+    profile, limits, _ = service.policy(tenant, body.profile, None)
+    rules = rules_for(tuple(service.config.network.values()), tenant.name, profile.name)
+    if not rules:
+        return JSONResponse({"on": False, "refusal": describe_off(tenant.name, profile.name)})
+    seconds = float(limits.wall_seconds)
+    token = service.browser_networks.open(rules, tenant=tenant.name, user=tenant.user,
+                                          client=client_address(request), seconds=seconds)
+    return JSONResponse({"on": True, "token": token, "seconds": seconds})
+
+
+def _refused(message: str, status: int) -> Response:
+    return Response(encode_error("ConnectionRefusedError", message), status, headers=_READABLE,
+                    media_type="application/json")
+
+
+async def fetch_endpoint(request: Request) -> Response:
+    service = service_of(request)
+    raw = await read_body(request, service.config.client_bounds.max_body_bytes)
+    try:
+        msg = json.loads(raw)
+    except (ValueError, RecursionError):
+        msg = None
+    if type(msg) is not dict or type(msg.get("token")) is not str or type(msg.get("request")) is not dict:
+        return _refused("a network request the runner cannot read (it needs the run's token and the request)", 400)
+    grant = service.browser_networks.get(msg["token"])
+    if grant is None:
+        return _refused("this run's network grant is unknown or has expired (the run took longer than its "
+                        "wall limit, or the runner restarted)", 403)
+    inner = json.dumps(msg["request"], separators=(",", ":"), ensure_ascii=True).encode("ascii")
+    answer = await answer_request(grant.network, inner, grant.deadline)
+    return Response(answer, headers=_READABLE, media_type="application/json")
+
+
+def routes() -> list[BaseRoute]:
+    return [Route("/api/network/runs", open_endpoint, methods=["POST"]),
+            Route("/api/network/fetch", fetch_endpoint, methods=["POST"])]
