@@ -190,6 +190,18 @@ def test_warm_prepares_what_the_servers_profiles_and_runtimes_use_each_once(
     assert bad.returncode == 2 and "cannot read config" in bad.stderr
 
 
+def test_an_error_is_explained_under_its_traceback_in_the_asked_language() -> None:
+    p = cli("run", "-c", "total = 3\nprint(totl)\n", "--lang", "de")
+    assert p.returncode == 1
+    traceback, _, explanation = p.stderr.partition("\nwasm-runner: ")
+    assert traceback.rstrip().endswith("NameError: name 'totl' is not defined. Did you mean: 'total'?")
+    assert explanation.splitlines()[0] == "Ist 'totl' falsch geschrieben?"
+    assert "Meintest du 'total'?" in explanation
+    doc = json.loads(cli("run", "-c", "print('You are ' + 12)", "--json").stdout)
+    assert doc["explanation"]["id"] == "str_plus_other" and doc["explanation"]["lang"] == "en"
+    assert doc["explanation"]["span"] == {"line": 1, "col": 6, "end_col": 21}
+
+
 def test_lint_marks_beginner_mistakes_in_plain_words(tmp_path: Path) -> None:
     prog = tmp_path / "prog.py"
     prog.write_text("def add(total, n):\n    totl = total + n\n    return total\nprint(totall)\n")

@@ -19,7 +19,9 @@ import select
 import subprocess
 import sys
 from collections.abc import Sequence
+from typing import Any
 
+from .explanations import render
 from .images import image_names
 from .inputs import MAX_SOURCE_BYTES
 from .limits import InvalidLimits, Limits
@@ -84,6 +86,8 @@ def _parser() -> argparse.ArgumentParser:
                         "$WASM_RUNNER_PACKAGES_LOCK names the lock; see `wasm-runner packages`)")
     r.add_argument("--no-fuel", action="store_true", help="turn fuel metering off (no CPU limit; the wall limit still holds)")
     r.add_argument("--json", action="store_true", help="print the result object as one JSON document")
+    r.add_argument("--lang", help="the language of the explanation under an error (en, de; default: "
+                   "from LANG, else English)")
     w = sub.add_parser("warm", help="build and compile, ahead of time, what the server's profiles and runtimes use")
     w.add_argument("--runtime", action="append", help="only this runtime (repeatable; default: every one the config offers)")
     w.add_argument("--config", metavar="TOML", help="the server config whose profiles to prepare (default: the built-in profiles)")
@@ -319,7 +323,7 @@ def _run(args: argparse.Namespace) -> int:
     finally:
         executor.shutdown()
         sb.close()
-    return _finish(result, args.json)
+    return _finish(result, args.json, args.lang or os.environ.get("LANG"))
 
 
 def _passthrough(stream: str, chunk: bytes) -> None:
@@ -328,10 +332,20 @@ def _passthrough(stream: str, chunk: bytes) -> None:
     out.flush()
 
 
-def _finish(result: Result, as_json: bool) -> int:
+def _say_explanation(explanation: dict[str, Any]) -> None:
+    """The explanation under the traceback (docs/explanations.md), on stderr."""
+    print(f"\nwasm-runner: {explanation['title']}\n  {explanation['text']}\n  {explanation['hint']}",
+          file=sys.stderr)
+
+
+def _finish(result: Result, as_json: bool, lang: str | None = None) -> int:
+    if result.explanation:
+        result.explanation = render(result.explanation, lang)
     if as_json:
         print(result.to_json(indent=2))
         return 0 if result.ok else (result.exit_code or _EXIT_FOR_STATUS.get(result.status, 1))
+    if result.explanation and result.status is Status.ERROR:  # a limit's one line says what to try
+        _say_explanation(result.explanation)
     if result.status in _EXIT_FOR_STATUS:
         print(f"wasm-runner: {result.status.value}: {result.message}", file=sys.stderr)
         return _EXIT_FOR_STATUS[result.status]

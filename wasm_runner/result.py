@@ -121,6 +121,9 @@ class Result:
     limit: str | None = None
     runtime: str = ""
     input_wait_ms: float = 0.0  # time spent waiting for interactive input (part of wall_ms)
+    # what went wrong, for a beginner (docs/explanations.md): {id, title, text, hint, span, params,
+    # lang}, or None when the run ended ok or nothing is known about how it failed
+    explanation: dict[str, Any] | None = None
 
     @property
     def ok(self) -> bool:
@@ -142,6 +145,7 @@ class Result:
             "limit": self.limit,
             "runtime": self.runtime,
             "input_wait_ms": self.input_wait_ms,
+            "explanation": self.explanation,
             "notebook_outputs": self.notebook_outputs(),
         }
 
@@ -170,6 +174,7 @@ class Result:
             limit=d.get("limit"),
             runtime=d.get("runtime", ""),
             input_wait_ms=float(d.get("input_wait_ms", 0.0)),
+            explanation=d.get("explanation") if isinstance(d.get("explanation"), dict) else None,
         )
 
     @classmethod
@@ -237,6 +242,26 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
                            "host_calls", "host_bytes", "host_time"]},
         "runtime": {"type": "string"},
         "input_wait_ms": {"type": "number", "minimum": 0},
+        "explanation": {
+            "description": "what went wrong, in plain language, with one next step (docs/explanations.md)",
+            "type": ["object", "null"],
+            "required": ["id", "title", "text", "hint", "span"],
+            "properties": {
+                "id": {"type": "string"},
+                "title": {"type": "string"},
+                "text": {"type": "string"},
+                "hint": {"type": "string"},
+                "span": {
+                    "type": ["object", "null"],
+                    "description": "the failing part of the code: line (1-based), col and end_col "
+                                   "(0-based characters of that line, end_col exclusive)",
+                    "properties": {"line": {"type": "integer"}, "col": {"type": "integer"},
+                                   "end_col": {"type": "integer"}},
+                },
+                "params": {"type": "object"},
+                "lang": {"type": "string"},
+            },
+        },
         "notebook_outputs": {
             "description": "the run as a notebook code cell's outputs (nbformat v4)",
             "type": "array",

@@ -305,3 +305,18 @@ def test_browser_copy_of_the_python_is_current():
     from wasm_runner.exercises import webgen
 
     assert webgen.main(["--check"]) == 0  # web/src/pylib.js, bootstrap.py.js, checking.js, lintrules.js == the package here
+
+
+def test_a_test_calling_a_function_the_code_lacks_says_so() -> None:
+    """Issue 36: NameError 'add' in a teacher's test tells the student their code does not
+    define add(a, b) yet."""
+    example = load_exercise(EXAMPLE)
+    report = check_code(example, "a = int(input())\nb = int(input())\nprint(a + b)\n", limits=QUICK)
+    test_checks = [c for c in report["checks"] if c["kind"] == "test" and not c["hidden"]]
+    assert test_checks and all(not c["passed"] for c in test_checks)
+    explanation = test_checks[0]["explanation"]
+    assert explanation["id"] == "exercise_missing_function"
+    assert explanation["title"] == "Your code does not define add yet"
+    assert explanation["text"] == "The teacher's test calls add(a, b), but your code has no function named add."
+    io_checks = [c for c in report["checks"] if c["kind"] == "io"]
+    assert io_checks[0]["passed"] and "explanation" not in io_checks[0]

@@ -100,6 +100,8 @@ def test_hints_load_in_order_and_reach_the_public_view() -> None:
     ("hints = 'use a loop'\n[[io]]\nstdout = '1'\n", "hints must be a list"),
     ("hints = ['ok', '']\n[[io]]\nstdout = '1'\n", "hint 2 must be 1 to 2000 characters"),
     ("[[tests]]\nsource = 'assert True'\nweight = 'heavy'\n", "weight must be a number"),
+    ("grade = 'first'\n[[io]]\nstdout = '1'\n", 'grade must be "best" (the best attempt counts) or "latest"'),
+    ("grade = true\n[[io]]\nstdout = '1'\n", "not True"),
 ])
 def test_bad_weights_messages_and_hints_are_refused_plainly(tmp_path: Path, toml: str, error: str) -> None:
     path = tmp_path / "bad.toml"

@@ -64,3 +64,4 @@ def test_the_served_description_is_the_fuzzed_one(fuzz_server: LiveServer) -> No
     assert served == openapi_document()
     operations = {op.ok().label for op in schema.get_all_operations()}
     assert "POST /api/run" in operations and "POST /api/sessions/{session_id}/run" in operations
+    assert {"GET /.well-known/jwks.json", "GET /lti/config", "GET /lti/canvas.json"} <= operations

@@ -130,3 +130,41 @@ def test_the_replica_that_queued_a_score_dies_the_score_lands_once(cluster: tupl
         assert httpx.get(replicas[0].url + "/readyz", trust_env=False).status_code == 200  # the others answer
     finally:
         platform.down = False
+
+
+def test_redis_down_a_launch_and_a_check_answer_503_then_the_tool_works_again(
+        cluster: tuple[LtiPlatform, list[Replica]], redis: RedisProcess) -> None:
+    """Redis (the launch state, the best scores, the outbox) taken away from the running replicas:
+    the login, the launch and a launched student's Check answer 503 with Retry-After (a page for
+    the browser's login and launch, JSON for the Check), the replicas keep answering; Redis back,
+    the open page's Check is graded and the score lands."""
+    platform, replicas = cluster
+    r1, r2 = replicas[0], replicas[1]  # the module's other test may have killed the third
+    with httpx.Client(timeout=60, trust_env=False) as browser:
+        cfg = launched(platform, replicas, browser, "student-c3")  # the student's page is open
+        check = {"json": {"code": SOLUTION}, "headers": {"X-Wasm-Runner-Launch": cfg["session"]}}
+        r = browser.get(f"{platform.url}/start", params={"user": "student-c4", "exercise": "greet"})
+        login_url = r.headers["location"]
+        r = browser.get(login_url)
+        action, fields = form_of(browser.get(r.headers["location"]).text)  # a login done, its launch not yet
+        redis.stop()
+        try:
+            login = browser.get(login_url)
+            launch = browser.post(action.replace(r1.url, r2.url), data=fields)
+            for page in (login, launch):
+                assert page.status_code == 503 and page.headers["retry-after"].isdigit(), page.text
+                assert "Open it from the course again in" in page.text
+            graded = browser.post(r2.url + cfg["checkUrl"], **check)
+            assert graded.status_code == 503 and graded.headers["retry-after"].isdigit(), graded.text
+            assert graded.json()["error"]["code"] == "shared_state_unavailable"
+            assert browser.get(r1.url + "/healthz").status_code == 200  # the tool itself is unharmed
+        finally:
+            redis.start()
+        assert wait_until(lambda: all(httpx.get(r.url + "/readyz", trust_env=False).status_code == 200
+                                      for r in (r1, r2)), timeout=60)  # fmt: skip
+        graded = browser.post(r2.url + cfg["checkUrl"], **check)  # the page opened before the outage
+        assert graded.status_code == 200 and graded.json()["grade"]["state"] == "queued", graded.text
+        assert launched(platform, replicas, browser, "student-c4")["checkUrl"]  # a new launch opens
+    assert wait_until(lambda: platform.scores_for("student-c3"), timeout=60)
+    (score,) = platform.scores_for("student-c3")
+    assert score["scoreGiven"] == 2

@@ -83,15 +83,35 @@ def test_a_score_waits_in_the_outbox_while_the_platform_is_down(lti: Lti) -> Non
     assert len(scores) == 1 and scores[0]["scoreGiven"] == 1 and scores[0]["scoreMaximum"] == 2
 
 
-def test_the_best_attempt_counts_by_default(lti: Lti) -> None:
+def test_the_best_or_the_latest_attempt_counts_as_the_exercise_says(lti: Lti) -> None:
+    """The server's default (``[lti] grade``) is "best": greet says nothing, so its best attempt
+    stays in the gradebook; greet-latest says ``grade = "latest"`` in its TOML, which wins, so a
+    worse attempt after a better one is what the gradebook shows."""
+    attempts = (HALF, SOLUTION, HALF)
     with httpx.Client(timeout=60) as browser:
-        cfg = session_of(launch(lti, browser, user="student-best", link="link-best").text)
-        headers = {"X-Wasm-Runner-Launch": cfg["session"]}
-        grades = [browser.post(lti.tool.url + cfg["checkUrl"], json={"code": code}, headers=headers).json()["grade"]
-                  for code in (HALF, SOLUTION, HALF)]  # fmt: skip
-    assert [g["state"] for g in grades] == ["queued", "queued", "kept_best"]
+        best = [_check(lti, browser, "student-best", "greet", code) for code in attempts]
+        latest = [_check(lti, browser, "student-latest", "greet-latest", code) for code in attempts]
+    assert [g["state"] for g in best] == ["queued", "queued", "kept_best"]
+    assert [g["state"] for g in latest] == ["queued", "queued", "queued"]
     assert wait_until(lambda: len(lti.platform.scores_for("student-best")) == 2, timeout=60)
-    assert [s["scoreGiven"] for s in lti.platform.scores_for("student-best")] == [1, 2]
+    assert wait_until(lambda: len(lti.platform.scores_for("student-latest")) == 3, timeout=60)
+    assert _gradebook_shows(lti, "student-best") == 2  # of 2: the best attempt
+    assert _gradebook_shows(lti, "student-latest") == 1  # of 2: the latest attempt
+
+
+def _check(lti: Lti, browser: httpx.Client, user: str, exercise: str, code: str) -> dict[str, str]:
+    """One Check in a fresh launch of ``exercise`` (the same resource link each time)."""
+    cfg = session_of(launch(lti, browser, user=user, link=f"link-{exercise}", exercise=exercise).text)
+    r = browser.post(lti.tool.url + cfg["checkUrl"], json={"code": code}, headers={"X-Wasm-Runner-Launch": cfg["session"]})
+    assert r.status_code == 200, r.text
+    return r.json()["grade"]  # type: ignore[no-any-return]
+
+
+def _gradebook_shows(lti: Lti, user: str) -> float:
+    """What an LMS shows for ``user``: the score with the newest ``timestamp`` (AGS: a platform
+    keeps the newest score, whatever order they arrive in)."""
+    newest = max(lti.platform.scores_for(user), key=lambda s: s["timestamp"])
+    return float(newest["scoreGiven"])
 
 
 def _calls(lti: Lti) -> list[dict[str, str]]:

@@ -41,7 +41,8 @@ def test_a_registration_loads(tmp_path: Path) -> None:
     (platform,) = config.lti.platforms
     assert platform.issuer == "https://moodle.example.org" and platform.deployment_ids == ("1",)
     assert platform.service_origins == ("https://moodle.example.org",)  # the token URL's origin
-    assert config.lti.grade_for("greet") == "latest"
+    assert config.lti.grade_for(None) == "latest"  # the server's default ...
+    assert config.lti.grade_for("best") == "best"  # ... unless the exercise says which attempt counts
 
 
 @pytest.mark.parametrize(("change", "named"), [
@@ -50,6 +51,7 @@ def test_a_registration_loads(tmp_path: Path) -> None:
     (('api_key = "course-site"', 'api_key = "nobody"'), "api_key 'nobody' is not one of"),
     (('name = "moodle"', 'name = "a b"'), "name is required"),
     (('grade = "latest"', 'grade = "first"'), "'best' or 'latest'"),
+    (('grade = "latest"', 'grade_per_exercise = { greet = "latest" }'), 'grade = "best" or "latest" in its TOML'),
     (('client_id = "abc"', 'client_id = "abc"\ncolour = "red"'), "unknown setting(s) ['colour']"),
 ])  # fmt: skip
 def test_each_mistake_is_named(tmp_path: Path, change: tuple[str, str], named: str) -> None:

@@ -95,3 +95,15 @@ def test_truncation_is_said() -> None:
     result = Result(Status.OUTPUT_LIMIT, stdout="x" * 10, stdout_truncated=True, limit="output")
     text = result_to_tool_result(result, Limits(stdout_bytes=10)).content[0].text
     assert "printed more than 10 bytes" in text and "[stdout was cut off at the output limit]" in text
+
+
+def test_the_explanation_is_a_line_of_the_text_and_its_own_field() -> None:
+    from wasm_runner.explanations import render
+
+    explanation = render({"id": "zero_division", "params": {}, "span": {"line": 2, "col": 11, "end_col": 28}})
+    result = Result(Status.ERROR, exit_code=1, stderr="ZeroDivisionError: division by zero\n", explanation=explanation)
+    tool = result_to_tool_result(result, Limits())
+    assert "\nExplanation (line 2): Division by zero. The number you divide by is 0 here" in tool.content[0].text
+    assert "Next step: Check the divisor first" in tool.content[0].text
+    assert tool.structured_content["explanation"]["id"] == "zero_division"
+    assert "explanation" not in result_to_tool_result(Result(Status.OK, exit_code=0), Limits()).structured_content

@@ -77,7 +77,8 @@ def test_print_flood_is_bounded_quiet_and_ends_as_output_limit(page, tier):
     # the output panel is not a live region; the announcer got a summary, never the flood
     assert page.get_attribute("#output", "aria-live") == "off"
     announced = page.text_content("#announce")
-    assert announced.startswith("Stopped: it printed more than 1 MB") and len(announced) < 200
+    assert announced.startswith("Stopped: it printed more than 1 MB") and len(announced) < 600
+    assert "The program printed too much" in announced  # its explanation (issue 36)
     page.screenshot(path=str(SCREENSHOTS / f"flood-{tier}.png"))
 
 

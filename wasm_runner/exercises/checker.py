@@ -25,6 +25,7 @@ from dataclasses import dataclass
 from importlib.resources import files as _pkg_files
 from typing import Any
 
+from ..explanations import checked, render
 from ..limits import Limits
 from ..result import Result
 from .crossing import run_test_check
@@ -95,7 +96,11 @@ def run_check(sandbox: Any, spec: RunSpec, limits: Limits, *, cancel: threading.
     result, record = run_test_check(sandbox, spec.code, spec.tests.source, spec.test, limits,
                                     tests_file=spec.tests.filename, student_file=spec.filename,
                                     cancel=cancel, pool=pool)
-    return result, judge(spec, result.to_dict(), record)
+    verdict = judge(spec, result.to_dict(), record)
+    explanation = checked((record or {}).get("explanation"))
+    if explanation is not None and not verdict["passed"]:  # a function the tests call is missing
+        verdict["explanation"] = render(explanation)
+    return result, verdict
 
 
 def find_record(spec: RunSpec, res: dict[str, Any], files: Iterable[tuple[str, bytes]] = ()) -> dict[str, Any] | None:

@@ -169,7 +169,8 @@ def check_message(side: str, msg: Any) -> dict[str, Any]:
     if op == "hello" and side == "test":
         return {"op": "hello"}
     if op == "done" and side == "test":
-        return {"op": "done", "passed": msg.get("passed") is True, "message": _text(msg.get("message", ""))}
+        return {"op": "done", "passed": msg.get("passed") is True, "message": _text(msg.get("message", "")),
+                "explanation": msg.get("explanation")}  # checked by the checker (explanations.checked)
     raise ProtocolError(f"the {side}'s side may not send {str(op)[:40]!r} here")
 
 
@@ -231,7 +232,8 @@ class Bridge:
                 self.stack.pop()
                 self._deliver(other, json.dumps(msg).encode())
             else:  # "done": the test's verdict; the student's side may end
-                self.record = {"passed": msg["passed"], "message": msg["message"]}
+                self.record = {"passed": msg["passed"], "message": msg["message"],
+                               "explanation": msg.get("explanation")}
                 self._deliver("student", b'{"op": "end"}')
                 return b'{"op": "end"}'
             return self._wait(side, other, stop)

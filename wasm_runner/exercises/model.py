@@ -15,7 +15,9 @@ or one file ``add-two.toml`` holding the same keys inline (``instructions``, ``s
 Grading (docs/exercises.md): each I/O case and each ``[[tests]]`` entry may say its ``weight``
 (default 1; the score is the weighted share of the checks passed) and ``fail_message``, the
 teacher's words a student sees when that check fails (for a hidden check, in place of anything
-about it). ``hints = [...]``: hints the student reveals one at a time.
+about it). ``hints = [...]``: hints the student reveals one at a time. ``grade = "best"`` or
+``"latest"``: which attempt the course's gradebook keeps when the exercise is launched from an
+LMS (docs/lms.md); without it, the server's ``[lti] grade``.
 """
 
 from __future__ import annotations
@@ -25,15 +27,18 @@ import re
 import tomllib
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, Literal
 
 from ..errors import WasmRunnerError
 from ..limits import InvalidLimits, Limits
 
 __all__ = ["Exercise", "IOCase", "TestFile", "ExerciseError", "load_exercise", "load_folder",
-           "COMPARE_MODES", "ID_PATTERN", "MAX_WEIGHT", "MAX_HINTS", "MAX_MESSAGE_CHARS"]
+           "COMPARE_MODES", "GRADE_POLICIES", "GradePolicy", "ID_PATTERN", "MAX_WEIGHT", "MAX_HINTS",
+           "MAX_MESSAGE_CHARS"]
 
 COMPARE_MODES = ("exact", "lines", "whitespace", "float")
+GradePolicy = Literal["best", "latest"]  # which attempt an LMS's gradebook keeps
+GRADE_POLICIES: tuple[GradePolicy, ...] = ("best", "latest")
 ID_PATTERN = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_.-]{0,63}$")
 MAX_TEXT = 1 << 20
 EXERCISE_LIMIT_KEYS = ("cpu_seconds", "wall_seconds", "memory_mb", "stdout_bytes", "stderr_bytes")
@@ -86,6 +91,7 @@ class Exercise:
     browser: bool = False  # may the full exercise (hidden checks too) be sent to browsers?
     hints: tuple[str, ...] = ()  # revealed one at a time by the student
     style: bool = False  # add style notes (wasm_runner.lint, the style rules) beside the checks?
+    grade: GradePolicy | None = None  # the attempt an LMS gradebook keeps; None: the server's default
 
     def public(self) -> dict[str, Any]:
         """What a student may see: title, instructions, starter, whether the browser tier may
@@ -192,6 +198,16 @@ def _hints(raw: Any, where: str) -> tuple[str, ...]:
     return tuple(hints)
 
 
+def _grade(raw: Any, where: str) -> GradePolicy | None:
+    if raw is None:
+        return None
+    for policy in GRADE_POLICIES:
+        if raw == policy:
+            return policy
+    raise ExerciseError(f'{where}: grade must be "best" (the best attempt counts) or "latest" (the latest '
+                        f"attempt counts), not {raw!r}")
+
+
 def _io_case(i: int, raw: Any, where: str) -> IOCase:
     w = f"{where}: io case {i + 1}"
     if not isinstance(raw, dict):
@@ -258,7 +274,8 @@ def load_exercise(path: str | Path) -> Exercise:
         raw = tomllib.loads(toml_path.read_text(encoding="utf-8"))
     except (tomllib.TOMLDecodeError, UnicodeDecodeError) as e:
         raise ExerciseError(f"{where}: {toml_path.name}: {e}") from None
-    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "hints", "style"}
+    known = {"title", "instructions", "starter", "solution", "io", "tests", "limits", "browser", "hints", "style",
+             "grade"}
     unknown = set(raw) - known
     if unknown:
         raise ExerciseError(f"{where}: unknown keys in {toml_path.name}: {', '.join(sorted(unknown))}")
@@ -333,6 +350,7 @@ def load_exercise(path: str | Path) -> Exercise:
         browser=browser,
         hints=_hints(raw.get("hints"), where),
         style=style,
+        grade=_grade(raw.get("grade"), where),
     )
 
 

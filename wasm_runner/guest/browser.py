@@ -19,7 +19,7 @@ import ast, builtins, codecs, inspect, io, os, sys, time
 import _wasm_runner_host as _host
 from _wasm_runner_guest import figures as _figures, limits as _limits, output as _output, program as _program
 from _wasm_runner_guest import rich as _rich
-from _wasm_runner_guest import tracebacks as _tracebacks
+from _wasm_runner_guest import explain as _explain, tracebacks as _tracebacks
 
 os.environ.setdefault("MPLBACKEND", "agg")
 
@@ -261,11 +261,34 @@ def _compile(code, filename, display):
 def _awaits(compiled):
     return compiled is not None and bool(compiled.co_flags & inspect.CO_COROUTINE)
 
+_explanation = [None]  # the last run's, for the worker (_explanation_json)
+
+def _explained(result, exc, filename, code):
+    """``result``, with what went wrong said for a beginner kept for the worker (guest/explain.py)."""
+    if result[0] in ("error", "stack") and not isinstance(exc, SystemExit):
+        try:
+            _explanation[0] = _explain.explain(exc, filename, code)
+        except BaseException:
+            _explanation[0] = None
+    return result
+
+def _explanation_json():
+    """The last run's explanation as JSON ("" when it has none)."""
+    import json
+    value, _explanation[0] = _explanation[0], None
+    if value is None:
+        return ""
+    try:
+        return json.dumps(value)
+    except Exception:
+        return ""
+
 def _run(code, filename, display="figures"):
     """Run one program in a clean __main__; (outcome, exit_code), or None if it needs _run_async.
     ``display`` as the server's job has it: True (figures, and the last expression's value),
     "figures" (figures only: the page's default) or False."""
     _reset(filename, code)
+    _explanation[0] = None
     namespace = sys.modules["__main__"].__dict__
     try:
         # A Stop can land from here on; one pressed while the run was starting lands now.
@@ -280,12 +303,13 @@ def _run(code, filename, display="figures"):
             _rich.show(eval(tail, namespace), _emit)
         result = ("ok", 0)
     except BaseException as exc:
-        result = _outcome_of(exc)
+        result = _explained(_outcome_of(exc), exc, filename, code)
     return _finish(*result, display)
 
 async def _run_async(code, filename, display="figures"):
     """_run for programs using top-level await."""
     _reset(filename, code)
+    _explanation[0] = None
     namespace = sys.modules["__main__"].__dict__
     try:
         _host.interrupts(True)
@@ -299,7 +323,7 @@ async def _run_async(code, filename, display="figures"):
             _rich.show(await value if _awaits(tail) else value, _emit)
         result = ("ok", 0)
     except BaseException as exc:
-        result = _outcome_of(exc)
+        result = _explained(_outcome_of(exc), exc, filename, code)
     return _finish(*result, display)
 
 def _python_version():

@@ -516,8 +516,26 @@ def test_main(codec, judging, transport):
         return head
 
     def finish():
-        link.send({"op": "done", "passed": record["passed"] is True, "message": record["message"]})
+        link.send({"op": "done", "passed": record["passed"] is True, "message": record["message"],
+                   "explanation": record.get("explanation")})
         os._exit(0)
+
+    def missing_function(exc):
+        """The explanation (docs/explanations.md) of a test that calls a name the student's code
+        does not define: {"id": "exercise_missing_function", "params": {name, signature}}, the
+        signature as the test calls it (``add(a, b)``), or None."""
+        name = getattr(exc, "name", None)
+        if type(exc) is not NameError or type(name) is not str or name in ns:
+            return None
+        import ast
+        calls = [node for node in ast.walk(ast.parse(tests_src))
+                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+        if not calls:
+            return None
+        names = ["abcdefgh"[i] if i < 8 else "x%d" % i for i in range(len(calls[0].args))]
+        names += [k.arg for k in calls[0].keywords if k.arg]
+        return {"id": "exercise_missing_function", "span": None,
+                "params": {"name": name, "signature": "%s(%s)" % (name, ", ".join(names))}}
 
     try:
         code = judging.rewrite_asserts(tests_src, tests_file)
@@ -562,6 +580,10 @@ def test_main(codec, judging, transport):
         record["message"] = "The code called sys.exit() during the test."
     except BaseException as exc:  # noqa: BLE001
         record["message"] = describe(exc)
+        try:
+            record["explanation"] = missing_function(exc)
+        except Exception:
+            pass
     else:
         record["passed"] = True
     intact = (ns.get("__wr_compare") is compare and ns.get("__wr_truth") is judging.assert_true

@@ -1,6 +1,6 @@
 # EDITING THIS FILE REBUILDS THE SERVER'S IMAGES: its text is in every image's cache key (docs/development.md).
-# Installs the guest package ``_wasm_runner_guest`` (output, tracebacks, limits, figures, rich, program:
-# the Python both tiers run around a program) into sys.modules. Both tiers run this function with
+# Installs the guest package ``_wasm_runner_guest`` (output, tracebacks, limits, figures, rich, program,
+# explain: the Python both tiers run around a program) into sys.modules. Both tiers run this function with
 # the modules' sources: the server ahead of its runner (sandbox/wrapper.py builds that program, and
 # hands the modules compiled by the guest itself in ``codes_file`` once they are cached), the
 # browser ahead of its run helper (guest/browser.py; both generated into web/src/ by

@@ -28,7 +28,7 @@ def _wr_main():
         return step()
     import sys, os, json, gc, io, time
 
-    from _wasm_runner_guest import output, tracebacks, limits, figures, program, rich
+    from _wasm_runner_guest import output, tracebacks, limits, figures, program, rich, explain
 
     # ---- output: one pending buffer for stdout and stderr, in the order written ------------
     _write, _exit = os.write, os._exit
@@ -136,8 +136,17 @@ def _wr_main():
     recursion = limits.RecursionLimit()
     recursion.install()
 
+    job_explanation = [None]  # what went wrong, for a beginner (guest/explain.py)
+
+    def explained(e, filename, code):
+        try:
+            job_explanation[0] = explain.explain(e, filename, code)
+        except BaseException:
+            pass
+
     def run_job(job, ns):
         outputs = job_outputs[0] = []
+        job_explanation[0] = None
         # this frame and those below it (exec adds none); a session keeps the limit it set
         recursion.begin(limits.frames_below(sys._getframe()), recursion.get())
         code = job["code"]
@@ -153,6 +162,7 @@ def _wr_main():
         except (SyntaxError, ValueError, OverflowError, MemoryError, RecursionError) as e:
             print_exception(e, 99)
             flush()
+            explained(e, filename, code)
             return 1, outputs, isinstance(e, MemoryError)
         try:
             exec(body, ns)
@@ -168,6 +178,8 @@ def _wr_main():
                 memory_error = memory_error or isinstance(again, MemoryError)
                 last_words(type(e).__name__)
             status = 1
+            if not memory_error:
+                explained(e, filename, code)
         try:  # open figures (as `display` says), the turtle's drawing (always)
             program.at_end(display, emit, figures.capture, figures.turtle_svg)
             flush()
@@ -237,7 +249,15 @@ def _wr_main():
                     except BaseException:
                         pass
                     flush()
-                report = json.dumps({"exit": code, "outputs": outputs, "memory_error": memory_error})
+                report = {"exit": code, "outputs": outputs, "memory_error": memory_error}
+                if job_explanation[0] is not None:
+                    report["explanation"] = job_explanation[0]
+                    job_explanation[0] = None
+                try:
+                    report = json.dumps(report)
+                except Exception:  # a parameter JSON cannot carry: the explanation goes
+                    report.pop("explanation", None)
+                    report = json.dumps(report)
                 if job.get("once"):
                     # the report goes first: should freeing what the program left (a structure nested
                     # a million deep) exhaust the stack, how the program ended is known already

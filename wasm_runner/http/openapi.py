@@ -2,7 +2,10 @@
 
 Request schemas come from the pydantic models in ``schemas.py``; the result schema is the core's
 ``RESULT_JSON_SCHEMA``. The WebSocket endpoint cannot be described in OpenAPI; its protocol is in
-the description text and in ``routes/interactive.py``.
+the description text and in ``routes/interactive.py``. Of the LTI tool, the JSON an admin or a
+platform reads is here (``/.well-known/jwks.json``, ``/lti/config``, ``/lti/canvas.json``); its
+browser steps (the OIDC login, the launch and deep-linking form posts) and its own page's calls
+(with a launch session, not an API key) follow the LTI 1.3 specifications: docs/lms.md.
 """
 
 from __future__ import annotations
@@ -26,7 +29,13 @@ Every refusal is a JSON object `{"error": {"code", "message", "details"?}}` with
 Busy answers (429) carry `Retry-After`. Streaming output: `POST /api/run/stream` (Server-Sent
 Events: `start`, `stdout`, `stderr`, then `result`). Interactive input: WebSocket `/api/run/ws`
 (first message `{"type": "run", "api_key"?, ...}`, then `stdin`/`eof`/`cancel` messages; the
-server sends `start`, `stdout`, `stderr`, `input_wanted` and finally `result`)."""
+server sends `start`, `stdout`, `stderr`, `input_wanted` and finally `result`).
+
+The LTI 1.3 tool: `/.well-known/jwks.json`, `/lti/config` and `/lti/canvas.json` are described
+here; its browser steps (`/lti/login`, `/lti/launch`, `/lti/deep-link`: the OIDC login and form
+posts an LMS sends a browser through) and its page's own calls (`/lti/run`,
+`/lti/exercises/{id}/check`, `/lti/grades/{id}`, with the `X-Wasm-Runner-Launch` session instead
+of an API key) are in the project's docs/lms.md."""
 
 
 def _error_schema() -> dict[str, Any]:
@@ -91,6 +100,28 @@ def _lint_schema() -> dict[str, Any]:
     }  # fmt: skip
     return {"type": "object", "required": ["findings"],
             "properties": {"findings": {"type": "array", "items": finding}}}
+
+
+def _jwks_schema() -> dict[str, Any]:
+    key = {
+        "type": "object", "required": ["kty", "kid"],
+        "properties": {"kty": {"const": "RSA"}, "kid": {"type": "string"}, "n": {"type": "string"},
+                       "e": {"type": "string"}, "alg": {"type": "string"}, "use": {"type": "string"}},
+    }  # fmt: skip
+    return {"type": "object", "required": ["keys"], "properties": {"keys": {"type": "array", "items": key}}}
+
+
+def _lti_config_schema() -> dict[str, Any]:
+    url = {"type": "string", "format": "uri"}
+    return {
+        "type": "object", "required": ["login_url", "launch_url", "deep_linking_url", "jwks_url", "redirect_uris"],
+        "properties": {"login_url": url, "launch_url": url, "deep_linking_url": url, "jwks_url": url,
+                       "redirect_uris": {"type": "array", "items": url}},
+    }  # fmt: skip
+
+
+_NO_LTI = {"description": "No LTI platform is registered on this server (lti_not_configured)",
+           "content": {"application/json": {"schema": {"$ref": "#/components/schemas/Error"}}}}  # fmt: skip
 
 
 def _json(ref: str) -> dict[str, Any]:
@@ -164,6 +195,8 @@ def openapi_document() -> dict[str, Any]:
     schemas["Error"] = _error_schema()
     schemas["Session"] = _session_schema()
     schemas["LintFindings"] = _lint_schema()
+    schemas["Jwks"] = _jwks_schema()
+    schemas["LtiConfig"] = _lti_config_schema()
     schemas["SavedSession"] = {
         "type": "object",
         "required": ["saved_id", "profile", "runtime", "bytes", "expires_in"],
@@ -250,6 +283,31 @@ def openapi_document() -> dict[str, Any]:
                             "content": {"text/plain": {"schema": {"type": "string"}}},
                         }
                     },
+                }  # fmt: skip
+            },
+            "/.well-known/jwks.json": {
+                "get": {
+                    "summary": "The public keys of the server's signatures (signed check results, the LTI "
+                               "tool's messages), as a JWKS: the signing key first",
+                    "security": [],
+                    "responses": {"200": {"description": "The key set (RS256, a kid each)", "content": _json("Jwks")}},
+                }  # fmt: skip
+            },
+            "/lti/config": {
+                "get": {
+                    "summary": "The URLs an LMS admin registers for the LTI 1.3 tool",
+                    "security": [],
+                    "responses": {"200": {"description": "Login, launch, deep-linking and JWKS URLs",
+                                          "content": _json("LtiConfig")}, "404": _NO_LTI},
+                }  # fmt: skip
+            },
+            "/lti/canvas.json": {
+                "get": {
+                    "summary": "The LTI 1.3 tool's configuration as a Canvas developer key reads it (Enter URL)",
+                    "security": [],
+                    "responses": {"200": {"description": "Canvas's LTI 1.3 JSON configuration",
+                                          "content": {"application/json": {"schema": {"type": "object"}}}},
+                                  "404": _NO_LTI},
                 }  # fmt: skip
             },
             "/api/profiles": {

@@ -144,6 +144,13 @@ class _RunFields(_Strict):
         default="base64",
         description="files the run wrote: inline as base64, or as short-lived download URLs",
     )
+    lang: str | None = Field(
+        default=None,
+        max_length=35,
+        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$",
+        description="the language of the result's explanation (a BCP 47 tag such as de or de-AT); "
+        "English when the server has no catalogue for it (docs/explanations.md)",
+    )
     functions: list[Annotated[str, Field(max_length=100, pattern=r"^[A-Za-z][A-Za-z0-9_]*$")]] | None = Field(
         default=None,
         max_length=64,

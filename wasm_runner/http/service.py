@@ -27,6 +27,7 @@ from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
 from ..network import BrowserRuns, describe_off, rules_for
 from ..limits import InvalidLimits, Limits
+from ..explanations import rendered_result
 from ..lti.tool import LtiTool
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
@@ -258,9 +259,10 @@ class Service:
         """Warm every profile's pool ahead of the first request (called at start-up)."""
         self.sandboxes.pools.start(self.config.profiles)
 
-    def render(self, result: Result, files_as: str = "base64") -> dict[str, Any]:
-        """The result object for the client; files as base64 or as short-lived download URLs."""
-        body = result.to_dict()
+    def render(self, result: Result, files_as: str = "base64", lang: str | None = None) -> dict[str, Any]:
+        """The result object for the client; files as base64 or as short-lived download URLs;
+        the explanation in ``lang`` (docs/explanations.md)."""
+        body = rendered_result(result.to_dict(), lang)
         if files_as == "url":
             caller = current_tenant.get()
             tenant_name = caller.name if caller is not None else ""

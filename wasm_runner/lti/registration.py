@@ -10,19 +10,20 @@ grade-service URLs a launch names only when they share an origin with them (``se
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
-from typing import Any, Literal
+from typing import Any
 from urllib.parse import urlsplit
 
-__all__ = ["GradePolicy", "LtiSettings", "Platform", "origin_of"]
+from ..exercises.model import GRADE_POLICIES, GradePolicy
 
-GradePolicy = Literal["best", "latest"]
+__all__ = ["LtiSettings", "Platform", "origin_of"]
+
 _NAME = re.compile(r"[A-Za-z0-9_.-]{1,64}")
 _PLATFORM_KEYS = {"name", "issuer", "client_id", "deployment_ids", "auth_url", "token_url", "jwks_url",
                   "api_key", "service_origins"}  # fmt: skip
 _LTI_KEYS = {"platforms", "outbox_dir", "retry_seconds", "retry_max_seconds", "claim_seconds", "launch_seconds",
-             "grade", "grade_per_exercise"}  # fmt: skip
+             "grade"}  # fmt: skip
 
 
 def origin_of(url: str) -> str:
@@ -105,7 +106,8 @@ class LtiSettings:
     private cache folder); the outbox's retry backoff (first wait, doubled up to the most); how
     long a worker's claim on a score holds before another replica takes it back
     (``claim_seconds``: its replica died between the claim and the post); how long a launch
-    session lives; which attempt counts (``grade``, per exercise in ``grade_per_exercise``)."""
+    session lives; which attempt counts by default (``grade``; an exercise's own ``grade`` in its
+    TOML wins)."""
 
     platforms: tuple[Platform, ...] = ()
     outbox_dir: Path | None = None
@@ -114,12 +116,14 @@ class LtiSettings:
     claim_seconds: float = 300.0
     launch_seconds: int = 4 * 3600
     grade: GradePolicy = "best"
-    grade_per_exercise: dict[str, GradePolicy] = field(default_factory=dict)
 
     @classmethod
     def from_table(cls, table: dict[str, Any]) -> LtiSettings:
         """``[lti]`` as read from TOML; ``ValueError`` with a plain message when it is wrong."""
         unknown = sorted(set(table) - _LTI_KEYS)
+        if "grade_per_exercise" in unknown:
+            raise ValueError('[lti] grade_per_exercise is gone: the teacher says it in the exercise '
+                             '(grade = "best" or "latest" in its TOML)')
         if unknown:
             raise ValueError(f"unknown [lti] setting(s): {unknown}")
         raw = table.get("platforms", [])
@@ -134,7 +138,6 @@ class LtiSettings:
             claim_seconds=float(table.get("claim_seconds", cls.claim_seconds)),
             launch_seconds=int(table.get("launch_seconds", cls.launch_seconds)),
             grade=table.get("grade", "best"),
-            grade_per_exercise=dict(table.get("grade_per_exercise", {})),
         )
         settings.check()
         return settings
@@ -157,9 +160,8 @@ class LtiSettings:
             raise ValueError("[lti] claim_seconds must be between 1 and 3600")
         if not 60 <= self.launch_seconds <= 24 * 3600:
             raise ValueError("[lti] launch_seconds must be between 60 and 86400")
-        for where, policy in [("grade", self.grade), *self.grade_per_exercise.items()]:
-            if policy not in ("best", "latest"):
-                raise ValueError(f"[lti] {where}: the attempt that counts is 'best' or 'latest', got {policy!r}")
+        if self.grade not in GRADE_POLICIES:
+            raise ValueError(f"[lti] grade: the attempt that counts is 'best' or 'latest', got {self.grade!r}")
 
     def check_keys(self, key_names: set[str], auth: bool) -> None:
         """``ValueError`` when a platform names an API key the config does not have."""
@@ -181,5 +183,6 @@ class LtiSettings:
     def named(self, name: str) -> Platform | None:
         return next((p for p in self.platforms if p.name == name), None)
 
-    def grade_for(self, exercise: str) -> GradePolicy:
-        return self.grade_per_exercise.get(exercise, self.grade)
+    def grade_for(self, exercise_choice: GradePolicy | None) -> GradePolicy:
+        """The attempt that counts: the exercise's own ``grade`` when it says one, else ``grade``."""
+        return exercise_choice or self.grade

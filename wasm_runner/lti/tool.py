@@ -20,6 +20,7 @@ import httpx
 from joserfc import jwt
 from joserfc.jwk import RSAKey
 
+from ..exercises.model import GradePolicy
 from ..outbox import Entry, NotYet, Store, Undeliverable, Worker
 from ..outbox.worker import Outcome
 from .ags import GradeError, GradeService, Score
@@ -236,16 +237,19 @@ class LtiTool:
             raise LaunchRefused("unknown_platform", "the platform of this launch is no longer registered", 403)
         return platform
 
-    async def grade(self, session: dict[str, Any], *, title: str, score: float, total: int) -> GradeReceipt:
+    async def grade(self, session: dict[str, Any], *, title: str, score: float, total: int,
+                    counts: GradePolicy | None = None) -> GradeReceipt:
         """A server-side check's score (``score``: the weighted share passed, 0 to 1, of
         ``total`` checks) for the launched student: into the outbox (never waiting for the
-        platform), unless the best attempt counts and this one is not better. The platform gets
-        ``score * total`` out of ``total`` (with equal weights: the checks passed)."""
+        platform), unless the best attempt counts and this one is not better. ``counts``: the
+        exercise's own choice of the attempt that counts (None: the server's ``[lti] grade``).
+        The platform gets ``score * total`` out of ``total`` (with equal weights: the checks
+        passed)."""
         platform = self._platform(session)
         if not session.get("grades") or total <= 0:
             return GradeReceipt("no_grade_service")
         exercise = str(session["exercise"])
-        if self.settings.grade_for(exercise) == "best":
+        if self.settings.grade_for(counts) == "best":
             key = f"{platform.name}|{session['resource_link']}|{session['sub']}"
             if not await self.store.raise_to(key, score):
                 return GradeReceipt("kept_best")

@@ -140,6 +140,13 @@ def _file_block(f: FileOut, session_id: str | None) -> ContentBlock:
     )
 
 
+def explanation_text(explanation: dict[str, Any]) -> str:
+    """A run's explanation (docs/explanations.md) as lines a model or a person reads."""
+    span = explanation.get("span")
+    where = f" (line {span['line']})" if isinstance(span, dict) else ""
+    return f"Explanation{where}: {explanation['title']}. {explanation['text']} Next step: {explanation['hint']}"
+
+
 def result_to_tool_result(
     result: Result,
     limits: Limits,
@@ -161,6 +168,8 @@ def result_to_tool_result(
         text += "\n" + body
     elif result.status is Status.OK and not result.outputs and not files:
         text += " It printed nothing (print() a value or end the cell with an expression to see it)."
+    if result.explanation:
+        text += "\n" + explanation_text(result.explanation)
     if note:
         text += "\n" + note
     blocks: list[ContentBlock] = [TextContent(text=text)]
@@ -182,6 +191,8 @@ def result_to_tool_result(
             for f in files
         ],
     }
+    if result.explanation:
+        structured["explanation"] = result.explanation
     if session_id is not None:
         structured["session_id"] = session_id
     return CallToolResult(

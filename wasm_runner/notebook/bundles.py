@@ -14,14 +14,49 @@ from __future__ import annotations
 
 import json
 import re
-from typing import TYPE_CHECKING, Any
-
-if TYPE_CHECKING:
-    from ..result import Output, Result
+from collections.abc import Sequence
+from enum import Enum
+from typing import Any, Protocol
 
 __all__ = ["BUNDLE_KINDS", "BUNDLE_MIME", "Bundle", "bundle_of", "checked_bundle", "notebook_outputs"]
 
 BUNDLE_MIME = "application/vnd.wasm-runner.bundle+json"
+
+
+class Output(Protocol):
+    """What this module reads of a rich output (``result.Output``; ``result.py`` imports this
+    module, so it is named by what it has, not imported)."""
+
+    @property
+    def kind(self) -> str: ...
+
+    @property
+    def mime(self) -> str: ...
+
+    @property
+    def data(self) -> str: ...
+
+
+class Result(Protocol):
+    """What this module reads of a run's ``result.Result``."""
+
+    @property
+    def stdout(self) -> str: ...
+
+    @property
+    def stderr(self) -> str: ...
+
+    @property
+    def status(self) -> Enum: ...
+
+    @property
+    def limit(self) -> object: ...
+
+    @property
+    def message(self) -> str | None: ...
+
+    @property
+    def outputs(self) -> Sequence[Output]: ...
 BUNDLE_KINDS = ("display", "result")  # display(obj); the last expression's value
 _MIME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}/[A-Za-z0-9][A-Za-z0-9!#$&^_.+-]{0,126}$")
 _JSON_MIME = re.compile(r"^application/(.*\+)?json$")
@@ -77,10 +112,8 @@ def bundle_of(output: Output) -> Bundle | None:
 
 def _error_output(result: Result) -> tuple[str, dict[str, Any] | None]:
     """(stderr without the traceback, the ``error`` output) of a run that did not end ok."""
-    from ..result import Status
-
     stderr = result.stderr
-    if result.status is Status.ERROR and result.limit is None:
+    if result.status.value == "error" and result.limit is None:
         # an uncaught exception's traceback, or a SyntaxError's (it has no "Traceback" line)
         at = stderr.rfind(_TRACEBACK)
         if at < 0:
@@ -91,7 +124,7 @@ def _error_output(result: Result) -> tuple[str, dict[str, Any] | None]:
             return stderr, None
         ename, evalue = match.group(1), match.group(2) or ""
         return stderr[:at], {"output_type": "error", "ename": ename, "evalue": evalue, "traceback": lines}
-    if result.status is Status.OK:
+    if result.status.value == "ok":
         return stderr, None
     name = "".join(part.capitalize() for part in result.status.value.split("_"))
     text = result.message or f"The run ended with status {result.status.value}."

@@ -6,6 +6,7 @@ from __future__ import annotations
 import time
 from typing import Any
 
+from ..explanations import checked, for_limit, render
 from ..limits import Limits
 from ..messages import limit_sentence
 from ..notebook.bundles import BUNDLE_KINDS, BUNDLE_MIME, checked_bundle
@@ -91,7 +92,19 @@ def classify(guest: Guest, limits: Limits, t0: float, runtime: str, cell_done: b
         stream = "stderr" if io.stderr.truncated and not io.stdout.truncated else "stdout"
         res.message = limit_sentence(res.status, limits, stream, limit=res.limit,
                                      exit_code=res.exit_code)
+    res.explanation = explanation(res, report, limits)
     return res
+
+
+def explanation(res: Result, report: dict[str, Any] | None, limits: Limits) -> dict[str, Any] | None:
+    """What went wrong for a beginner, in English (a face renders it in another language): the
+    guest's, checked, for an error it reported; the limit's, for a limit the host decided."""
+    raw = None
+    if res.status is Status.ERROR and res.limit is None and report is not None:
+        raw = checked(report.get("explanation"))
+    if raw is None:
+        raw = for_limit(res.status.value, res.limit, limits.to_dict())
+    return render(raw) if raw is not None else None
 
 
 def outputs(raw: Any) -> list[Output]:

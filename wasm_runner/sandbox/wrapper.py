@@ -2,7 +2,7 @@
 
 The wrapper's program (``BOOT_SOURCE``) installs the guest package ``_wasm_runner_guest``
 (``guest/install.py`` with the modules of ``GUEST_MODULES``: output, tracebacks, limits, figures,
-program, which the browser tier runs too; the rules of guest code: ``guest/__init__.py``) and
+program, explain, which the browser tier runs too; the rules of guest code: ``guest/__init__.py``) and
 then runs ``guest/runner.py``. The guest starts ``python -c <loader>``; the loader runs the
 wrapper from its marshalled code object and the package from its marshalled modules (both
 compiled once per runtime and wrapper version by the guest itself, cached), and the wrapper then
@@ -30,7 +30,7 @@ __all__ = ["ARGV0", "BOOT_SOURCE", "GUEST_INSTALLER", "GUEST_MODULES", "GUEST_SO
 ARGV0 = "/usr/local/bin/python.wasm"
 _GUEST = _pkg_files("wasm_runner") / "guest"
 # the guest package, in the order its modules are installed (none imports another)
-GUEST_MODULES = ("output", "tracebacks", "limits", "figures", "rich", "program")
+GUEST_MODULES = ("output", "tracebacks", "limits", "figures", "rich", "program", "explain")
 GUEST_SOURCES = {name: (_GUEST / f"{name}.py").read_text() for name in GUEST_MODULES}
 GUEST_INSTALLER = (_GUEST / "install.py").read_text()  # defines _wr_guest(sources, codes_file)
 _CODES = "/wasm-runner/guest.bin"  # the package's modules compiled by the guest (compiled_wrapper)

@@ -244,6 +244,7 @@ export class Runner {
         filename: typeof options.filename === "string" ? options.filename : null,
         functions: [...exposed.keys()],
         display: displayOf(options),
+        lang: typeof options.lang === "string" ? options.lang : null,
         packages: packagesOf(options),
         network,
       }));
@@ -292,6 +293,8 @@ export class Runner {
     if (options.limits) body.limits = options.limits;
     // by default figures from plt.show() and those left open, without echoing the last expression
     body.display = displayOf(options);
+    // the explanation under an error, in the page's language (docs/explanations.md)
+    if (typeof options.lang === "string" && /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$/.test(options.lang)) body.lang = options.lang;
     if (packagesOf(options).length) body.packages = packagesOf(options);
     if (typeof options.filename === "string" && this.serverTakesFilename !== false) body.filename = options.filename;
     const interactive = typeof options.onInput === "function" && typeof WebSocket === "function";
@@ -614,12 +617,31 @@ export function sanitizeResult(r) {
     out.limits = {};
     for (const [k, v] of Object.entries(r.limits)) if (/^\w{1,40}$/.test(k) && Number.isFinite(v)) out.limits[k] = v;
   }
+  out.explanation = sanitizeExplanation(r.explanation);
   if (isPackageNames(r.refused_packages) && r.refused_packages.length) out.refused_packages = [...r.refused_packages];
   if (r.missing && typeof r.missing === "object" && typeof r.missing.module === "string") {
     const m = r.missing;
     out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
   }
   return out;
+}
+
+/** A result's explanation (docs/explanations.md) with its fields' types, or null. */
+function sanitizeExplanation(e) {
+  if (!e || typeof e !== "object" || typeof e.id !== "string") return null;
+  const text = (v) => (typeof v === "string" ? v.slice(0, 2000) : "");
+  const out = { id: e.id.slice(0, 80), title: text(e.title), text: text(e.text), hint: text(e.hint), span: null,
+    params: {}, lang: text(e.lang).slice(0, 35) };
+  const s = e.span;
+  if (s && typeof s === "object" && [s.line, s.col, s.end_col].every((v) => Number.isInteger(v) && v >= 0)) {
+    out.span = { line: s.line, col: s.col, end_col: s.end_col };
+  }
+  if (e.params && typeof e.params === "object") {
+    for (const [k, v] of Object.entries(e.params).slice(0, 12)) {
+      if (/^\w{1,40}$/.test(k) && (typeof v === "string" || Number.isInteger(v))) out.params[k] = v;
+    }
+  }
+  return out.title ? out : null;
 }
 
 let shared = null;

@@ -5,6 +5,7 @@ import {
   HOST_HEADER_BYTES, HOST_SLOT, HOST_STATE, INPUT_STATE, SHARED_HEADER_BYTES, SHARED_INPUT_BYTES, SLOT, STATUS,
   checkLimits, checkRequest, emptyResult, invalidResult, isDisplay, isFilename, isFunctionNames, isMessage, isPackageNames, message,
 } from "./protocol.js";
+import { explainResult } from "./explain.js";
 
 const encoder = new TextEncoder();
 
@@ -252,7 +253,7 @@ export class RunController {
     return next;
   }
 
-  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", packages = [], network = null }) {
+  async runNow({ id, code, stdin = null, limits = null, interactive = false, filename = null, functions = [], display = "figures", packages = [], network = null, lang = null }) {
     let problem = checkRequest(code, stdin);
     if (!problem && filename !== null && filename !== undefined && !isFilename(filename)) {
       problem = "filename must be 1-64 letters, digits, '.', '_', '-', '<' or '>'";
@@ -271,6 +272,7 @@ export class RunController {
     if (checked.error) return invalidResult(checked.error, this.runtimeName());
     const run = {
       id,
+      lang: typeof lang === "string" ? lang : null, // the explanation's language (explain.js)
       limits: checked.limits,
       started: performance.now(),
       seen: { stdout: "", stderr: "", outputs: [] },
@@ -435,6 +437,7 @@ export class RunController {
     result.limits = { ...run.limits };
     if (!result.python && this.worker && this.worker.info) result.python = this.worker.info.python;
     if (run.stopAt !== undefined) result.stop_ms = Math.round((performance.now() - run.stopAt) * 1000) / 1000;
+    result.explanation = explainResult(result, result.explanation, run.limits, run.lang);
     if (this.active === run) this.active = null;
     run.resolve(result);
     // Now idle: load the spare (after the first run, so it never slows the first result down).

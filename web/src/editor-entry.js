@@ -6,13 +6,43 @@
 // diagnostics, in the gutter and underlined; Ctrl+Shift+M opens the list of them (CodeMirror's lint
 // panel, which screen readers read), F8 moves to the next one.
 import { EditorView, basicSetup } from "codemirror";
-import { Compartment, EditorState } from "@codemirror/state";
+import { Compartment, EditorState, StateEffect, StateField } from "@codemirror/state";
 import { linter, lintGutter } from "@codemirror/lint";
-import { keymap } from "@codemirror/view";
+import { Decoration, keymap } from "@codemirror/view";
 import { indentWithTab } from "@codemirror/commands";
 import { HighlightStyle, indentUnit, syntaxHighlighting } from "@codemirror/language";
 import { tags as t } from "@lezer/highlight";
 import { python } from "@codemirror/lang-python";
+
+// The failing part of a line, marked under an error's explanation (docs/explanations.md); an edit
+// of the code takes the mark away.
+const setMark = StateEffect.define();
+const markTheme = EditorView.baseTheme({
+  ".cm-explain-span": { textDecoration: "underline wavy #c00", textDecorationSkipInk: "none", backgroundColor: "#ffe3e3" },
+  ".cm-explain-line": { backgroundColor: "#fff4f4" },
+});
+const markField = StateField.define({
+  create: () => Decoration.none,
+  update(marks, tr) {
+    if (tr.docChanged) return Decoration.none;
+    for (const effect of tr.effects) if (effect.is(setMark)) return effect.value;
+    return marks;
+  },
+  provide: (field) => EditorView.decorations.from(field),
+});
+
+/** The decorations of `span` ({line, col, end_col}: 1-based line, 0-based columns) in `doc`. */
+function spanMarks(doc, span) {
+  if (!span || span.line < 1 || span.line > doc.lines) return Decoration.none;
+  const line = doc.line(span.line);
+  const from = line.from + Math.min(span.col, line.length);
+  const to = line.from + Math.min(Math.max(span.end_col, span.col), line.length);
+  const ranges = [Decoration.line({ class: "cm-explain-line" }).range(line.from)];
+  // an empty span (a missing colon at the end of the line) marks the character before it
+  if (to > from) ranges.push(Decoration.mark({ class: "cm-explain-span" }).range(from, to));
+  else if (from > line.from) ranges.push(Decoration.mark({ class: "cm-explain-span" }).range(from - 1, from));
+  return Decoration.set(ranges, true);
+}
 
 // CodeMirror's default colours, with the three that fall short of WCAG AA contrast (4.5:1 on the
 // editor's background; axe-core's color-contrast rule in tests/browser/test_accessibility.py)
@@ -71,6 +101,8 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
     EditorView.contentAttributes.of({ "aria-label": label, tabindex: "0" }),
     EditorState.readOnly.of(readOnly),
     EditorView.editable.of(!readOnly),
+    markField,
+    markTheme,
   ];
   if (onChange) {
     extensions.push(EditorView.updateListener.of((update) => {
@@ -102,6 +134,15 @@ export function createEditor(parent, { doc = "", readOnly = false, label = "Pyth
       ]),
     }),
     setCode: (text) => view.dispatch({ changes: { from: 0, to: view.state.doc.length, insert: text } }),
+    /** Mark the failing part of the code (an explanation's span), or clear the mark (null). */
+    markSpan: (span) => {
+      const marks = spanMarks(view.state.doc, span);
+      const effects = [setMark.of(marks)];
+      if (span && span.line >= 1 && span.line <= view.state.doc.lines) {
+        effects.push(EditorView.scrollIntoView(view.state.doc.line(span.line).from, { y: "nearest" }));
+      }
+      view.dispatch({ effects });
+    },
   };
 }
 

@@ -37,6 +37,9 @@ input { flex: 1; min-width: 0; font: inherit; padding: .25rem .4rem; }
 .out-hidden { background: #fff8e6; color: #6b4e00; font: .8rem system-ui, sans-serif; padding: .2rem .4rem; margin-bottom: .3rem; }
 .out-hidden button, .out-note button { min-height: 1.7rem; padding: .1rem .5rem; font-size: .8rem; }
 .out-note { font: .8rem system-ui, sans-serif; margin-top: .2rem; }
+.out-explain { margin-top: .4rem; padding: .4rem .6rem; border-left: 4px solid #b42318; background: #fff6e5; color: #222; font: .85rem system-ui, sans-serif; white-space: normal; }
+.out-explain p { margin: .2rem 0 0; }
+.out-explain-hint::before { content: "→ "; }
 .sr { position: absolute; width: 1px; height: 1px; overflow: hidden; clip: rect(0 0 0 0); white-space: nowrap; }
 `;
 
@@ -200,6 +203,8 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
             limits: this.limits(),
             stdin: this.getAttribute("stdin"),
             filename: STUDENT_FILENAME,
+            // the explanation's language: the element's lang, else the page's (docs/explanations.md)
+            lang: (this.closest("[lang]") || document.documentElement).lang || null,
             functions: this.exposed || new Map(),
             signal: abort.signal,
             onOutput: ({ stream, text }) => this.view.text(stream, text),
@@ -219,6 +224,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
         releaseRuntime(base, entry);
       }
       this.view.end(result);
+      if (this.editor && this.editor.markSpan) this.editor.markSpan(result.explanation ? result.explanation.span : null);
       state.textContent = "";
       runButton.disabled = false;
       stopButton.disabled = true;

@@ -93,7 +93,7 @@ function handleRequest(msg) {
     controller.prefetch().catch(() => {});
   } else if (msg.type === "run") {
     controller
-      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive, filename: msg.filename, functions: msg.functions || [], display: msg.display, packages: msg.packages || [], network: msg.network || null })
+      .run({ id: msg.id, code: msg.code, stdin: msg.stdin, limits: msg.limits, interactive: msg.interactive, filename: msg.filename, functions: msg.functions || [], display: msg.display, packages: msg.packages || [], network: msg.network || null, lang: msg.lang })
       .then((result) => toParent(message("done", { id: msg.id, result })));
   } else if (msg.type === "stop") {
     controller.stop(msg.id);

@@ -128,6 +128,7 @@ async function start({ fromEditor = false, tier = tierSelect.value } = {}) {
   const result = await runner.run(code, {
     tier,
     filename: STUDENT_FILENAME,
+    lang: document.documentElement.lang || null, // the explanation's language (docs/explanations.md)
     signal: abort.signal,
     onOutput: ({ stream, text }) => view.text(stream, text),
     onRich: (output) => view.rich(output),
@@ -146,6 +147,7 @@ async function start({ fromEditor = false, tier = tierSelect.value } = {}) {
     actions.push({ label: "Run it on the server", run: () => start({ tier: "server" }) });
   }
   const text = view.end(result, { actions });
+  if (editor.markSpan) editor.markSpan(result.explanation ? result.explanation.span : null);
   stateText.textContent = result.status === "ok" ? "Done" : text.split(" — ")[0];
   current = null;
   runButton.disabled = false;

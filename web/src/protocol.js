@@ -90,6 +90,7 @@ export function emptyResult(runtime) {
     message: "",
     limit: null,
     runtime: runtime || "",
+    explanation: null, // {id, title, text, hint, span, params, lang}: explain.js
   };
 }
 

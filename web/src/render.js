@@ -369,10 +369,32 @@ export class OutputView {
       }
       this.element.appendChild(note);
     }
+    const explained = this.explain(result.explanation);
     this.lastSpan = null;
     this.element.scrollTop = this.element.scrollHeight;
-    if (this.live) this.live.textContent = detail ? `${text} ${detail}` : text;
+    if (this.live) this.live.textContent = [text, detail, explained].filter(Boolean).join(" ");
     return text;
+  }
+
+  /** A run's explanation (docs/explanations.md) under its end line; returns what it says, as text. */
+  explain(explanation) {
+    if (!explanation || !explanation.title) return "";
+    const box = document.createElement("div");
+    box.className = "out-explain";
+    box.dataset.explanation = explanation.id;
+    if (explanation.lang) box.lang = explanation.lang;
+    const title = document.createElement("strong");
+    title.className = "out-explain-title";
+    title.textContent = explanation.title;
+    const text = document.createElement("p");
+    text.className = "out-explain-text";
+    text.textContent = explanation.text;
+    const hint = document.createElement("p");
+    hint.className = "out-explain-hint";
+    hint.textContent = explanation.hint;
+    box.append(title, text, hint);
+    this.element.appendChild(box);
+    return `${title.textContent}. ${explanation.text} ${explanation.hint}`;
   }
 }
 

@@ -218,6 +218,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
   let pyodide = null;
   let runPy = null;
   let runPyAsync = null;
+  let explanationPy = null; // the last run's explanation, as JSON (guest/explain.py via browser.py)
   let pythonVersion = "";
   let ready = null;
   let control = null; // Int32Array over the shared buffer, or a local one without isolation
@@ -537,6 +538,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     module._attach();
     runPy = module._run.copy(); // attribute proxies are borrowed from `module`: keep copies
     runPyAsync = module._run_async.copy();
+    explanationPy = module._explanation_json.copy();
     pythonVersion = String(module._python_version());
     module.destroy();
     packageIndex = describeIndex(pyodide, config);
@@ -604,6 +606,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     let exitCode = 0;
     let failure = "";
     let fatal = false;
+    let guestExplanation = null;
     const loadErrors = [];
     try {
       if (asked.length) {
@@ -631,6 +634,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       if (pair === undefined || pair === null) pair = await runPyAsync(request.code, filename, display);
       [outcome, exitCode] = pair.toJs();
       pair.destroy();
+      guestExplanation = readExplanation();
     } catch (error) {
       outcome = "internal";
       failure = String(error && error.message ? error.message : error);
@@ -649,6 +653,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     result.exit_code = exitCode === undefined ? null : exitCode;
     result.wall_ms = Math.round((performance.now() - started) * 1000) / 1000;
     result.python = pythonVersion;
+    result.explanation = guestExplanation; // {id, params, span}: the controller checks and renders it
     if (run.limitHit) {
       result.status = STATUS.OUTPUT_LIMIT;
       result.limit = run.limitHit;
@@ -692,6 +697,16 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     Atomics.store(control, SLOT.INTERRUPT, 0);
     current = null;
     post(message("done", { id: run.id, result, fatal }));
+  }
+
+  /** The guest's explanation of the run that just ended (null: none, or unreadable). */
+  function readExplanation() {
+    try {
+      const text = String(explanationPy());
+      return text ? JSON.parse(text) : null;
+    } catch {
+      return null;
+    }
   }
 
   /** Why the module a program failed to import is not there: not in the index, or unreachable. */

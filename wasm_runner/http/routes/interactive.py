@@ -217,7 +217,7 @@ async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsS
             return
         for stream, text in events.drain(bridge.flush()):
             await ws.send_json({"type": stream, "data": text})
-        result = service.render(work.result(), start.files_as)
+        result = service.render(work.result(), start.files_as, start.lang)
         await ws.send_text(json.dumps({"type": "result", "result": result}, ensure_ascii=True))
         await ws.close(code=1000)
     except (WebSocketDisconnect, RuntimeError):

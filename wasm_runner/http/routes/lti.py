@@ -12,7 +12,10 @@
 - ``GET  /lti/canvas.json``               the same as a Canvas developer key's JSON configuration
 
 Refusals are pages (launch) or JSON errors (calls), each audit-logged as ``lti_refused`` with its
-code; each call to a platform is audit-logged as ``lti_call`` (method, path, status)."""
+code; each call to a platform is audit-logged as ``lti_call`` (method, path, status). Redis down
+(the launch state, the best scores, the outbox with ``redis_url``) is ``503`` with
+``Retry-After``: a page for the login and the launch (a browser in the LMS's frame), the JSON
+``shared_state_unavailable`` for the calls."""
 
 from __future__ import annotations
 
@@ -30,6 +33,7 @@ from ...lti.pages import auto_post_page, csp, exercise_page, new_nonce, picker_p
 from ...inputs import MAX_SOURCE_BYTES
 from ...lti.tool import MAX_STARTER_CHARS, LtiTool, ToolUrls, canvas_configuration
 from ...lti.validation import LaunchRefused
+from ...scaleout.state import SharedStateUnavailable
 from ..auth import Tenant
 from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
@@ -78,6 +82,18 @@ def _refusal(service: Service, request: Request, exc: LaunchRefused) -> HTMLResp
     return _html(service, refusal_page(exc.message, nonce), nonce, exc.status)
 
 
+def _unavailable(service: Service, exc: SharedStateUnavailable) -> HTMLResponse:
+    """Redis down during a login or a launch: a page the student reads in the LMS's frame (503,
+    ``Retry-After``); nothing is refused for good, the launch works again once Redis is back."""
+    nonce = new_nonce()
+    wait = exc.headers.get("Retry-After", "a few")
+    page = refusal_page(f"The tool cannot open this activity right now (its shared store does not answer). "
+                        f"Open it from the course again in {wait} seconds.", nonce)  # fmt: skip
+    response = _html(service, page, nonce, exc.status)
+    response.headers.update(exc.headers)
+    return response
+
+
 async def _form(request: Request) -> dict[str, str]:
     if int(request.headers.get("content-length") or 0) > MAX_FORM_BYTES:
         raise LaunchRefused("invalid_launch", "the launch is too large", 413)
@@ -93,6 +109,8 @@ async def login(request: Request) -> Response:
         url = await tool.login(params, tool_urls(service, request).launch)
     except LaunchRefused as exc:
         return _refusal(service, request, exc)
+    except SharedStateUnavailable as exc:
+        return _unavailable(service, exc)
     return RedirectResponse(url, 302, headers={"Cache-Control": "no-store"})
 
 
@@ -103,6 +121,8 @@ async def launch(request: Request) -> Response:
         launched = await tool.launch(await _form(request))
     except LaunchRefused as exc:
         return _refusal(service, request, exc)
+    except SharedStateUnavailable as exc:
+        return _unavailable(service, exc)
     nonce = new_nonce()
     exercises = service.exercises.all()
     if launched.kind == "deep_link":
@@ -204,7 +224,7 @@ async def check(request: Request) -> Response:
     shown["result_token"] = await asyncio.to_thread(service.results.sign, claims)
     total = int(report["total"])
     share = float(report.get("score", int(report["passed_count"]) / total if total else 0.0))  # weighted
-    receipt = await tool.grade(session, title=ex.title, score=share, total=total)
+    receipt = await tool.grade(session, title=ex.title, score=share, total=total, counts=ex.grade)
     shown["grade"] = {"state": receipt.state, "id": receipt.outbox_id}
     return SafeJSONResponse(shown)
 

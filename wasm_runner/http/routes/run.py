@@ -46,7 +46,7 @@ async def run_endpoint(request: Request) -> Response:
     job, body = await job_from_request(service, request, "run")
     work = asyncio.ensure_future(service.run_job(job))
     result = await cancel_on_disconnect(request.receive, work)
-    return SafeJSONResponse(service.render(result, body.files_as))
+    return SafeJSONResponse(service.render(result, body.files_as, body.lang))
 
 
 def routes() -> list[BaseRoute]:

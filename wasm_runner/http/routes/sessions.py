@@ -120,7 +120,7 @@ async def run_in_session(request: Request) -> Response:
     job, body = await _session_job(request, service, tenant, live, "session")
     work = asyncio.ensure_future(service.sessions.run(live, job))
     result = await cancel_on_disconnect(request.receive, work)
-    payload = service.render(result, body.files_as)
+    payload = service.render(result, body.files_as, body.lang)
     payload["session"] = live.describe()
     return SafeJSONResponse(payload)
 
@@ -142,6 +142,7 @@ async def stream_in_session(request: Request) -> Response:
         body.files_as,
         run=lambda **kw: service.sessions.run(session, job, **kw),
         finish=add_session,
+        lang=body.lang,
     )
 
 

@@ -185,10 +185,12 @@ class RunEventStream(Response):
         *,
         run: Callable[..., Awaitable[Result]] | None = None,
         finish: Callable[[dict[str, Any]], None] | None = None,
+        lang: str | None = None,
     ) -> None:
         self.service = service
         self.job = job
         self.files_as = files_as
+        self.lang = lang  # the explanation's language
         self.run = run or (lambda **kw: service.run_job(job, **kw))
         self.finish = finish
         self.background = None
@@ -272,7 +274,7 @@ class RunEventStream(Response):
         for stream, text in events.drain(bridge.flush()):
             await self._body(send, sse_event(stream, {"data": text}))
         try:
-            payload = self.service.render(work.result(), self.files_as)
+            payload = self.service.render(work.result(), self.files_as, self.lang)
             if self.finish is not None:
                 self.finish(payload)
             final = sse_event("result", payload)
@@ -287,7 +289,7 @@ class RunEventStream(Response):
 async def stream_endpoint(request: Request) -> Response:
     service = service_of(request)
     job, body = await job_from_request(service, request, "stream")
-    return RunEventStream(service, job, body.files_as)
+    return RunEventStream(service, job, body.files_as, lang=body.lang)
 
 
 def routes() -> list[BaseRoute]:

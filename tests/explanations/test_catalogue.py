@@ -1,0 +1,75 @@
+"""The explanations' message catalogues and the host's side: every id the guest or the host can
+give has a title, text and hint in every language; the host passes on only what it checked."""
+
+from __future__ import annotations
+
+import re
+from pathlib import Path
+
+import pytest
+
+from wasm_runner.explanations import LANGUAGES, checked, for_limit, language_of, render
+from wasm_runner.explanations.catalogue import catalogue, fill, parse_po
+from wasm_runner.limits import Limits
+
+GUEST = Path(__file__).resolve().parents[2] / "wasm_runner" / "guest" / "explain.py"
+
+
+def guest_ids() -> set[str]:
+    """The ids guest/explain.py returns (its ``return "id", ...`` lines)."""
+    source = GUEST.read_text()
+    ids = set(re.findall(r'return \(?"([a-z_]+)"', source))
+    ids |= set(re.findall(r'\("(unpack_too_many)" if .* else "(unpack_too_few)"\)', source)[0])
+    return ids
+
+
+def test_every_id_has_every_field_in_every_language() -> None:
+    ids = guest_ids() | {"limit_timeout", "limit_cpu", "limit_memory", "limit_output", "limit_input_wait",
+                         "limit_disk", "exercise_missing_function"}
+    assert len(ids) >= 60
+    english = catalogue("en")
+    for lang in LANGUAGES:
+        entries = catalogue(lang)
+        missing = [f"{i}.{f}" for i in ids for f in ("title", "text", "hint") if not entries.get(f"{i}.{f}")]
+        assert not missing, (lang, missing)
+        assert set(entries) == set(english), lang  # no entry of one language lacks in another
+        for key, template in entries.items():  # same parameters as the English text
+            assert set(re.findall(r"(?<!\{)\{([a-z_]+)\}", template)) <= set(
+                re.findall(r"(?<!\{)\{([a-z_]+)\}", english[key]) + ["name"]), (lang, key)
+
+
+def test_po_reader_and_placeholders() -> None:
+    po = 'msgid ""\nmsgstr "Language: de\\n"\n\n# a comment\nmsgid "a.title"\nmsgstr "Say \\"hi\\" "\n"to {name}"\n'
+    assert parse_po(po) == {"a.title": 'Say "hi" to {name}'}
+    with pytest.raises(ValueError):
+        parse_po("nonsense line")
+    assert fill("f\"{{{name}}}\" and {{ }} {missing}!", {"name": "age"}) == 'f"{age}" and { } !'
+
+
+def test_language_chosen_from_a_tag() -> None:
+    assert language_of("de-AT") == "de" and language_of("de_CH") == "de" and language_of("DE") == "de"
+    assert language_of("fr") == "en" and language_of(None) == "en" and language_of("C.UTF-8") == "en"
+
+
+def test_the_host_passes_on_only_a_checked_explanation() -> None:
+    assert checked({"id": "no_such_id", "params": {}, "span": None}) is None
+    assert checked("name_misspelt") is None
+    raw = checked({"id": "name_misspelt", "params": {"name": "x" * 1000, "close": ["a"], "n": True, "bad key": "v",
+                                                      "first": "total"},
+                   "span": {"line": 0, "col": 1, "end_col": 2}})
+    assert raw is not None
+    assert raw["params"] == {"name": "x" * 200, "first": "total"} and raw["span"] is None
+    assert checked({"id": "zero_division", "span": {"line": 3, "col": 5, "end_col": 2}})["span"] is None  # type: ignore[index]
+    ok = checked({"id": "zero_division", "params": {}, "span": {"line": 3, "col": 2, "end_col": 5}})
+    assert ok is not None and ok["span"] == {"line": 3, "col": 2, "end_col": 5}
+
+
+def test_limits_are_explained() -> None:
+    limits = Limits(cpu_seconds=2, wall_seconds=4.5, memory_mb=128).to_dict()
+    timeout = render(for_limit("timeout", "wall", limits), "en")  # type: ignore[arg-type]
+    assert timeout["text"] == ("It was stopped after 4.5 seconds. Most often a loop never ends: your loop's "
+                               "condition never becomes false.")
+    cpu = render(for_limit("cpu_limit", "cpu", limits), "de")  # type: ignore[arg-type]
+    assert "2 Sekunden Rechenzeit" in cpu["text"]
+    assert for_limit("memory_limit", "memory", limits)["params"] == {"megabytes": 128}  # type: ignore[index]
+    assert for_limit("ok", None, limits) is None and for_limit("error", None, limits) is None

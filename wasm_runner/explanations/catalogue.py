@@ -1,0 +1,105 @@
+"""The message catalogues (``locale/<lang>.po``) and rendering an explanation with them."""
+
+from __future__ import annotations
+
+import re
+from functools import cache
+from importlib.resources import files
+from typing import Any
+
+__all__ = ["DEFAULT_LANGUAGE", "FIELDS", "LANGUAGES", "catalogue", "fill", "language_of", "parse_po",
+           "render", "rendered_result"]
+
+DEFAULT_LANGUAGE = "en"
+LANGUAGES = ("en", "de")  # a language is its .po file in locale/ and its code here
+FIELDS = ("title", "text", "hint")
+_PLACEHOLDER = re.compile(r"\{\{|\}\}|\{([a-z_]+)\}")
+_ESCAPES = {"n": "\n", "t": "\t", '"': '"', "\\": "\\"}
+
+
+def parse_po(text: str) -> dict[str, str]:
+    """msgid -> msgstr of a .po file (comments, the header entry and empty translations left out)."""
+    entries: dict[str, str] = {}
+    current: dict[str, str] = {}
+    field = ""
+
+    def unquote(s: str) -> str:
+        s = s.strip()
+        if len(s) < 2 or s[0] != '"' or s[-1] != '"':
+            raise ValueError(f"not a quoted .po string: {s!r}")
+        return re.sub(r'\\(.)', lambda m: _ESCAPES.get(m.group(1), m.group(1)), s[1:-1])
+
+    def close() -> None:
+        if current.get("msgid") and current.get("msgstr"):
+            entries[current["msgid"]] = current["msgstr"]
+        current.clear()
+
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith("#"):
+            continue
+        if line.startswith("msgid "):
+            close()
+            field, current["msgid"] = "msgid", unquote(line[6:])
+        elif line.startswith("msgstr "):
+            field, current["msgstr"] = "msgstr", unquote(line[7:])
+        elif line.startswith('"') and field:
+            current[field] = current.get(field, "") + unquote(line)
+        else:
+            raise ValueError(f"a .po line this reader does not know: {raw!r}")
+    close()
+    return entries
+
+
+@cache
+def catalogue(lang: str) -> dict[str, str]:
+    """The catalogue of ``lang`` (one of ``LANGUAGES``)."""
+    if lang not in LANGUAGES:
+        raise ValueError(f"no explanations in {lang!r}; there are: {', '.join(LANGUAGES)}")
+    return parse_po((files(__package__) / "locale" / f"{lang}.po").read_text(encoding="utf-8"))
+
+
+def language_of(asked: str | None) -> str:
+    """The catalogue's language for an asked one (``de-AT``: ``de``); English when there is none."""
+    if not asked:
+        return DEFAULT_LANGUAGE
+    base = asked.strip().lower().replace("_", "-").split("-")[0]
+    return base if base in LANGUAGES else DEFAULT_LANGUAGE
+
+
+def fill(template: str, params: dict[str, Any]) -> str:
+    """``template`` with ``{name}`` replaced by the parameter (missing: empty) and ``{{``, ``}}``
+    by braces. The browser's renderer (web/src/explain.js) follows the same rule."""
+
+    def one(m: re.Match[str]) -> str:
+        if m.group(0) == "{{":
+            return "{"
+        if m.group(0) == "}}":
+            return "}"
+        value = params.get(m.group(1))
+        return "" if value is None else str(value)
+
+    return _PLACEHOLDER.sub(one, template)
+
+
+def render(raw: dict[str, Any], lang: str | None = None) -> dict[str, Any]:
+    """A checked explanation (``validate.checked``) with its title, text and hint in ``lang``:
+    ``{id, title, text, hint, span, params, lang}``. A field a catalogue lacks comes from English."""
+    code = language_of(lang)
+    ours, english = catalogue(code), catalogue(DEFAULT_LANGUAGE)
+    out: dict[str, Any] = {"id": raw["id"]}
+    for part in FIELDS:
+        key = f"{raw['id']}.{part}"
+        out[part] = fill(ours.get(key) or english.get(key, ""), raw.get("params") or {})
+    out["span"] = raw.get("span")
+    out["params"] = dict(raw.get("params") or {})
+    out["lang"] = code
+    return out
+
+
+def rendered_result(body: dict[str, Any], lang: str | None) -> dict[str, Any]:
+    """A result object (``Result.to_dict()``) with its explanation rendered in ``lang``."""
+    explanation = body.get("explanation")
+    if isinstance(explanation, dict) and explanation.get("id"):
+        body["explanation"] = render(explanation, lang)
+    return body

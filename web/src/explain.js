@@ -1,0 +1,96 @@
+// Explanations of errors and limits for beginners (docs/explanations.md), rendered in the page
+// from the message catalogues the server renders too (explain-catalogue.js, generated from
+// wasm_runner/explanations/locale/*.po). The guest computes the language-neutral part
+// ({id, params, span}: wasm_runner/guest/explain.py, on both tiers); the limits the controller
+// decides are explained here, as wasm_runner/explanations/limits.py does on the server.
+import { CATALOGUES } from "./explain-catalogue.js";
+
+export const DEFAULT_LANGUAGE = "en";
+export const LANGUAGES = Object.keys(CATALOGUES);
+const FIELDS = ["title", "text", "hint"];
+const PLACEHOLDER = /\{\{|\}\}|\{([a-z_]+)\}/g;
+const MAX_PARAMS = 12;
+const MAX_TEXT = 200;
+
+/** The catalogue's language for an asked one ("de-AT": "de"); English when there is none. */
+export function languageOf(asked) {
+  if (typeof asked !== "string" || !asked.trim()) return DEFAULT_LANGUAGE;
+  const base = asked.trim().toLowerCase().replace(/_/g, "-").split("-")[0];
+  return Object.hasOwn(CATALOGUES, base) ? base : DEFAULT_LANGUAGE;
+}
+
+/** `template` with {name} replaced by the parameter (missing: empty), {{ and }} by braces. */
+export function fill(template, params) {
+  return template.replace(PLACEHOLDER, (match, name) => {
+    if (match === "{{") return "{";
+    if (match === "}}") return "}";
+    const value = params[name];
+    return value === undefined || value === null ? "" : String(value);
+  });
+}
+
+function isInt(v) {
+  return typeof v === "number" && Number.isInteger(v);
+}
+
+/** {id, params, span} from what the guest reported, or null when it is not a valid one. */
+export function checkedExplanation(raw) {
+  if (!raw || typeof raw !== "object" || typeof raw.id !== "string") return null;
+  if (!Object.hasOwn(CATALOGUES[DEFAULT_LANGUAGE], `${raw.id}.title`)) return null;
+  const params = {};
+  if (raw.params && typeof raw.params === "object") {
+    for (const [key, value] of Object.entries(raw.params).slice(0, MAX_PARAMS)) {
+      if (!/^[A-Za-z_][A-Za-z0-9_]{0,39}$/.test(key)) continue;
+      if (isInt(value) && Math.abs(value) < 2 ** 53) params[key] = value;
+      else if (typeof value === "string") params[key] = value.slice(0, MAX_TEXT);
+    }
+  }
+  let span = null;
+  const s = raw.span;
+  if (s && typeof s === "object" && [s.line, s.col, s.end_col].every((v) => isInt(v) && v >= 0 && v < 2 ** 31)
+      && s.line >= 1 && s.end_col >= s.col) {
+    span = { line: s.line, col: s.col, end_col: s.end_col };
+  }
+  return { id: raw.id, params, span };
+}
+
+function number(value) {
+  return Number.isInteger(value) ? value : String(value);
+}
+
+/** {id, params, span} for a run that `status`/`limit` ended, or null when no limit stopped it. */
+export function explanationForLimit(status, limit, limits) {
+  const l = limits || {};
+  if (status === "timeout" && limit === "input_wait") return { id: "limit_input_wait", params: { seconds: number(l.input_wait_seconds || 0) }, span: null };
+  if (status === "timeout") return { id: "limit_timeout", params: { seconds: number(l.wall_seconds || 0) }, span: null };
+  if (status === "cpu_limit") return { id: "limit_cpu", params: { seconds: number(l.cpu_seconds || 0) }, span: null };
+  if (status === "memory_limit") return { id: "limit_memory", params: { megabytes: Math.trunc(l.memory_mb || 0) }, span: null };
+  if (status === "output_limit") return { id: "limit_output", params: { bytes: Math.trunc(l.stdout_bytes || 0) }, span: null };
+  if (status === "disk_limit") return { id: "limit_disk", params: {}, span: null };
+  if (status === "error" && limit === "stack") return { id: "recursion", params: {}, span: null };
+  return null;
+}
+
+/** A checked explanation rendered in `lang`: {id, title, text, hint, span, params, lang}. */
+export function renderExplanation(raw, lang) {
+  const code = languageOf(lang);
+  const ours = CATALOGUES[code];
+  const english = CATALOGUES[DEFAULT_LANGUAGE];
+  const out = { id: raw.id };
+  for (const part of FIELDS) {
+    const key = `${raw.id}.${part}`;
+    out[part] = fill(ours[key] || english[key] || "", raw.params || {});
+  }
+  out.span = raw.span || null;
+  out.params = { ...(raw.params || {}) };
+  out.lang = code;
+  return out;
+}
+
+/** A result's explanation as the server gives it: the guest's for an error, the limit's for a limit. */
+export function explainResult(result, guestRaw, limits, lang) {
+  let raw = null;
+  if (result.status === "error" && !result.limit) raw = checkedExplanation(guestRaw);
+  if (!raw) raw = explanationForLimit(result.status, result.limit, limits);
+  return raw ? renderExplanation(raw, lang) : null;
+}
