@@ -13,7 +13,7 @@ from mcp.types import CallToolResult, ImageContent, ResourceLink, TextContent
 
 TOOL_NAMES = {
     "run_python", "open_session", "run_cell", "upload_file", "fork_session", "save_session", "resume_session",
-    "delete_saved_session", "close_session",
+    "delete_saved_session", "close_session", "run_notebook",
 }
 
 # A small sales export with the usual problems: a missing amount, a duplicate row, padded names.
