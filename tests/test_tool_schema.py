@@ -156,6 +156,10 @@ def test_request_bodies_are_accepted_by_the_http_api_models() -> None:
     schemas.parse_model(schemas.SessionRunRequest, body)
     _, _, body = http_request("open_session", {})
     schemas.parse_model(schemas.SessionCreate, body)
+    _, _, body = http_request("open_session", {"packages": ["markdown-it-py"]})
+    assert schemas.parse_model(schemas.SessionCreate, body).packages == ["markdown-it-py"]
+    _, _, body = http_request("run_python", {"code": "import sympy", "packages": ["sympy"]})
+    assert schemas.parse_model(schemas.RunRequest, body).packages == ["sympy"]
     _, path, body = http_request("fork_session", EXAMPLES["fork_session"])
     assert path == "/api/sessions/abc_123/fork"
     assert schemas.parse_model(schemas.SessionFork, body).copies == 2
@@ -180,6 +184,8 @@ def test_session_id_is_quoted_into_the_path() -> None:
         ("run_python", {"code": "1", "files": [{"name": "a"}]}, "'content'"),
         ("run_python", {"code": "1", "files": [{"name": "a", "content": "x", "encoding": "rot13"}]}, "encoding"),
         ("run_python", [], "JSON object"),
+        ("run_python", {"code": "1", "packages": "sympy"}, "packages must be a list"),
+        ("open_session", {"packages": [1]}, "packages must be a list"),
     ],
 )
 def test_bad_calls_are_refused_clearly(name: str, arguments: Any, fragment: str) -> None:

@@ -60,6 +60,13 @@ _FILES_SCHEMA: dict[str, Any] = {
     },
 }
 _SESSION_ID: dict[str, Any] = {"type": "string", "description": "The session_id open_session returned."}
+_PACKAGES: dict[str, Any] = {
+    "type": "array",
+    "items": {"type": "string"},
+    "maxItems": 64,
+    "description": "Packages beyond the built-in ones the program imports, from the server's allowed list "
+    "(e.g. [\"rich\"]); an import of an allowed package asks for it too.",
+}
 _SAVED_ID: dict[str, Any] = {"type": "string", "description": "The saved_id save_session returned."}
 _CODE: dict[str, Any] = {"type": "string", "description": "Python source to run."}
 _PATH_PARAMETERS = ("session_id", "saved_id")
@@ -93,6 +100,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 "code": _CODE,
                 "stdin": {"type": "string", "description": "Text given on standard input."},
                 "files": _FILES_SCHEMA,
+                "packages": _PACKAGES,
             },
             "required": ["code"],
             "additionalProperties": False,
@@ -105,7 +113,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "Open a persistent Python session (like a notebook kernel): variables, imports and files "
         "survive from one run_cell to the next. Returns its session_id. Close it with "
         "close_session when done; closing deletes every file in it.",
-        {"type": "object", "properties": {}, "additionalProperties": False},
+        {"type": "object", "properties": {"packages": _PACKAGES}, "additionalProperties": False},
     ),
     Operation(
         "run_cell",
@@ -260,6 +268,9 @@ def http_request(name: str, arguments: Mapping[str, Any]) -> tuple[str, str, dic
     for key in ("code", "stdin"):
         if key in args and not isinstance(args[key], str):
             raise ToolCallError(f"{name}: {key} must be a string")
+    if "packages" in args and (not isinstance(args["packages"], list)
+                               or not all(isinstance(p, str) for p in args["packages"])):
+        raise ToolCallError(f"{name}: packages must be a list of package names")
     return op.method, path, args
 
 
