@@ -16,6 +16,7 @@
 # This file is shipped to the guests as source (``wasm_runner.exercises.crossing.program``) with
 # ``codec.py`` (both sides) and ``exercises/judging.py`` (test side); it keeps no state at import.
 
+import contextlib
 import os
 import sys
 
@@ -521,9 +522,7 @@ def test_main(codec, judging, transport):
         os._exit(0)
 
     def missing_function(exc):
-        """The explanation (docs/explanations.md) of a test that calls a name the student's code
-        does not define: {"id": "exercise_missing_function", "params": {name, signature}}, the
-        signature as the test calls it (``add(a, b)``), or None."""
+        """The explanation of a test calling a name the code lacks (docs/explanations.md), or None."""
         name = getattr(exc, "name", None)
         if type(exc) is not NameError or type(name) is not str or name in ns:
             return None
@@ -580,10 +579,8 @@ def test_main(codec, judging, transport):
         record["message"] = "The code called sys.exit() during the test."
     except BaseException as exc:  # noqa: BLE001
         record["message"] = describe(exc)
-        try:
+        with contextlib.suppress(Exception):
             record["explanation"] = missing_function(exc)
-        except Exception:
-            pass
     else:
         record["passed"] = True
     intact = (ns.get("__wr_compare") is compare and ns.get("__wr_truth") is judging.assert_true
