@@ -2,9 +2,11 @@
 built by ``wasm_runner.assembly`` (never here: no part is built by, or calls back into, this object),
 and the HTTP face's request helpers.
 
-Routes call ``caller`` (who is this, within their rate?), ``policy`` (which profile and limits?),
-``run_job`` (admit and run one guest: the ``executor``) and ``render`` (the result as JSON for the
-client). The MCP tools at ``/mcp`` run through the same ``executor`` (``wasm_runner.mcp.http``), so
+Each route module sees it through its own small Protocol (``http/faces.py``: ``RunFace``,
+``SessionFace``, ...), and reads the one setting or section it needs (``client_bounds``,
+``session_settings``, ...) rather than the whole ``config``. Routes call ``caller`` (who is this,
+within their rate?), ``policy`` (which profile and limits?), ``run_job`` (admit and run one guest:
+the ``executor``) and ``render`` (the result as JSON for the client). The MCP tools at ``/mcp`` run through the same ``executor`` (``wasm_runner.mcp.http``), so
 admission, the audit log and the metrics see every guest whichever face started it.
 """
 
@@ -13,7 +15,7 @@ from __future__ import annotations
 import functools
 import logging
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -25,9 +27,10 @@ from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog
-from ..network import BrowserRuns, describe_off, rules_for
+from ..network import BrowserRuns, NetworkRule, describe_off, rules_for
 from ..limits import InvalidLimits, Limits
 from ..explanations import rendered_result
+from ..lti.registration import LtiSettings
 from ..lti.tool import LtiTool
 from ..result import Result
 from ..sandbox.provider import ServerSandboxes
@@ -37,7 +40,7 @@ from ..scaleout.forwarding import Forwarding
 from ..scaleout.leases import RedisLeases
 from ..scaleout.state import SharedState
 from ..sessions import PausedStore, SessionStore
-from ..settings import ServerConfig
+from ..settings import ClientBounds, ServerConfig, SessionSettings, ToolSettings
 from ..warmup import Warmup
 from ..wasi.guestio import InputSource
 from ..observability import AuditLog, Metrics
@@ -96,6 +99,59 @@ class Service:
     def sessions(self) -> SessionStore:
         """The executor's session store: HTTP and MCP sessions alike."""
         return self.executor.sessions
+
+    # -- the settings a route reads (its face names the one it needs: http/faces.py) --------------
+    @property
+    def client_bounds(self) -> ClientBounds:
+        """``[client_bounds]``: what a client may send."""
+        return self.config.client_bounds
+
+    @property
+    def session_settings(self) -> SessionSettings:
+        """``[sessions]``: snapshot sizes and expiry, among the rest."""
+        return self.config.sessions
+
+    @property
+    def network_rules(self) -> Mapping[str, NetworkRule]:
+        """The ``[network.*]`` rules the operator opened."""
+        return self.config.network
+
+    @property
+    def lti_settings(self) -> LtiSettings:
+        """``[lti]``: the registered platforms."""
+        return self.config.lti
+
+    @property
+    def auth_required(self) -> bool:
+        """Whether requests need an API key (``auth``; off: ``serve --no-auth``)."""
+        return self.config.auth
+
+    @property
+    def advertise_url(self) -> str | None:
+        """This replica's advertised base URL (``[scale_out] advertise_url``), if set."""
+        return self.config.scale_out.advertise_url
+
+    @property
+    def profiles(self) -> Mapping[str, Policy]:
+        """The profiles the config declares."""
+        return self.config.profiles
+
+    @property
+    def default_profile(self) -> str:
+        return self.config.default_profile
+
+    def profile_named(self, name: str | None) -> Policy:
+        """The profile ``name`` (None: the default profile); KeyError when the config has none."""
+        return self.config.profile(name)
+
+    def tool_settings(self, profile: str | None = None) -> ToolSettings:
+        """The MCP tools' settings under ``profile`` (``ServerConfig.tools``)."""
+        return self.config.tools(profile)
+
+    @property
+    def cors_origins(self) -> tuple[str, ...]:
+        """The browser origins allowed to call (and to open ``/api/run/ws``)."""
+        return self.config.cors_origins
 
     @property
     def warmup(self) -> Warmup:

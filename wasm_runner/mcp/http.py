@@ -20,7 +20,7 @@ is resumed from its last snapshot on the replica the key's next call reaches.
 from __future__ import annotations
 
 import contextlib
-from collections.abc import AsyncIterator, Awaitable, Callable, Sequence
+from collections.abc import AsyncIterator, Awaitable, Callable, Mapping, Sequence
 from typing import Protocol
 
 from mcp.server.auth.middleware.bearer_auth import AuthenticatedUser
@@ -36,7 +36,7 @@ from starlette.types import Receive, Scope, Send
 from ..execution import Caller, CallerLike, Executor, PolicyLike, Refused
 from ..host_functions.declared import Catalog
 from ..network import NetworkRule
-from ..settings import ServerConfig, ToolSettings
+from ..settings import ClientBounds, ToolSettings
 from .server import build_server, headers_of
 from .sessions import Locate
 
@@ -60,8 +60,15 @@ class TakesOver(Protocol):
 class Served(Protocol):
     """What the MCP endpoint uses of the HTTP app's service (``http.service.Service``)."""
 
+    def profile_named(self, name: str | None) -> PolicyLike: ...
+
+    def tool_settings(self, profile: str | None = None) -> ToolSettings: ...
+
     @property
-    def config(self) -> ServerConfig: ...
+    def network_rules(self) -> Mapping[str, NetworkRule]: ...
+
+    @property
+    def client_bounds(self) -> ClientBounds: ...
 
     @property
     def executor(self) -> Executor: ...
@@ -165,8 +172,7 @@ class McpHttp:
         service's executor; a tool session whose replica was lost is resumed on the replica its
         next call reaches (``service.hop.take_over``), as an HTTP session is.
         """
-        config = service.config
-        chosen = config.profile(profile)
+        chosen = service.profile_named(profile)
 
         async def authenticate(conn: HTTPConnection) -> CallerLike | Response:
             try:
@@ -180,9 +186,9 @@ class McpHttp:
                 )
             return tenant
 
-        return cls(service.executor, authenticate=authenticate, config=config.tools(profile), policy=chosen, path=path,
-                   catalog=service.catalog, locate=service.hop.take_over, network=tuple(config.network.values()),
-                   max_body_bytes=config.client_bounds.max_body_bytes)
+        return cls(service.executor, authenticate=authenticate, config=service.tool_settings(profile), policy=chosen, path=path,
+                   catalog=service.catalog, locate=service.hop.take_over, network=tuple(service.network_rules.values()),
+                   max_body_bytes=service.client_bounds.max_body_bytes)
 
     def routes(self) -> list[BaseRoute]:
         """The route to add to the HTTP app (``/mcp`` unless ``path`` says otherwise)."""

@@ -19,6 +19,8 @@
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 import dataclasses
 import logging
@@ -39,14 +41,20 @@ from ..results import result_claims
 from ..guests import cancel_on_disconnect
 from ..schemas import _Strict, read_model
 from ..auth import Tenant
-from ..service import Job, Service, client_address
-from ._common import service_of
+from ..service import Job, client_address
+from ..faces import CheckFace, ExerciseFace
+from ._common import app_service
 
 __all__ = ["CheckRequest", "list_exercises", "get_exercise", "get_bundle", "check_exercise", "routes", "run_checks",
            "style_notes"]
 
 log = logging.getLogger("wasm_runner.http")
 PARALLEL_CHECKS = 4  # checks of one request that run at once, at most
+
+
+def service_of(conn: HTTPConnection) -> ExerciseFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 class CheckRequest(_Strict):
@@ -56,7 +64,7 @@ class CheckRequest(_Strict):
         "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
 
 
-def _exercise(request: Request) -> tuple[Service, Exercise]:
+def _exercise(request: Request) -> tuple[ExerciseFace, Exercise]:
     service = service_of(request)
     ex_id = request.path_params["exercise_id"]
     found = service.exercises.all().get(ex_id)
@@ -87,7 +95,7 @@ async def get_bundle(request: Request) -> Response:
     return SafeJSONResponse(ex.bundle())
 
 
-async def run_checks(request: Request, service: Service, tenant: Tenant, ex: Exercise, code: str,
+async def run_checks(request: Request, service: CheckFace, tenant: Tenant, ex: Exercise, code: str,
                      profile_name: str | None = None) -> dict[str, Any]:
     """Every check of ``ex`` on ``code`` for ``tenant``, the report not yet redacted (the LTI
     routes grade with it too: ``routes/lti.py``)."""
@@ -130,7 +138,7 @@ async def run_checks(request: Request, service: Service, tenant: Tenant, ex: Exe
 async def check_exercise(request: Request) -> Response:
     service, ex = _exercise(request)
     tenant = await service.caller(request)
-    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, CheckRequest, service.client_bounds.max_body_bytes)
     report = await run_checks(request, service, tenant, ex, body.code, body.profile)
     shown = redact(report)
     if ex.style:  # beside the checks, never scored
@@ -155,7 +163,7 @@ def style_notes(code: str) -> list[dict[str, Any]]:
         return []
 
 
-async def queue_webhook(service: Service, key: str, token: str, exercise: str) -> None:
+async def queue_webhook(service: ExerciseFace, key: str, token: str, exercise: str) -> None:
     """The signed result queued for the key's webhook (``wasm_runner.webhooks``), if it names
     one; the check answers without waiting for the receiver. An outbox that cannot take it
     (Redis down) is logged and audited, and the student still gets the result."""

@@ -7,6 +7,8 @@ download_lost``.
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 from urllib.parse import quote
 
 from starlette.requests import Request
@@ -14,9 +16,15 @@ from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 
 from ..errors import ApiError
-from ._common import service_of
+from ..faces import FilesFace
+from ._common import app_service
 
 __all__ = ["download_endpoint", "routes"]
+
+
+def service_of(conn: HTTPConnection) -> FilesFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 async def download_endpoint(request: Request) -> Response:

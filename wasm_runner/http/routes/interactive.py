@@ -40,6 +40,8 @@ the socket cancels the run at once.
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 import json
 import threading
@@ -56,14 +58,20 @@ from ..middleware import host_allowed
 from ..serving import WS_MARGIN_BYTES, WS_MAX_SIZE_EXTENSION
 from ..guests import OutputBridge, QueuedInput
 from ..schemas import WsStart, decode_json, parse_model
-from ..service import Job, Service, client_address
-from ._common import service_of
+from ..service import Job, client_address
+from ..faces import InteractiveFace
+from ._common import app_service
 from .stream import Coalescer, python_version
 
 __all__ = ["FIRST_MESSAGE_SECONDS", "MAX_MESSAGE_BYTES", "origin_allowed", "interactive_endpoint", "routes"]
 
 FIRST_MESSAGE_SECONDS = 30.0
 MAX_MESSAGE_BYTES = 1 << 20
+
+
+def service_of(conn: HTTPConnection) -> InteractiveFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 def origin_allowed(
@@ -96,7 +104,7 @@ async def _fatal(ws: WebSocket, error: Refused) -> None:
 
 
 async def _first_message(
-    ws: WebSocket, service: Service, max_bytes: int
+    ws: WebSocket, service: InteractiveFace, max_bytes: int
 ) -> tuple[Any, dict[str, str | None]]:
     """The run message, decoded (not yet validated), and the API key, user id and user token it
     carried (each None when absent)."""
@@ -108,9 +116,9 @@ async def _first_message(
         raise ApiError(400, "bad_message", "messages must be JSON text frames") from None
     if len(raw) > max_bytes:
         raise ApiError(413, "body_too_large", f"the run message is over {max_bytes} bytes")
-    config = service.config
+    bounds = service.client_bounds
     message = await asyncio.get_running_loop().run_in_executor(
-        None, decode_json, raw, config.client_bounds.max_json_structure, config.client_bounds.max_json_depth
+        None, decode_json, raw, bounds.max_json_structure, bounds.max_json_depth
     )
     who: dict[str, str | None] = {}
     for name in ("api_key", "user", "user_token"):
@@ -123,15 +131,15 @@ async def _first_message(
 
 async def interactive_endpoint(ws: WebSocket) -> None:
     service = service_of(ws)
-    config = service.config
-    if not origin_allowed(ws, config.cors_origins, config.client_bounds.allowed_hosts):
+    bounds = service.client_bounds
+    if not origin_allowed(ws, service.cors_origins, bounds.allowed_hosts):
         await ws.close(code=1008, reason="origin not allowed")
         return
     # A key in the handshake (header, subprotocol, query) lets a full-size run message through;
     # without one, the first message is capped small before it is buffered (serving.py).
-    first_max = config.client_bounds.ws_first_message_bytes
+    first_max = bounds.ws_first_message_bytes
     if service.gatekeeper.would_authenticate(ws.headers, ws.query_params, allow_query=True):
-        first_max = config.client_bounds.max_body_bytes + WS_MARGIN_BYTES
+        first_max = bounds.max_body_bytes + WS_MARGIN_BYTES
         _set_max_message(ws, first_max)
     offered = ws.scope.get("subprotocols", [])
     await ws.accept(subprotocol=WS_SUBPROTOCOL if WS_SUBPROTOCOL in offered else None)
@@ -170,7 +178,7 @@ async def interactive_endpoint(ws: WebSocket) -> None:
     await _run_interactive(ws, service, job, start)
 
 
-async def _run_interactive(ws: WebSocket, service: Service, job: Job, start: WsStart) -> None:
+async def _run_interactive(ws: WebSocket, service: InteractiveFace, job: Job, start: WsStart) -> None:
     loop = asyncio.get_running_loop()
     bridge = OutputBridge(loop)
     wanted = asyncio.Event()

@@ -7,6 +7,8 @@ most ``PARALLEL_LINTS`` at once per process (the rest wait their turn).
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
@@ -18,7 +20,8 @@ from starlette.routing import BaseRoute, Route
 from ...lint import LintFailed, lint_source
 from ..errors import ApiError, SafeJSONResponse
 from ..schemas import LintRequest, read_model
-from ._common import service_of
+from ..faces import LintFace
+from ._common import app_service
 
 __all__ = ["PARALLEL_LINTS", "lint_endpoint", "routes"]
 
@@ -27,10 +30,15 @@ _LINTERS = ThreadPoolExecutor(max_workers=PARALLEL_LINTS, thread_name_prefix="wa
 _STATUS = {"lint_timeout": 503, "lint_unavailable": 503, "lint_failed": 500, "too_large": 413}
 
 
+def service_of(conn: HTTPConnection) -> LintFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
+
+
 async def lint_endpoint(request: Request) -> Response:
     service = service_of(request)
     await service.caller(request)
-    body = await read_model(request, LintRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, LintRequest, service.client_bounds.max_body_bytes)
     work = partial(lint_source, body.code, style=body.style)
     try:
         findings = await asyncio.get_running_loop().run_in_executor(_LINTERS, work)

@@ -19,6 +19,8 @@ code; each call to a platform is audit-logged as ``lti_call`` (method, path, sta
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 import hashlib
 from typing import Any
@@ -39,8 +41,9 @@ from ..errors import ApiError, SafeJSONResponse
 from ..results import result_claims
 from ..guests import cancel_on_disconnect
 from ..schemas import _Strict, read_model
-from ..service import Job, Service, client_address
-from ._common import service_of
+from ..service import Job, client_address
+from ..faces import LtiFace
+from ._common import app_service
 from .exercises import CheckRequest, run_checks
 
 __all__ = ["LtiRunRequest", "SESSION_HEADER", "routes", "tool_urls"]
@@ -50,39 +53,44 @@ MAX_STDIN_CHARS = 64 * 1024
 MAX_FORM_BYTES = 128 * 1024
 
 
+def service_of(conn: HTTPConnection) -> LtiFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
+
+
 class LtiRunRequest(_Strict):
     code: str = Field(max_length=MAX_SOURCE_BYTES, description="the student's Python source")
     stdin: str | None = Field(default=None, max_length=MAX_STDIN_CHARS, description="the program's input")
 
 
-def _tool(service: Service) -> LtiTool:
+def _tool(service: LtiFace) -> LtiTool:
     if service.lti is None:
         raise ApiError(404, "lti_not_configured", "this server has no LTI platform registered ([[lti.platforms]])")
     return service.lti
 
 
-def tool_urls(service: Service, request: Request) -> ToolUrls:
-    base = service.config.scale_out.advertise_url or str(request.base_url)
+def tool_urls(service: LtiFace, request: Request) -> ToolUrls:
+    base = service.advertise_url or str(request.base_url)
     return ToolUrls.under(base)
 
 
-def _refused(service: Service, exc: LaunchRefused, request: Request) -> None:
+def _refused(service: LtiFace, exc: LaunchRefused, request: Request) -> None:
     service.audit.event("lti_refused", code=exc.code, client=client_address(request))
 
 
-def _html(service: Service, html: str, nonce: str, status: int = 200) -> HTMLResponse:
+def _html(service: LtiFace, html: str, nonce: str, status: int = 200) -> HTMLResponse:
     tool = _tool(service)
     return HTMLResponse(html, status, headers={"Content-Security-Policy": csp(nonce, tool.frame_origins()),
                                                "Cache-Control": "no-store"})  # fmt: skip
 
 
-def _refusal(service: Service, request: Request, exc: LaunchRefused) -> HTMLResponse:
+def _refusal(service: LtiFace, request: Request, exc: LaunchRefused) -> HTMLResponse:
     _refused(service, exc, request)
     nonce = new_nonce()
     return _html(service, refusal_page(exc.message, nonce), nonce, exc.status)
 
 
-def _unavailable(service: Service, exc: SharedStateUnavailable) -> HTMLResponse:
+def _unavailable(service: LtiFace, exc: SharedStateUnavailable) -> HTMLResponse:
     """Redis down during a login or a launch: a page the student reads in the LMS's frame (503,
     ``Retry-After``); nothing is refused for good, the launch works again once Redis is back."""
     nonce = new_nonce()
@@ -175,13 +183,13 @@ def _session(request: Request, tool: LtiTool, kind: str) -> dict[str, Any]:
         raise ApiError(exc.status, exc.code, exc.message) from None
 
 
-async def _student(service: Service, request: Request, session: dict[str, Any]) -> Tenant:
+async def _student(service: LtiFace, request: Request, session: dict[str, Any]) -> Tenant:
     """The launched student as a user inside the platform's API key (its limits, its fairness)."""
-    platform = service.config.lti.named(str(session["platform"]))
+    platform = service.lti_settings.named(str(session["platform"]))
     if platform is None:
         raise ApiError(403, "unknown_platform", "the platform of this launch is no longer registered")
     user = "lti-" + hashlib.sha256(f"{platform.name}\x00{session['sub']}".encode()).hexdigest()[:40]
-    name = platform.api_key if service.config.auth else f"anonymous:{client_address(request)}"
+    name = platform.api_key if service.auth_required else f"anonymous:{client_address(request)}"
     tenant = service.gatekeeper.vouched(str(name), user)
     await service.gatekeeper.count(tenant)  # the key's and the student's rates, like any request
     return tenant
@@ -193,7 +201,7 @@ async def run(request: Request) -> Response:
     tool = _tool(service)
     session = _session(request, tool, "resource")
     tenant = await _student(service, request, session)
-    body = await read_model(request, LtiRunRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, LtiRunRequest, service.client_bounds.max_body_bytes)
     profile, limits, runtime = service.policy(tenant, None, None)
     job = Job(tenant=tenant, client=client_address(request), kind="run", profile=profile, limits=limits,
               runtime=runtime, code=body.code, stdin=body.stdin, display=False)  # fmt: skip
@@ -217,7 +225,7 @@ async def check(request: Request) -> Response:
     if ex is None:
         raise ApiError(404, "unknown_exercise", f"no exercise {ex_id!r} here")
     tenant = await _student(service, request, session)
-    body = await read_model(request, CheckRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, CheckRequest, service.client_bounds.max_body_bytes)
     report = await run_checks(request, service, tenant, ex, body.code, None)
     shown = redact(report)
     claims = result_claims(report, body.code, user=tenant.user_id, audience=tenant.name)

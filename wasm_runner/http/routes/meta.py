@@ -4,6 +4,8 @@ results, no auth: docs/lms.md)."""
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 
 from starlette.requests import Request
@@ -12,9 +14,15 @@ from starlette.routing import BaseRoute, Route
 
 from ..errors import SafeJSONResponse
 from ..openapi import openapi_document
-from ._common import service_of
+from ..faces import MetaFace
+from ._common import app_service
 
 __all__ = ["healthz", "readyz", "metrics", "openapi", "profiles", "jwks", "routes"]
+
+
+def service_of(conn: HTTPConnection) -> MetaFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 async def healthz(request: Request) -> Response:
@@ -66,7 +74,7 @@ async def profiles(request: Request) -> Response:
     tenant = await service.caller(request)
     return SafeJSONResponse(
         {
-            "default": service.config.default_profile,
+            "default": service.default_profile,
             "profiles": {
                 name: {
                     "limits": p.limits.to_dict(),
@@ -75,7 +83,7 @@ async def profiles(request: Request) -> Response:
                     "data_dir": p.data_dir is not None,
                     "files_out": p.files_out,
                 }
-                for name, p in service.config.profiles.items()
+                for name, p in service.profiles.items()
                 if tenant.may_use(name)
             },
         }

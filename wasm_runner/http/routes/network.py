@@ -13,6 +13,8 @@
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import json
 
 from starlette.requests import Request
@@ -23,19 +25,25 @@ from ...network import answer_request, describe_off, rules_for
 from ...network.calls import encode_error
 from ..schemas import NetworkRunRequest, read_body, read_model
 from ..service import client_address
-from ._common import service_of
+from ..faces import NetworkFace
+from ._common import app_service
 
 __all__ = ["fetch_endpoint", "open_endpoint", "routes"]
 
 _READABLE = {"access-control-allow-origin": "*", "cache-control": "no-store"}
 
 
+def service_of(conn: HTTPConnection) -> NetworkFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
+
+
 async def open_endpoint(request: Request) -> Response:
     service = service_of(request)
     tenant = await service.caller(request)
-    body = await read_model(request, NetworkRunRequest, service.config.client_bounds.max_body_bytes, empty_ok=True)
+    body = await read_model(request, NetworkRunRequest, service.client_bounds.max_body_bytes, empty_ok=True)
     profile, limits, _ = service.policy(tenant, body.profile, None)
-    rules = rules_for(tuple(service.config.network.values()), tenant.name, profile.name)
+    rules = rules_for(tuple(service.network_rules.values()), tenant.name, profile.name)
     if not rules:
         return JSONResponse({"on": False, "refusal": describe_off(tenant.name, profile.name)})
     seconds = float(limits.wall_seconds)
@@ -51,7 +59,7 @@ def _refused(message: str, status: int) -> Response:
 
 async def fetch_endpoint(request: Request) -> Response:
     service = service_of(request)
-    raw = await read_body(request, service.config.client_bounds.max_body_bytes)
+    raw = await read_body(request, service.client_bounds.max_body_bytes)
     try:
         msg = json.loads(raw)
     except (ValueError, RecursionError):

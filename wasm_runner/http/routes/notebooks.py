@@ -5,6 +5,8 @@ The session is closed when the notebook has run, or when the client goes away.""
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 
 from starlette.requests import Request
@@ -17,15 +19,21 @@ from ..errors import ApiError, SafeJSONResponse
 from ..guests import cancel_on_disconnect
 from ..schemas import NotebookRunRequest, read_model
 from ..service import Job, client_address
-from ._common import service_of
+from ..faces import NotebookFace
+from ._common import app_service
 
 __all__ = ["run_notebook", "routes"]
+
+
+def service_of(conn: HTTPConnection) -> NotebookFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 async def run_notebook(request: Request) -> Response:
     service = service_of(request)
     tenant = await service.caller(request)
-    body = await read_model(request, NotebookRunRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, NotebookRunRequest, service.client_bounds.max_body_bytes)
     try:
         nb = read_notebook(body.notebook)
     except NotebookError as exc:

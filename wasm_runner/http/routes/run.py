@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 
 from starlette.requests import Request
@@ -11,16 +13,22 @@ from starlette.routing import BaseRoute, Route
 from ..errors import SafeJSONResponse
 from ..guests import cancel_on_disconnect
 from ..schemas import RunRequest, read_model
-from ..service import Job, Service, client_address
-from ._common import service_of
+from ..service import Job, client_address
+from ..faces import RunFace
+from ._common import app_service
 
 __all__ = ["job_from_request", "run_endpoint", "routes"]
 
 
-async def job_from_request(service: Service, request: Request, kind: str) -> tuple[Job, RunRequest]:
+def service_of(conn: HTTPConnection) -> RunFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
+
+
+async def job_from_request(service: RunFace, request: Request, kind: str) -> tuple[Job, RunRequest]:
     """Authenticate, read and validate a run request and resolve its policy (shared with stream)."""
     tenant = await service.caller(request)
-    body = await read_model(request, RunRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, RunRequest, service.client_bounds.max_body_bytes)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     job = Job(
         tenant=tenant,

@@ -21,6 +21,8 @@ owner is gone. Creating and resuming a session is always local.
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 import time
 
@@ -36,8 +38,9 @@ from ..guests import cancel_on_disconnect
 from ..internal import client_of, internal_call
 from ..errors import ApiError
 from ..schemas import BodySlots, SessionCreate, SessionFork, SessionRunRequest, read_body, read_model
-from ..service import Job, Service
-from ._common import service_of
+from ..service import Job
+from ..faces import SessionFace
+from ._common import app_service
 from .stream import RunEventStream
 
 __all__ = [
@@ -47,10 +50,15 @@ __all__ = [
 ]
 
 
+def service_of(conn: HTTPConnection) -> SessionFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
+
+
 async def create_session(request: Request) -> Response:
     service = service_of(request)
     tenant = await service.caller(request)
-    body = await read_model(request, SessionCreate, service.config.client_bounds.max_body_bytes, empty_ok=True)
+    body = await read_model(request, SessionCreate, service.client_bounds.max_body_bytes, empty_ok=True)
     profile, limits, runtime = service.policy(tenant, body.profile, body.limits, body.runtime)
     live = await service.sessions.create(tenant, profile, limits, runtime, packages=tuple(body.packages or ()))
     return SafeJSONResponse(live.describe(), status_code=201)
@@ -58,7 +66,7 @@ async def create_session(request: Request) -> Response:
 
 async def _session_or_hop(
     request: Request,
-) -> tuple[Service, Tenant, LiveSession | None, Response | None]:
+) -> tuple[SessionFace, Tenant, LiveSession | None, Response | None]:
     """Who calls, and either their session here or the owner's answer from another replica."""
     service = service_of(request)
     tenant = await service.caller(request)  # also the tenant of a call another replica passed on
@@ -88,9 +96,9 @@ async def delete_session(request: Request) -> Response:
 
 
 async def _session_job(
-    request: Request, service: Service, tenant: Tenant, live: LiveSession, kind: str
+    request: Request, service: SessionFace, tenant: Tenant, live: LiveSession, kind: str
 ) -> tuple[Job, SessionRunRequest]:
-    body = await read_model(request, SessionRunRequest, service.config.client_bounds.max_body_bytes)
+    body = await read_model(request, SessionRunRequest, service.client_bounds.max_body_bytes)
     limits = service.tighten(live.limits, body.limits)
     job = Job(
         tenant=tenant,
@@ -152,7 +160,7 @@ async def fork_session(request: Request) -> Response:
     if relayed is not None:
         return relayed
     assert live is not None
-    body = await read_model(request, SessionFork, service.config.client_bounds.max_body_bytes, empty_ok=True)
+    body = await read_model(request, SessionFork, service.client_bounds.max_body_bytes, empty_ok=True)
     copies = await service.sessions.fork(live, tenant, body.copies, keep_seeds=body.keep_seeds)
     return SafeJSONResponse({"sessions": [c.describe() for c in copies]}, status_code=201)
 
@@ -164,7 +172,7 @@ async def snapshot_session(request: Request) -> Response:
         return relayed
     assert live is not None
     owner, user = service.snapshot_binding(tenant)  # the key's id, and the user of a user token
-    expires_at = time.time() + service.config.sessions.snapshot_expiry_seconds
+    expires_at = time.time() + service.session_settings.snapshot_expiry_seconds
     blob = await service.sessions.snapshot(live, owner=owner, secret=service.snapshot_secret, user=user,
                                            expires_at=expires_at)  # fmt: skip
     return Response(
@@ -200,7 +208,7 @@ async def resume_session(request: Request) -> Response:
         service.policy(tenant, asked, None)
     SNAPSHOT_UPLOADS.take(tenant.name, 1)
     try:
-        blob = await read_body(request, service.config.sessions.max_snapshot_bytes)
+        blob = await read_body(request, service.session_settings.max_snapshot_bytes)
         (owner, user), secret = service.snapshot_binding(tenant), service.snapshot_secret
         recorded, runtime = service.sessions.label(blob, owner=owner, secret=secret, user=user, need_expiry=True)
         if asked is not None and recorded and asked != recorded:

@@ -34,6 +34,8 @@ and for a cell of a session at ``POST /api/sessions/{id}/run/stream`` (``session
 
 from __future__ import annotations
 
+from starlette.requests import HTTPConnection
+
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
@@ -48,8 +50,9 @@ from ..errors import ApiError, error_response
 from ..guests import OutputBridge, until_disconnected
 from ...execution import Refused
 from ...result import Result
-from ..service import Job, Service
-from ._common import service_of
+from ..service import Job
+from ..faces import StreamFace, Streams
+from ._common import app_service
 from .run import job_from_request
 
 __all__ = ["Coalescer", "RunEventStream", "python_version", "sse_event", "stream_endpoint", "routes"]
@@ -57,6 +60,11 @@ __all__ = ["Coalescer", "RunEventStream", "python_version", "sse_event", "stream
 KEEPALIVE_SECONDS = 15.0
 COALESCE_SECONDS = 0.02
 COALESCE_CHARS = 16 << 10
+
+
+def service_of(conn: HTTPConnection) -> StreamFace:
+    """What this module sees of the service (``http/faces.py``)."""
+    return app_service(conn)
 
 
 class Coalescer:
@@ -156,7 +164,7 @@ class Coalescer:
         return events
 
 
-async def python_version(service: Service, runtime: str) -> str | None:
+async def python_version(service: Streams, runtime: str) -> str | None:
     """The Python version (``3.15``) of ``runtime``, for the start event; None if unknown."""
     try:
         sandbox = await asyncio.get_running_loop().run_in_executor(None, service.sandboxes.sandbox_for, runtime, None)
@@ -179,7 +187,7 @@ class RunEventStream(Response):
 
     def __init__(
         self,
-        service: Service,
+        service: Streams,
         job: Job,
         files_as: str,
         *,
