@@ -19,8 +19,6 @@
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 import dataclasses
 import logging
@@ -28,7 +26,7 @@ import threading
 from typing import Any
 
 from pydantic import Field
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

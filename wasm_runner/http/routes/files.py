@@ -7,11 +7,9 @@ download_lost``.
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 from urllib.parse import quote
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

@@ -40,14 +40,13 @@ the socket cancels the run at once.
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 import json
 import threading
 from typing import Any
 from urllib.parse import urlsplit
 
+from starlette.requests import HTTPConnection
 from starlette.routing import BaseRoute, WebSocketRoute
 from starlette.websockets import WebSocket, WebSocketDisconnect, WebSocketState
 

@@ -7,13 +7,11 @@ most ``PARALLEL_LINTS`` at once per process (the rest wait their turn).
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 from concurrent.futures import ThreadPoolExecutor
 from functools import partial
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

@@ -19,14 +19,12 @@ code; each call to a platform is audit-logged as ``lti_call`` (method, path, sta
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 import hashlib
 from typing import Any
 
 from pydantic import Field
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import HTMLResponse, RedirectResponse, Response
 from starlette.routing import BaseRoute, Route
 

@@ -4,11 +4,9 @@ results, no auth: docs/lms.md)."""
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

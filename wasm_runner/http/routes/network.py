@@ -13,11 +13,9 @@
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import json
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 

@@ -5,11 +5,9 @@ The session is closed when the notebook has run, or when the client goes away.""
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

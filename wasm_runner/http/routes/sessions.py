@@ -21,12 +21,10 @@ owner is gone. Creating and resuming a session is always local.
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 import time
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 

@@ -34,14 +34,12 @@ and for a cell of a session at ``POST /api/sessions/{id}/run/stream`` (``session
 
 from __future__ import annotations
 
-from starlette.requests import HTTPConnection
-
 import asyncio
 import json
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import HTTPConnection, Request
 from starlette.responses import Response
 from starlette.routing import BaseRoute, Route
 from starlette.types import Receive, Scope, Send
