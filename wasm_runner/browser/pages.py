@@ -206,8 +206,8 @@ def page_routes() -> list[BaseRoute]:
     """The playground, the embed script, the sandbox frame and the hashed assets."""
     if (web_dir() / "node_modules" / "pyodide").is_dir():
         get_assets()  # hash and start compressing at start-up, not on the first request
-    # the server tier's refusals name the browser tier when its index has the package
-    use_browser_modules(lambda: get_assets().browser_modules)
+        # the server tier's refusals name the browser tier when its index has the package
+        use_browser_modules(lambda: get_assets().browser_modules)
     return [
         Route("/", _needs_assets(_playground), methods=["GET"], name="playground"),
         Route(

@@ -9,12 +9,11 @@ the MCP server on stdio, tests of the core) the browser tier is taken to have no
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterable
+from collections.abc import Callable
 
-from .lock import PackageLock, normalize
+from .lock import PackageLock
 
-__all__ = ["TIER_MODULES_PATH", "browser_modules", "server_modules", "tier_modules", "tiers_having",
-           "use_browser_modules"]
+__all__ = ["TIER_MODULES_PATH", "browser_modules", "server_modules", "tier_modules", "use_browser_modules"]
 
 TIER_MODULES_PATH = "/tier-modules.json"
 _browser: list[Callable[[], frozenset[str]]] = []
@@ -52,9 +51,3 @@ def tier_modules(image: frozenset[str], lock: PackageLock | None) -> dict[str, l
     return {"server": sorted(server_modules(image, lock)), "browser": sorted(browser_modules()),
             "lock": sorted(lock.packages) if lock is not None else []}
 
-
-def tiers_having(name: str, server: Iterable[str], browser: Iterable[str]) -> list[str]:
-    """The tiers (``server``, ``browser``) that have ``name`` (a module or a package name)."""
-    wanted = {name, normalize(name), name.split(".")[0]}
-    return [tier for tier, names in (("server", set(server)), ("browser", set(browser)))
-            if wanted & names or normalize(name) in {normalize(n) for n in names}]
