@@ -15,7 +15,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, shared_browser
+from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, run_via_ui, shared_browser
 from tests.support.browser import stop_process as stop
 
 WASM_RUNNER = str(Path(sys.executable).with_name("wasm-runner"))
@@ -66,10 +66,28 @@ def test_the_locked_packages_import_in_the_browser_as_on_the_server(page: Any) -
     assert sympy["stdout"] == "x**3/3 1.14.0\n"  # the lock's version, from the wheelhouse
 
 
-def test_a_package_not_in_the_lock_is_not_there_and_the_page_still_runs(page: Any) -> None:
+NO_TIER = ("The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
+           "wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it to the package lock.")
+
+
+def test_an_import_no_tier_has_or_only_the_server_has_gets_the_server_tiers_sentence(page: Any) -> None:
     missing = run_in_browser(page, "import leftpad")  # offline index: only the wheelhouse is listed
     assert missing["status"] == "error"
     assert missing["stderr"].endswith("ModuleNotFoundError: No module named 'leftpad'\n"), missing
+    assert missing["missing"]["sentence"] == NO_TIER, missing
+    # the browser's index has no numpy; the server's image has it (the page learns so from /tier-modules.json)
+    numpy = run_in_browser(page, "import numpy")
+    assert numpy["missing"]["sentence"] == "numpy is not on the browser tier; it is on the server tier: run there, or choose auto."
+    assert numpy["missing"]["tier"] == "server", numpy
+    by_name = run_in_browser(page, "print('never')", packages=["numpy"])
+    assert (by_name["status"], by_name["stdout"]) == ("invalid_input", ""), by_name
+    assert by_name["message"] == numpy["missing"]["sentence"]
+    both = run_in_browser(page, "print('never')", packages=["numpy", "leftpad"])
+    assert both["message"] == NO_TIER + " numpy is on the server tier only.", both
+    # what the student sees: the sentence under the end line, and the offer to run it on the server
+    seen = run_via_ui(page, "import numpy", "browser")
+    assert seen["note"].startswith(numpy["missing"]["sentence"]) and "Run it on the server" in seen["note"], seen
+    assert "Run it on the server" not in run_via_ui(page, "import leftpad", "browser")["note"]
     assert run_in_browser(page, "print('still here')")["stdout"] == "still here\n"
 
 
@@ -80,11 +98,9 @@ def test_packages_by_name_on_both_tiers_and_the_refusal_sentence(page: Any) -> N
     assert (browser["status"], browser["stdout"]) == ("ok", "1.14.0\n"), browser
     server = run_in_browser(page, MARKDOWN_BY_NAME, tier="server", packages=["markdown-it-py"])
     assert (server["status"], server["tier"], server["stdout"]) == ("ok", "server", "<p>by name</p>\n"), server
-    for tier in ("browser", "server"):
+    for tier in ("browser", "server"):  # one sentence, whichever tier refuses
         refused = run_in_browser(page, "# requires: leftpad\nprint('never')", tier=tier)
-        assert refused["status"] == "invalid_input" and refused["stdout"] == "", refused
-        assert f"The package leftpad is not allowed on the {tier} tier" in refused["message"] or (
-            tier == "server" and "The package leftpad is not allowed on this server" in refused["message"]), refused
+        assert (refused["status"], refused["stdout"], refused["message"]) == ("invalid_input", "", NO_TIER), refused
 
 
 def test_auto_runs_where_the_programs_packages_are(page: Any) -> None:

@@ -82,8 +82,8 @@ def test_sympy_asked_by_name_comes_from_the_image_and_a_disallowed_package_gets_
     assert refused.message == (
         "The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
         "wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it to the package lock.")
-    requires = _run(default_sandbox, store, "# requires: rich\nprint(1)")
-    assert requires.status == Status.INVALID_INPUT and "The package rich is not allowed" in requires.message
+    requires = _run(default_sandbox, store, "# requires: leftpad\nprint(1)")
+    assert requires.status == Status.INVALID_INPUT and "The package leftpad is not allowed" in requires.message
     assert _run(default_sandbox, store, "print('still here')").stdout == "still here\n"
 
 
@@ -127,9 +127,9 @@ def test_the_mcp_tool_takes_packages(package_lock: Path, tmp_path: Path) -> None
 
 def test_a_session_cell_naming_a_package_no_tier_has_is_refused_and_the_session_goes_on(api: Any) -> None:
     sid = api.post("/api/sessions", json={}).json()["id"]  # a server without a wheelhouse
-    refused = api.post(f"/api/sessions/{sid}/run", json={"code": "x = 1", "packages": ["rich"]}).json()
+    refused = api.post(f"/api/sessions/{sid}/run", json={"code": "x = 1", "packages": ["leftpad"]}).json()
     assert refused["status"] == "invalid_input" and refused["message"] == (
-        "The package rich is not allowed on this server (server tier and browser tier alike): the operator's "
+        "The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
         "wheelhouse has none. Ask the operator to add it to the package lock."), refused
     assert api.post(f"/api/sessions/{sid}/run", json={"code": "print(2 + 2)"}).json()["stdout"] == "4\n"
     api.delete(f"/api/sessions/{sid}")
@@ -148,3 +148,21 @@ def test_a_run_with_packages_reaches_the_network_its_rule_allows(default_sandbox
                                      limits=Limits(wall_seconds=60))
     assert result.status == Status.OK, result.stderr
     assert result.stdout == "<p><strong>42</strong></p>\n"
+
+
+def test_the_refusal_names_the_tier_that_has_the_package_and_each_tiers_modules_are_served(api: Any) -> None:
+    served = api.get("/tier-modules.json")
+    assert served.status_code == 200 and served.headers["access-control-allow-origin"] == "*"
+    assert "max-age" in served.headers["cache-control"]
+    tiers = served.json()
+    # the server's image has numpy; the browser's index (Pyodide's stock lock) has click, the image does not
+    assert "numpy" in tiers["server"] and "click" in tiers["browser"] and "click" not in tiers["server"]
+    assert "leftpad" not in tiers["server"] + tiers["browser"] and tiers["lock"] == []
+    browser_only = api.post("/api/run", json={"code": "print(1)", "packages": ["click"]}).json()
+    assert (browser_only["status"], browser_only["message"]) == (
+        "invalid_input", "click is not on the server tier; it is on the browser tier: run there, or choose auto.")
+    nowhere = api.post("/api/run", json={"code": "# requires: leftpad, click\nprint(1)"}).json()
+    assert nowhere["message"] == (
+        "The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
+        "wheelhouse has none. Ask the operator to add it to the package lock. click is on the browser tier only.")
+    assert api.post("/api/run", json={"code": "print(2)"}).json()["stdout"] == "2\n"

@@ -25,6 +25,7 @@ from urllib.parse import urlsplit
 from jinja2 import Environment, FileSystemLoader, select_autoescape
 
 from ..cache import CacheUnsafe, cache_dir, private_file_ok
+from ..packages.lock import normalize
 from .locations import package_index_url, pyodide_version, web_dir, wheelhouse_dir
 from .pyodide_snapshot import Snapshot, SnapshotStore, snapshot_enabled
 from .wheelhouse import read_manifest, rewrite_lock
@@ -166,6 +167,17 @@ class WebAssets:
             None, json.dumps(lock, separators=(",", ":")).encode(), "application/json"
         )
         return files
+
+    @cached_property
+    def browser_modules(self) -> frozenset[str]:
+        """The browser tier's importable top-level modules and package names: those of the
+        ``pyodide-lock.json`` this server serves (offline: the wheelhouse's only)."""
+        lock = json.loads(self.pyodide_files["pyodide-lock.json"].content)
+        names: set[str] = set()
+        for name, entry in (lock.get("packages") or {}).items():
+            names.add(normalize(name))
+            names.update(str(m) for m in entry.get("imports") or ())
+        return frozenset(names)
 
     @cached_property
     def _templates(self) -> Environment:

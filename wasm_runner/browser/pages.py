@@ -25,6 +25,8 @@ from starlette.requests import Request
 from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ..packages.store import image_modules
+from ..packages.tiers import TIER_MODULES_PATH, tier_modules, use_browser_modules
 from .assets import WebAssets, get_assets
 from .locations import package_index_url, web_dir, wheelhouse_dir
 
@@ -97,6 +99,17 @@ def _server_config(request: Request) -> object:
     return getattr(getattr(request.app.state, "service", None), "config", None)
 
 
+async def _tier_modules(request: Request) -> Response:
+    """Each tier's importable top-level modules (the server's image and lock; the browser's index):
+    the browser tier's worker fetches it once to name the tier that has a missing module."""
+    service = getattr(request.app.state, "service", None)
+    store = getattr(getattr(service, "executor", None), "packages", None)
+    body = json.dumps(tier_modules(image_modules("default"), getattr(store, "lock", None)),
+                      separators=(",", ":"))
+    headers = {**CROSS_ORIGIN_HEADERS, "cache-control": "public, max-age=300"}
+    return Response(body, media_type="application/json", headers=headers)
+
+
 async def _playground(request: Request) -> Response:
     assets = get_assets()
     isolated = request.query_params.get("isolation", "on") != "off"
@@ -137,6 +150,7 @@ async def _sandbox(request: Request) -> Response:
     pyodide: dict[str, Any] = {
         "indexURL": origin + assets.pyodide_base,
         "lockFileURL": origin + assets.pyodide_base + "pyodide-lock.json",
+        "tierModulesURL": origin + TIER_MODULES_PATH,
     }
     snapshot = assets.snapshot_config(origin) if _snapshot_wanted(request) else None
     if snapshot is not None:
@@ -192,6 +206,8 @@ def page_routes() -> list[BaseRoute]:
     """The playground, the embed script, the sandbox frame and the hashed assets."""
     if (web_dir() / "node_modules" / "pyodide").is_dir():
         get_assets()  # hash and start compressing at start-up, not on the first request
+        # the server tier's refusals name the browser tier when its index has the package
+        use_browser_modules(lambda: get_assets().browser_modules)
     return [
         Route("/", _needs_assets(_playground), methods=["GET"], name="playground"),
         Route(
@@ -200,6 +216,7 @@ def page_routes() -> list[BaseRoute]:
             methods=["GET"],
             name="embed_script",
         ),
+        Route(TIER_MODULES_PATH, _needs_assets(_tier_modules), methods=["GET"], name="tier_modules"),
         Route(
             "/sandbox", _needs_assets(_sandbox), methods=["GET"], name="sandbox_frame"
         ),

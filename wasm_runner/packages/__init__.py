@@ -7,7 +7,9 @@ time, checks their hashes, unpacks each once into the cache and compiles it in t
 MCP and CLI), by a ``# requires:`` line, or by importing one of their modules (``wanted``); the
 store (``store``) turns that into the unpacked folders the sandbox mounts read-only
 (``sandbox.site_mount``). A name the lock does not have is refused in one sentence
-(``PackageRefused``). The browser tier installs the same wheels through micropip (docs/browser.md).
+(``PackageRefused``), naming the tier that has it (``tiers``: what each tier can import, also
+served to the browser tier's worker). The browser tier installs the same wheels through micropip
+(docs/browser.md).
 """
 
 from .lock import LockedPackage, LockError, PackageLock, normalize

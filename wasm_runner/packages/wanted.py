@@ -10,6 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import WasmRunnerError
 from .lock import PackageLock, normalize
+from .tiers import browser_modules
 
 __all__ = ["PackageRefused", "imported_modules", "not_allowed", "required_in_comments", "wanted_packages"]
 
@@ -51,12 +52,22 @@ def imported_modules(code: str) -> set[str]:
 
 
 def not_allowed(names: Iterable[str], lock: PackageLock) -> str:
-    """The sentence for ``names`` that the lock does not have."""
+    """The sentence for ``names`` that neither the lock nor the image has: the browser tier has
+    them ("...it is on the browser tier: run there, or choose auto"), or no tier has them."""
     names = sorted(set(names))
+    browser = browser_modules()
+    elsewhere = [n for n in names if n in browser or normalize(n) in browser]
+    if elsewhere == names:
+        them = "they are" if len(names) > 1 else "it is"
+        return (f"{', '.join(names)} {'are' if len(names) > 1 else 'is'} not on the server tier; {them} "
+                "on the browser tier: run there, or choose auto.")
+    nowhere = [n for n in names if n not in elsewhere]
     offered = ", ".join(sorted(lock.packages)) or "none"
-    which = f"packages {', '.join(names)} are" if len(names) > 1 else f"package {names[0]} is"
+    which = f"packages {', '.join(nowhere)} are" if len(nowhere) > 1 else f"package {nowhere[0]} is"
+    also = (f" {', '.join(elsewhere)} {'are' if len(elsewhere) > 1 else 'is'} on the browser tier only."
+            if elsewhere else "")
     return (f"The {which} not allowed on this server (server tier and browser tier alike): "
-            f"the operator's wheelhouse has {offered}. Ask the operator to add it to the package lock.")
+            f"the operator's wheelhouse has {offered}. Ask the operator to add it to the package lock.{also}")
 
 
 def wanted_packages(lock: PackageLock, code: str | bytes, explicit: Sequence[str] = (), *,

@@ -622,6 +622,8 @@ export function sanitizeResult(r) {
   if (r.missing && typeof r.missing === "object" && typeof r.missing.module === "string") {
     const m = r.missing;
     out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
+    if (typeof m.sentence === "string") out.missing.sentence = m.sentence;
+    if (m.tier === "server") out.missing.tier = "server";
   }
   return out;
 }

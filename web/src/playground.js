@@ -143,7 +143,8 @@ async function start({ fromEditor = false, tier = tierSelect.value } = {}) {
   });
   ended.abort();
   const actions = [];
-  if (result.missing && result.tier === "browser") {
+  // "Run it on the server" where the server tier has the module (or where the page cannot tell)
+  if (result.missing && result.tier === "browser" && (result.missing.tier === "server" || !result.missing.sentence)) {
     actions.push({ label: "Run it on the server", run: () => start({ tier: "server" }) });
   }
   const text = view.end(result, { actions });

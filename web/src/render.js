@@ -450,6 +450,8 @@ export function endLine(result) {
   const missing = result.missing;
   if (refused) {
     detail = refused.text; // for the page's author: a setting of theirs, not a fault of the server
+  } else if (missing && missing.sentence) {
+    detail = missing.sentence; // the server tier's words: the tier that has it, or none
   } else if (missing) {
     const index = missing.index ? ` (${missing.index})` : "";
     detail = missing.reason === "unreachable"

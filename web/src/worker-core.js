@@ -50,6 +50,27 @@ export function requiredInComments(code) {
   return names;
 }
 
+/**
+ * The sentence for packages the browser tier does not have, as the server tier words it
+ * (wasm_runner/packages/wanted.py): the server tier has them ("numpy is not on the browser tier;
+ * it is on the server tier: run there, or choose auto"), or no tier has them. `tiers` is the
+ * server's /tier-modules.json ({server, browser, lock}); without it, the browser tier's own words.
+ */
+export function tierSentence(names, tiers) {
+  if (!tiers) return notAllowedInBrowser(names);
+  const server = new Set(tiers.server);
+  const sorted = [...new Set(names)].sort();
+  const elsewhere = sorted.filter((n) => server.has(n) || server.has(packageName(n)));
+  if (elsewhere.length === sorted.length) {
+    const many = sorted.length > 1;
+    return `${sorted.join(", ")} ${many ? "are" : "is"} not on the browser tier; ${many ? "they are" : "it is"} on the server tier: run there, or choose auto.`;
+  }
+  const nowhere = sorted.filter((n) => !elsewhere.includes(n));
+  const which = nowhere.length > 1 ? `packages ${nowhere.join(", ")} are` : `package ${nowhere[0]} is`;
+  const also = elsewhere.length ? ` ${elsewhere.join(", ")} ${elsewhere.length > 1 ? "are" : "is"} on the server tier only.` : "";
+  return `The ${which} not allowed on this server (server tier and browser tier alike): the operator's wheelhouse has ${tiers.lock.join(", ") || "none"}. Ask the operator to add it to the package lock.${also}`;
+}
+
 /** The sentence for packages a browser-tier run asked for that its package index does not list. */
 export function notAllowedInBrowser(names) {
   const which = names.length > 1 ? `packages ${names.join(", ")} are` : `package ${names[0]} is`;
@@ -228,6 +249,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
   let runtimeName = "";
   let current = null; // state of the run in progress
   let packageIndex = { url: "", modules: new Map() };
+  let tierModulesURL = "";
+  let tierModules = null; // a promise of the server's /tier-modules.json (null: not asked yet)
   const decoder = new TextDecoder();
   let hostBuffer = null; // answers to host calls (isolated): [state, length] then the answer's bytes
 
@@ -542,6 +565,8 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     pythonVersion = String(module._python_version());
     module.destroy();
     packageIndex = describeIndex(pyodide, config);
+    tierModulesURL = typeof config.tierModulesURL === "string" ? config.tierModulesURL : "";
+    tiers(); // asked now, before any program runs (a program could patch the worker's fetch)
     const info = {
       runtime: runtimeName,
       python: pythonVersion,
@@ -575,7 +600,7 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     const asked = [...(Array.isArray(request.packages) ? request.packages : []), ...requiredInComments(request.code)];
     const refused = [...new Set(asked.filter((n) => !packageIndex.names.has(packageName(n)) && !packageIndex.modules.has(n)))];
     if (refused.length) {
-      const result = { ...invalidResult(notAllowedInBrowser(refused), runtimeName), refused_packages: refused };
+      const result = { ...invalidResult(tierSentence(refused, await tiers()), runtimeName), refused_packages: refused };
       post(message("done", { id: request.id, result, fatal: false }));
       return;
     }
@@ -665,6 +690,14 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
       result.status = STATUS.ERROR;
       result.message = `The program exited with code ${exitCode}.`;
       const missing = missingPackage(result.stderr, loadErrors);
+      if (missing && missing.reason === "not_listed") {
+        // which tier has it, in the server tier's words (the server's image is not the browser's)
+        const known = await tiers();
+        if (known) {
+          missing.tier = new Set(known.server).has(missing.module) ? "server" : null;
+          missing.sentence = tierSentence([missing.module], known);
+        }
+      }
       if (missing) result.missing = missing;
     } else if (outcome === "stack") {
       result.status = STATUS.ERROR;
@@ -697,6 +730,18 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     Atomics.store(control, SLOT.INTERRUPT, 0);
     current = null;
     post(message("done", { id: run.id, result, fatal }));
+  }
+
+  /** The server's /tier-modules.json, fetched once (null: none served, or unreadable). */
+  function tiers() {
+    if (!tierModulesURL) return Promise.resolve(null);
+    if (!tierModules) {
+      tierModules = fetch(tierModulesURL)
+        .then((response) => (response.ok ? response.json() : null))
+        .then((body) => (body && Array.isArray(body.server) && Array.isArray(body.lock) ? body : null))
+        .catch(() => null);
+    }
+    return tierModules;
   }
 
   /** The guest's explanation of the run that just ended (null: none, or unreadable). */

@@ -1,0 +1,53 @@
+"""Which tier has a package: the server tier (the image's library and the operator's lock) and the
+browser tier (the Pyodide package index the server serves). A refusal names the tier that has the
+package ("numpy is on the server tier: run there, or choose auto") or says that no tier has it;
+the browser tier's worker says the same from ``tier_modules`` (served as ``/tier-modules.json``).
+
+The core does not read the browser's index itself: the part that serves it (``wasm_runner.browser``)
+registers it here with ``use_browser_modules`` when the server is assembled; until then (the CLI,
+the MCP server on stdio, tests of the core) the browser tier is taken to have nothing."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from .lock import PackageLock
+
+__all__ = ["TIER_MODULES_PATH", "browser_modules", "server_modules", "tier_modules", "use_browser_modules"]
+
+TIER_MODULES_PATH = "/tier-modules.json"
+_browser: list[Callable[[], frozenset[str]]] = []
+
+
+def use_browser_modules(source: Callable[[], frozenset[str]] | None) -> None:
+    """Register (None: forget) what gives the browser tier's importable modules and package names."""
+    _browser.clear()
+    if source is not None:
+        _browser.append(source)
+
+
+def browser_modules() -> frozenset[str]:
+    """The browser tier's modules and package names (empty when no browser index is registered)."""
+    try:
+        return _browser[0]() if _browser else frozenset()
+    except (OSError, ValueError, KeyError, RuntimeError):  # web assets missing or unreadable
+        return frozenset()
+
+
+def server_modules(image: frozenset[str], lock: PackageLock | None) -> frozenset[str]:
+    """The server tier's importable top-level modules: the image's and the lock's (modules and
+    canonical package names, so a name given either way is found)."""
+    names = set(image)
+    if lock is not None:
+        for pkg in lock.packages.values():
+            names.add(pkg.name)
+            names.update(pkg.imports)
+    return frozenset(names)
+
+
+def tier_modules(image: frozenset[str], lock: PackageLock | None) -> dict[str, list[str]]:
+    """The JSON the browser tier's worker fetches once: each tier's modules, sorted, and the
+    packages of the operator's lock (the refusal that no tier has a package lists them)."""
+    return {"server": sorted(server_modules(image, lock)), "browser": sorted(browser_modules()),
+            "lock": sorted(lock.packages) if lock is not None else []}
+
