@@ -6,6 +6,7 @@ what is recorded of each call."""
 from __future__ import annotations
 
 import asyncio
+import json
 import threading
 import time
 from typing import Any
@@ -16,6 +17,11 @@ from wasm_runner import Executor, Job, Limits, Sandbox, Status, run
 from wasm_runner.host_functions import CallRecord, CallTally, HostFunctions
 
 WALL = Limits(wall_seconds=60.0)  # generous: these runs end by what they test, not the clock
+
+
+def _shown(result: Any) -> list[str]:
+    """The text of each value a run showed (each a MIME bundle, guest/rich.py)."""
+    return [json.loads(o.data)["data"]["text/plain"] for o in result.outputs]
 
 
 def still_works(sb: Sandbox) -> None:
@@ -236,7 +242,7 @@ def test_the_last_expression_is_shown_and_line_numbers_are_the_users(default_san
     r = default_sandbox.run("from host import double\n\ndouble(4)", functions={"double": lambda x: 2 * x},
                             display=True, limits=WALL)
     assert r.status is Status.OK, r.stderr
-    assert [o.data for o in r.outputs] == ["8"]
+    assert _shown(r) == ["8"]
     r = default_sandbox.run("import sys\nprint(sys.argv, __name__)\n\n1/0", functions={"double": abs},
                             filename="prog.py", limits=WALL)
     assert r.stdout == "['prog.py'] __main__\n"
@@ -251,9 +257,9 @@ def test_a_session_keeps_its_variables_and_takes_functions_per_cell(default_sand
         assert r.status is Status.OK, r.stderr
         r = s.run("from host import double\norder['total'] + double(1)", functions={"double": lambda x: 2 * x})
         assert r.status is Status.OK, r.stderr
-        assert [o.data for o in r.outputs] == ["21.5"]
+        assert _shown(r) == ["21.5"]
         r = s.run("import host\nhost.__all__")
-        assert [o.data for o in r.outputs] == ["['double']"]  # the module stays, its functions refuse
+        assert _shown(r) == ["['double']"]  # the module stays, its functions refuse
         r = s.run("try:\n    host.double(1)\nexcept RuntimeError as e:\n    print(e)")
         assert r.stdout == "the host refused the call to double: this run may not call it (now)\n"
 
