@@ -67,7 +67,8 @@ def test_the_locked_packages_import_in_the_browser_as_on_the_server(page: Any) -
 
 
 NO_TIER = ("The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
-           "wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it to the package lock.")
+           "wheelhouse has certifi, charset-normalizer, idna, markdown-it-py, mdurl, mpmath, requests, sympy, urllib3. "
+           "Ask the operator to add it to the package lock.")
 
 
 def test_an_import_no_tier_has_or_only_the_server_has_gets_the_server_tiers_sentence(page: Any) -> None:
