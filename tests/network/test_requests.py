@@ -1,7 +1,8 @@
 """``requests`` (and ``urllib3`` 2.x under it) on the server tier, in real wasmtime instances: the
 test set-up's wheelhouse (``tests/support/wheelhouse.py``) mounts them, the guest's network shim
 carries each request to the host, which checks it against the operator's rule and connects to
-a loopback HTTP server standing in for a public API. An allowed run reads JSON (GET and POST);
+a loopback HTTP server standing in for a public API. An allowed run reads JSON (GET and POST;
+``urllib3`` on its own too);
 an address no rule names, and a redirect to one (``requests`` follows it: the host checks it
 again), raise ``requests``' ``ConnectionError`` with the rule's sentence in it, and the servers'
 own logs show nothing reached them; an https:// URL goes to the host too (no ``ssl`` in the
@@ -33,6 +34,7 @@ with requests.Session() as s:
     print('session', [s.get('BASE/data.json?n=%d' % i).json()['answer'] for i in range(2)])
 print('missing', requests.get('BASE/nothing-here').status_code)
 """
+URLLIB3 = "import urllib3\nprint('urllib3', urllib3.request('GET', 'BASE/data.json?via=urllib3').json()['answer'])\n"
 
 REFUSED = """\
 import requests
@@ -93,6 +95,10 @@ def test_requests_reads_json_from_an_allowed_api(default_sandbox: Sandbox, store
     assert [(r.rule, r.status, r.outcome) for r in job.network_requests] == [
         ("test-api", 200, "ok"), ("test-api", 501, "ok"), ("test-api", 200, "ok"), ("test-api", 200, "ok"),
         ("test-api", 404, "ok")]
+    alone = _run(default_sandbox, store, Job(URLLIB3.replace("BASE", api.url("")), limits=WALL,
+                                             network_rules=(_rule(api),)))  # urllib3 imported first, on its own
+    assert (alone.status, alone.stdout) == (Status.OK, "urllib3 42\n"), alone.stderr
+    assert api.paths()[-1] == "/data.json?via=urllib3"
 
 
 def test_requests_refusals_carry_the_sentence_and_reach_nothing(default_sandbox: Sandbox, store: PackageStore,
