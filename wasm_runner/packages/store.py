@@ -13,6 +13,7 @@ from ..cache import cache_dir
 from ..environment import PACKAGES_LOCK
 from ..runtimes import get_runtime, stdlib_dir
 from .lock import LockedPackage, PackageLock
+from .tiers import BrowserModules
 from .wanted import PackageRefused, wanted_packages
 
 __all__ = ["COMPLETE", "PackageStore", "default_store", "image_modules", "store_root"]
@@ -70,12 +71,13 @@ class PackageStore:
         return bool(pkg.imports) and all(m in modules for m in pkg.imports)
 
     def granted(self, code: str | bytes, explicit: Sequence[str] = (), *,
-                image: frozenset[str] = frozenset()) -> list[LockedPackage]:
+                image: frozenset[str] = frozenset(), browser: BrowserModules | None = None) -> list[LockedPackage]:
         """The packages a run of ``code`` gets: those it names (``explicit``, ``# requires:``) or
         imports, with what they require, except those the image has (``image``: its modules).
-        ``PackageRefused`` for a name that is neither in the lock nor in the image, or for a
-        package of the lock not fetched yet (``wasm-runner packages fetch``)."""
-        names = wanted_packages(self.lock, code, explicit, image_modules=image)
+        ``PackageRefused`` for a name that is neither in the lock nor in the image (naming the
+        browser tier when ``browser`` has it), or for a package of the lock not fetched yet
+        (``wasm-runner packages fetch``)."""
+        names = wanted_packages(self.lock, code, explicit, image_modules=image, browser=browser)
         packages = [p for p in self.lock.closure(names) if not self.in_image(p, image)]
         missing = [p.name for p in packages if not self.is_ready(p)]
         if missing:

@@ -12,6 +12,7 @@ from pathlib import Path
 
 from ..packages import PackageLock, PackageRefused, PackageStore, normalize
 from ..packages.store import image_modules
+from ..packages.tiers import BrowserModules
 from ..packages.wanted import wanted_packages
 
 __all__ = ["OpenedPackages", "check_cell", "opened_packages", "recorded_folders"]
@@ -30,32 +31,34 @@ class OpenedPackages:
     folders: tuple[Path, ...] = ()
 
 
-def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[str]) -> OpenedPackages:
+def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[str],
+                    browser: BrowserModules | None = None) -> OpenedPackages:
     """The packages a session that asks for ``asked`` gets (none when the image has them all);
-    ``PackageRefused`` (the sentence its user sees) for a name neither the lock nor the image has."""
+    ``PackageRefused`` (the sentence its user sees) for a name neither the lock nor the image has
+    (naming the browser tier when ``browser`` has it)."""
     if not asked:
         return OpenedPackages()
     image = _image(runtime)
     if store is None:  # no wheelhouse: only what the image has may be asked for
-        wanted_packages(PackageLock({}), "", asked, image_modules=image)
+        wanted_packages(PackageLock({}), "", asked, image_modules=image, browser=browser)
         return OpenedPackages()
-    granted = store.granted("", asked, image=image)
+    granted = store.granted("", asked, image=image, browser=browser)
     if not granted:
         return OpenedPackages()
     return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(image)))
 
 
 def check_cell(store: PackageStore | None, runtime: str, opened: Sequence[str], code: str | bytes,
-               asked: Sequence[str]) -> None:
+               asked: Sequence[str], browser: BrowserModules | None = None) -> None:
     """A cell's packages, named (``asked``, ``# requires:``) or imported: ``PackageRefused`` for
     one the lock does not have, and for any of the lock's when its session was opened without
     packages (its instance has no view of them). A session opened with packages sees the whole
     wheelhouse (every package of the lock it was given at its start)."""
     image = _image(runtime)
     if store is None:
-        wanted_packages(PackageLock({}), code, asked, image_modules=image)
+        wanted_packages(PackageLock({}), code, asked, image_modules=image, browser=browser)
         return
-    granted = store.granted(code, asked, image=image)
+    granted = store.granted(code, asked, image=image, browser=browser)
     if granted and not opened:
         names = sorted({p.name for p in granted} - {r for p in granted for r in p.requires})  # not what they require
         listed = ", ".join(f'"{n}"' for n in names)
