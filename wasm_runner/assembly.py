@@ -55,6 +55,7 @@ from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
 from .lti.registration import Platform
 from .lti.tool import SENT_KEEP_SECONDS, LtiTool
 from .network import BrowserGrant, BrowserRuns, NetworkRecord
+from .sandbox.default import sandbox_key
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
@@ -284,6 +285,12 @@ def browser_networks(audit: AuditLog) -> BrowserRuns:
     return BrowserRuns(on_request=heard)
 
 
+def _profile_runtimes(config: ServerConfig) -> list[tuple[str, str | None]]:
+    """The (runtime, image) the profiles of ``config`` use, each once (what start-up prepares)."""
+    keys = [sandbox_key(p.runtime, p.image) for p in config.profiles.values()]
+    return list(dict.fromkeys(keys))
+
+
 @contextlib.asynccontextmanager
 async def running(service: Service) -> AsyncIterator[None]:
     """The service's lifetime: the shared state started, the sweep of expired sessions, the
@@ -303,7 +310,7 @@ async def running(service: Service) -> AsyncIterator[None]:
         # the profiles' runtimes are prepared in the background (compiled the first time on a
         # machine): the app answers at once, runs wait for their runtime, /readyz says warming
         while True:
-            preps = [service.warmup.start(rt, image) for rt, image in service.profile_runtimes()]
+            preps = [service.sandboxes.warmup.start(rt, image) for rt, image in _profile_runtimes(service.config)]
             service.lifecycle.preparing = preps
             while not all(p.done.is_set() for p in preps):
                 await asyncio.sleep(0.2)
@@ -312,7 +319,7 @@ async def running(service: Service) -> AsyncIterator[None]:
             # logged by the warm-up; /readyz says runtime_failed; tried again after a while
             await asyncio.sleep(RETRY_SECONDS)
         try:
-            await service.executor.call(service.start_pools)
+            await service.executor.call(functools.partial(service.sandboxes.pools.start, service.config.profiles))
         except Exception:
             log.exception("starting the warm pools failed; runs start fresh instances")
         service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)
