@@ -16,8 +16,8 @@ from typing import TYPE_CHECKING, Unpack
 
 from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
-from ..packages import PackageLock, PackageRefused, PackageStore, default_store
-from ..packages.store import image_modules
+from ..packages import PackageRefused, PackageStore, default_store
+from ..packages.store import granted_packages, runtime_image
 from ..packages.tiers import BrowserModules
 from ..result import Result
 from ..sessions import Pausing, SessionListener, SessionStore
@@ -80,16 +80,11 @@ class Executor(Runner):
     def package_folders(self, job: Job) -> list[Path]:
         """The wheelhouse's folders ``job`` gets, recorded in ``job.packages_granted``
         (``PackageRefused``: the sentence its user sees)."""
-        image = image_modules(job.runtime) if job.runtime == "default" else frozenset()
-        if self.packages is None:  # no wheelhouse: only what the image has may be asked for
-            from ..packages.wanted import wanted_packages
-
-            wanted_packages(PackageLock({}), job.code, job.packages, image_modules=image,
-                            browser=self.browser_modules)
+        granted = granted_packages(self.packages, job.runtime, job.code, job.packages, self.browser_modules)
+        if not granted or self.packages is None:
             return []
-        granted = self.packages.granted(job.code, job.packages, image=image, browser=self.browser_modules)
         job.packages_granted = tuple(f"{p.name}=={p.version}" for p in granted)
-        return self.packages.mounted(image) if granted else []
+        return self.packages.mounted(runtime_image(job.runtime))
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(

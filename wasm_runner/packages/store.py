@@ -16,7 +16,7 @@ from .lock import LockedPackage, PackageLock
 from .tiers import BrowserModules
 from .wanted import PackageRefused, wanted_packages
 
-__all__ = ["COMPLETE", "PackageStore", "default_store", "image_modules", "store_root"]
+__all__ = ["COMPLETE", "PackageStore", "default_store", "granted_packages", "image_modules", "runtime_image", "store_root"]
 
 COMPLETE = ".complete"  # written last into an unpacked (and compiled) package's folder
 
@@ -40,6 +40,12 @@ def image_modules(runtime: str = "default") -> frozenset[str]:
     with zipfile.ZipFile(folder / rt.stdlib_name) as z:
         tops = {n.split("/")[0] for n in z.namelist()}
     return frozenset(t.removesuffix(".pyc").removesuffix(".py") for t in tops if not t.endswith(".dist-info"))
+
+
+def runtime_image(runtime: str) -> frozenset[str]:
+    """The image modules that serve a run of ``runtime`` instead of the wheelhouse (the default
+    runtime's library; none for another runtime)."""
+    return image_modules(runtime) if runtime == "default" else frozenset()
 
 
 @dataclass(frozen=True)
@@ -97,6 +103,18 @@ class PackageStore:
                     image: frozenset[str] = frozenset()) -> list[Path]:
         """The folders a run of ``code`` gets: ``mounted`` when ``granted`` gives it any package."""
         return self.mounted(image) if self.granted(code, explicit, image=image) else []
+
+def granted_packages(store: PackageStore | None, runtime: str, code: str | bytes, explicit: Sequence[str] = (),
+                     browser: BrowserModules | None = None) -> list[LockedPackage]:
+    """``store.granted`` for a run of ``runtime`` (its image: ``runtime_image``); with no
+    wheelhouse (``store`` None) nothing, once the names asked are found to be the image's
+    (``PackageRefused`` otherwise, naming the browser tier when ``browser`` has them)."""
+    image = runtime_image(runtime)
+    if store is None:
+        wanted_packages(PackageLock({}), code, explicit, image_modules=image, browser=browser)
+        return []
+    return store.granted(code, explicit, image=image, browser=browser)
+
 
 def default_store() -> PackageStore | None:
     """The store of ``$WASM_RUNNER_PACKAGES_LOCK`` (None when unset: no packages beyond the image)."""

@@ -10,16 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..packages import PackageLock, PackageRefused, PackageStore, normalize
-from ..packages.store import image_modules
+from ..packages import PackageRefused, PackageStore, normalize
+from ..packages.store import granted_packages, runtime_image
 from ..packages.tiers import BrowserModules
-from ..packages.wanted import wanted_packages
 
 __all__ = ["OpenedPackages", "check_cell", "opened_packages", "recorded_folders"]
-
-
-def _image(runtime: str) -> frozenset[str]:
-    return image_modules(runtime) if runtime == "default" else frozenset()
 
 
 @dataclass(frozen=True)
@@ -38,14 +33,10 @@ def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[st
     (naming the browser tier when ``browser`` has it)."""
     if not asked:
         return OpenedPackages()
-    image = _image(runtime)
-    if store is None:  # no wheelhouse: only what the image has may be asked for
-        wanted_packages(PackageLock({}), "", asked, image_modules=image, browser=browser)
+    granted = granted_packages(store, runtime, "", asked, browser)
+    if not granted or store is None:
         return OpenedPackages()
-    granted = store.granted("", asked, image=image, browser=browser)
-    if not granted:
-        return OpenedPackages()
-    return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(image)))
+    return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(runtime_image(runtime))))
 
 
 def check_cell(store: PackageStore | None, runtime: str, opened: Sequence[str], code: str | bytes,
@@ -54,11 +45,7 @@ def check_cell(store: PackageStore | None, runtime: str, opened: Sequence[str], 
     one the lock does not have, and for any of the lock's when its session was opened without
     packages (its instance has no view of them). A session opened with packages sees the whole
     wheelhouse (every package of the lock it was given at its start)."""
-    image = _image(runtime)
-    if store is None:
-        wanted_packages(PackageLock({}), code, asked, image_modules=image, browser=browser)
-        return
-    granted = store.granted(code, asked, image=image, browser=browser)
+    granted = granted_packages(store, runtime, code, asked, browser)
     if granted and not opened:
         names = sorted({p.name for p in granted} - {r for p in granted for r in p.requires})  # not what they require
         listed = ", ".join(f'"{n}"' for n in names)
@@ -86,6 +73,6 @@ def recorded_folders(store: PackageStore | None, runtime: str) -> Callable[[list
                 f"this server's package lock no longer has (it has {has or 'no packages'}): open a new "
                 "session, or ask the operator to put it back in the lock.")
         assert store is not None
-        return store.mounted(_image(runtime))
+        return store.mounted(runtime_image(runtime))
 
     return folders
