@@ -6,13 +6,17 @@ opaque origin), the grant's caps counted per run; grants expire and are bounded 
 
 from __future__ import annotations
 
+import asyncio
 import json
 from collections.abc import Iterator
+from pathlib import Path
 
+import httpx
 import pytest
 
-from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server
 from tests.support.loopback_api import LoopbackAPI, loopback_api
+from tests.support.network_server import network_config
 from wasm_runner.network import BrowserRuns, network_from
 
 
@@ -24,9 +28,7 @@ def api() -> Iterator[LoopbackAPI]:
 
 @pytest.fixture(scope="module")
 def server(api: LoopbackAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    rules = network_from({"test-api": {"destinations": [f"http://127.0.0.1:{api.port}"], "keys": ["alice"],
-                                       "max_requests": 1}})
-    with live_server(make_config(tmp_path_factory.mktemp("grants"), network=rules)) as live:
+    with live_server(network_config(tmp_path_factory.mktemp("grants"), api, max_requests=1)) as live:
         yield live
 
 
@@ -78,11 +80,17 @@ def test_the_token_is_the_only_credential_and_caps_count_per_grant(server: LiveS
 def test_grants_expire_and_are_bounded() -> None:
     rules = tuple(network_from({"r": {"destinations": ["https://api.example.org"], "keys": ["*"]}}).values())
     runs = BrowserRuns(max_open=2)
-    expired = runs.open(rules, tenant="t", user=None, client="c", seconds=0)
-    assert runs.get(expired) is None
-    first, second, third = (runs.open(rules, tenant="t", user=None, client="c", seconds=60) for _ in range(3))
-    assert runs.get(first) is None and runs.get(second) is not None and runs.get(third) is not None
-    assert len(runs) == 2
+
+    async def check() -> None:
+        expired = await runs.open(rules, tenant="t", user=None, client="c", seconds=0)
+        assert await runs.get(expired) is None
+        first, second, third = [await runs.open(rules, tenant="t", user=None, client="c", seconds=60)
+                                for _ in range(3)]
+        assert await runs.get(first) is None
+        assert await runs.get(second) is not None and await runs.get(third) is not None
+        assert len(runs) == 2
+
+    asyncio.run(check())
 
 
 def test_a_redirect_comes_back_to_the_guest_and_its_target_is_checked_again(server: LiveServer,
@@ -104,3 +112,31 @@ def test_a_redirect_comes_back_to_the_guest_and_its_target_is_checked_again(serv
             "type": "ConnectionRefusedError", "message": "http://169.254.169.254:80 is not a destination of this "
             f"run's network rules ('test-api'); the operator allows: http://127.0.0.1:{api.port}"}}
     assert api.paths()[before:] == ["/jump"]
+
+
+GUESSES = 4  # failed_auth_rate of the guessing test's server, per minute
+
+
+def test_guessing_grant_tokens_is_a_failed_attempt_of_the_address(api: LoopbackAPI, tmp_path: Path) -> None:
+    """Unknown tokens count in the window wrong keys count in (``failed_auth_rate``): past it the
+    address gets 429 with Retry-After, a sentence the guest can raise, and its tokens are not
+    even looked up (a real grant neither); the server still answers."""
+    before = len(api.log)
+    with live_server(network_config(tmp_path, api, {"failed_auth_rate": f"{GUESSES}/minute"})) as live:
+        with live.client(KEY) as client:
+            token = client.post("/api/network/runs", json={}).json()["token"]
+        with live.client(None) as frame:
+            def fetch(token: str) -> httpx.Response:
+                return frame.post("/api/network/fetch", content=json.dumps(
+                    {"token": token, "request": _request(api.url("/data.json"))}), headers={"content-type": "text/plain"})
+
+            answers = [fetch(f"guess-{i}") for i in range(GUESSES + 2)]
+            assert [a.status_code for a in answers] == [403] * GUESSES + [429] * 2
+            over = answers[-1]
+            assert int(over.headers["retry-after"]) >= 1 and over.headers["access-control-allow-origin"] == "*"
+            assert over.json() == {"error": {"type": "ConnectionRefusedError", "message": (
+                "too many requests without a valid API key from this address; retry in "
+                f"{over.headers['retry-after']} s")}}
+            assert fetch(token).status_code == 429  # not looked up while the address is over
+            assert frame.get("/healthz").status_code == 200
+        assert api.paths()[before:] == []

@@ -269,6 +269,9 @@ class NetworkFace(Authenticates, Bounded, ChoosesPolicy, Protocol):
     @property
     def browser_networks(self) -> BrowserRuns: ...
 
+    @property
+    def gatekeeper(self) -> Gatekeeper: ...
+
 
 class MetaFace(Authenticates, Protocol):
     """``routes/meta.py``: health, readiness, metrics, profiles, JWKS."""
