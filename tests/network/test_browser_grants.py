@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -16,8 +17,11 @@ import pytest
 
 from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server
 from tests.support.loopback_api import LoopbackAPI, loopback_api
-from tests.support.network_server import network_config
-from wasm_runner.network import BrowserRuns, network_from
+from tests.support.network_server import RULE, api_rule, network_config
+from tests.support.redis_process import RedisProcess, free_port
+from wasm_runner.network import BrowserRuns, NetworkRecord, NetworkRefused, RunNetwork, network_from
+from wasm_runner.network.budget import SharedBudget
+from wasm_runner.scaleout.state import SharedState, SharedStateUnavailable
 
 
 @pytest.fixture(scope="module")
@@ -140,3 +144,59 @@ def test_guessing_grant_tokens_is_a_failed_attempt_of_the_address(api: LoopbackA
             assert fetch(token).status_code == 429  # not looked up while the address is over
             assert frame.get("/healthz").status_code == 200
         assert api.paths()[before:] == []
+
+
+def test_grants_and_their_caps_are_kept_in_redis_for_every_replica(redis_server: RedisProcess,
+                                                                     api: LoopbackAPI) -> None:
+    """Two replicas' ``BrowserRuns`` on one real Redis: a grant of one is the other's too (kept
+    under a hash of its token, never the token), the bytes-in cap is counted once for both (answers of the same size: room for two and a half), and a
+    Redis that does not answer refuses the request with a sentence before it is made."""
+    before = len(api.log)
+
+    async def fetch(network: RunNetwork, path: str) -> NetworkRecord:
+        try:
+            await network.fetch("GET", api.url(path), [("X-Pad", "p" * 800)], b"", time.monotonic() + 30)
+        except NetworkRefused:
+            pass
+        return network.records[-1]
+
+    async def check() -> tuple[list[NetworkRecord], str]:
+        size = (await fetch(RunNetwork(tuple(network_from({"m": api_rule(api)}).values())), "/headers")).bytes_in
+        rules = network_from({RULE: api_rule(api, max_bytes_in=2 * size + size // 2)})
+        prefix = f"netgrants-{time.time_ns()}:"
+        states = [SharedState(redis_server.url, secret="s" * 32, key_prefix=prefix) for _ in range(2)]
+        for shared in states:
+            await shared.start()
+        try:
+            one, two = (BrowserRuns(shared=shared, rules=rules) for shared in states)
+            token = await one.open(tuple(rules.values()), tenant="alice", user="u-1", client="127.0.0.1", seconds=30)
+            grants = [grant for grant in (await one.get(token), await two.get(token)) if grant is not None]
+            assert [(g.run, g.tenant, g.user) for g in grants] == [(grants[0].run, "alice", "u-1")] * 2
+            kept = b"".join([k + (await states[0].redis.dump(k) or b"") for k in await states[0].redis.keys(prefix + "*")])
+            assert token.encode() not in kept and len(kept) > 0
+            assert await two.get(token + "x") is None
+            records = [await fetch(grants[i % 2].network, f"/headers?{i}") for i in range(3)]
+        finally:
+            for shared in states:
+                await shared.close()
+        dead = SharedState(f"redis://127.0.0.1:{free_port()}", secret="s" * 32, timeout=0.5)
+        await dead.start()
+        try:
+            try:
+                await BrowserRuns(shared=dead, rules=rules).get(token)
+                raise AssertionError("a grant looked up without Redis")
+            except SharedStateUnavailable:
+                pass
+            refused = await fetch(RunNetwork(tuple(rules.values()), budget=SharedBudget(dead, "r", time.time() + 30)),
+                                  "/headers?no-redis")
+        finally:
+            await dead.close()
+        return records, str(refused.message)
+
+    records, no_redis = asyncio.run(check())
+    assert [r.outcome for r in records] == ["ok", "ok", "capped"]
+    assert records[2].message is not None and records[2].message.endswith(
+        "bytes in the network rule 'test-api' allows (max_bytes_in)")
+    assert no_redis == ("the runner's shared state (Redis) did not answer, so the run's network caps cannot be "
+                        "counted; the request was not made")
+    assert api.paths()[before:] == ["/headers", "/headers?0", "/headers?1", "/headers?2"]
