@@ -143,6 +143,9 @@ def test_guessing_grant_tokens_is_a_failed_attempt_of_the_address(api: LoopbackA
                 f"{over.headers['retry-after']} s")}}
             assert fetch(token).status_code == 429  # not looked up while the address is over
             assert frame.get("/healthz").status_code == 200
+            metrics = frame.get("/metrics").text  # each refusal counted, by reason
+        assert f'wasm_runner_rejections_total{{reason="network_grant_unknown"}} {GUESSES}.0' in metrics
+        assert 'wasm_runner_rejections_total{reason="too_many_failed_attempts"} 3.0' in metrics
         assert api.paths()[before:] == []
 
 

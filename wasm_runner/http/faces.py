@@ -276,6 +276,9 @@ class NetworkFace(Authenticates, Bounded, ChoosesPolicy, Protocol):
     @property
     def gatekeeper(self) -> Gatekeeper: ...
 
+    @property
+    def metrics(self) -> Metrics: ...
+
 
 class MetaFace(Authenticates, HoldsSessions, SignsResults, Protocol):
     """``routes/meta.py``: health, readiness, metrics, profiles, JWKS."""

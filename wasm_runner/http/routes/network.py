@@ -75,18 +75,22 @@ async def fetch_endpoint(request: Request) -> Response:
     if type(msg) is not dict or type(msg.get("token")) is not str or type(msg.get("request")) is not dict:
         return _refused("a network request the runner cannot read (it needs the run's token and the request)", 400)
     client = client_address(request)
+    rejections = service.metrics.rejections
+    over: Refused | None
+    grant = None
     try:
         over = await service.gatekeeper.failed_too_often(client)
-        if over is not None:
-            return _over(over)
-        grant = await service.browser_networks.get(msg["token"])
-        if grant is None:
-            over = await service.gatekeeper.failed_attempt(client)
-            if over is not None:
-                return _over(over)
+        if over is None:
+            grant = await service.browser_networks.get(msg["token"])
+            if grant is None:
+                over = await service.gatekeeper.failed_attempt(client)
     except Refused as e:  # Redis did not answer: the guest raises the sentence
-        return _over(e)
+        over = e
+    if over is not None:
+        rejections.labels(over.code).inc()
+        return _over(over)
     if grant is None:
+        rejections.labels("network_grant_unknown").inc()
         return _refused("this run's network grant is unknown or has expired (the run took longer than its "
                         "wall limit, or the runner restarted)", 403)
     inner = json.dumps(msg["request"], separators=(",", ":"), ensure_ascii=True).encode("ascii")
