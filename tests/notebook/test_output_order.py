@@ -18,6 +18,7 @@ from nbformat.v4 import new_code_cell, new_notebook
 
 from wasm_runner import Sandbox
 from wasm_runner.result import Output, Result, Status
+from wasm_runner.sandbox.classify import outputs as report_outputs
 
 REPO = Path(__file__).resolve().parents[2]
 CELL = """\
@@ -87,3 +88,14 @@ def test_positions_past_a_cut_stream_and_an_error_keep_every_byte_once() -> None
     assert [o["text"] for o in outputs if o["output_type"] == "stream"] == ["one\n", "two\n"]
     assert Result.from_dict(result.to_dict()).outputs == result.outputs
     validate(outputs)
+
+
+def test_the_server_reads_positions_from_the_guests_report_and_trusts_no_other_shape() -> None:
+    """What the host takes of ``at`` in a run's report (``sandbox/classify.outputs``): whole bytes
+    of both streams, else nothing (the output is then shown the server tier's way)."""
+    bundle = json.dumps({"data": {"text/plain": "x"}, "metadata": {}})
+    mime = "application/vnd.wasm-runner.bundle+json"
+    raw = [{"kind": "display", "mime": mime, "data": bundle, "at": at}
+           for at in ({"stdout": 3, "stderr": 1}, {"stdout": -1, "stderr": 0}, {"stdout": 1.5, "stderr": 0},
+                      {"stdout": True, "stderr": 0}, {"stdout": 2}, "3")]
+    assert [o.at for o in report_outputs(raw)] == [(3, 1), None, None, None, None, None]
