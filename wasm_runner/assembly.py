@@ -32,7 +32,7 @@ import functools
 import hashlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -54,7 +54,7 @@ from .http.service import Service
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
 from .lti.registration import Platform
 from .lti.tool import SENT_KEEP_SECONDS, LtiTool
-from .network import BrowserGrant, BrowserRuns, NetworkRecord
+from .network import BrowserGrant, BrowserRuns, NetworkRecord, NetworkRule
 from .sandbox.default import sandbox_key
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
@@ -271,18 +271,19 @@ def assemble(config: ServerConfig, browser_modules: BrowserModules | None = None
         lti=lti_tool(config, shared, result_keys, audit),
         hints=HintCounts(shared),
         webhooks=webhooks_for(config, shared, audit),
-        browser_networks=browser_networks(audit),
+        browser_networks=browser_networks(audit, config.network, shared),
     )  # fmt: skip
 
 
-def browser_networks(audit: AuditLog) -> BrowserRuns:
-    """The browser tier's network grants, each request of theirs a line of the audit log."""
+def browser_networks(audit: AuditLog, rules: Mapping[str, NetworkRule], shared: SharedState | None) -> BrowserRuns:
+    """The browser tier's network grants (in Redis with shared state), each request of theirs a
+    line of the audit log."""
 
     def heard(grant: BrowserGrant, record: NetworkRecord) -> None:
         audit.network_request(tenant=grant.tenant, user=grant.user, client=grant.client, run=grant.run,
                               request=record.to_dict())
 
-    return BrowserRuns(on_request=heard)
+    return BrowserRuns(on_request=heard, shared=shared, rules=rules)
 
 
 def _profile_runtimes(config: ServerConfig) -> list[tuple[str, str | None]]:

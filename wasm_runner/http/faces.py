@@ -273,6 +273,12 @@ class NetworkFace(Authenticates, Bounded, ChoosesPolicy, Protocol):
     @property
     def browser_networks(self) -> BrowserRuns: ...
 
+    @property
+    def gatekeeper(self) -> Gatekeeper: ...
+
+    @property
+    def metrics(self) -> Metrics: ...
+
 
 class MetaFace(Authenticates, HoldsSessions, SignsResults, Protocol):
     """``routes/meta.py``: health, readiness, metrics, profiles, JWKS."""
