@@ -1,0 +1,251 @@
+// wasm-runner's own lint rules, the ones Ruff lacks (issue 36 §2): code that can never run and a
+// value computed then thrown away. The server computes them on Python's `ast`
+// (wasm_runner/lint/own_rules.py); the page has no Python parser, so this module rebuilds the
+// statements from the tokens of Ruff's WebAssembly build (`Workspace.tokens`: strings, comments,
+// brackets and continuation lines are already sorted out) and applies the same rules, mark for
+// mark (tests/lint/test_tiers_agree.py compares both on tests/lint/corpus). Pure functions.
+
+const TOKEN = /^\s+(\w+) (\d+)\.\.(\d+)/gm;
+const TRIVIA = new Set(["Comment", "NonLogicalNewline"]);
+const OPEN = new Set(["Lpar", "Lsqb", "Lbrace"]);
+const CLOSE = new Set(["Rpar", "Rsqb", "Rbrace"]);
+const COMPOUND = new Set(["If", "While", "For", "Try", "With", "Def", "Class", "Async", "Match", "Case"]);
+const CLAUSE = new Set(["Elif", "Else", "Except", "Finally"]);
+const TERMINATORS = { Return: "return", Raise: "raise", Break: "break", Continue: "continue" };
+const STATEMENT_KEYWORDS = new Set(["Pass", "Break", "Continue", "Return", "Raise", "Global", "Nonlocal", "Del",
+  "Import", "From", "Assert", "Type"]);
+const ASSIGNING = new Set(["Equal", "Colon", "PlusEqual", "MinusEqual", "StarEqual", "SlashEqual", "DoubleSlashEqual",
+  "PercentEqual", "DoubleStarEqual", "AtEqual", "AmperEqual", "VbarEqual", "CircumflexEqual", "LeftShiftEqual",
+  "RightShiftEqual"]);
+// at bracket depth 0 these make the expression something looser than an arithmetic operation
+const LOOSER = new Set(["Lambda", "If", "Or", "And", "Not", "In", "Is", "EqEqual", "NotEqual", "Less", "Greater",
+  "LessEqual", "GreaterEqual", "Comma", "Yield", "ColonEqual", "For"]);
+const BINARY = new Set(["Plus", "Minus", "Star", "Slash", "DoubleSlash", "Percent", "DoubleStar", "At", "LeftShift",
+  "RightShift", "Amper", "Vbar", "CircumFlex"]);
+const UNARY_FIRST = new Set(["Plus", "Minus", "Tilde"]);
+const OPERAND_END = new Set(["Name", "Identifier", "Int", "Float", "Complex", "String", "FStringEnd", "TStringEnd",
+  "Rpar", "Rsqb", "Rbrace", "None", "True", "False", "Ellipsis"]);
+
+class Unreadable extends Error {}
+
+/** Ruff's token listing (`Workspace.tokens`) as [{kind, start, end}] (UTF-8 byte offsets), trivia left out. */
+export function parseTokens(text) {
+  const out = [];
+  for (const m of text.matchAll(TOKEN)) {
+    if (!TRIVIA.has(m[1])) out.push({ kind: m[1], start: Number(m[2]), end: Number(m[3]) });
+  }
+  return out;
+}
+
+/** Statements and their blocks: {first, end, compound, tokens, blocks}. */
+class Reader {
+  constructor(tokens) { this.t = tokens; this.i = 0; }
+  peek() { return this.t[this.i] ?? { kind: "EOF", start: 0, end: 0 }; }
+
+  block(top) {
+    const stmts = [];
+    for (;;) {
+      const kind = this.peek().kind;
+      if (kind === "EOF") { if (top) return stmts; throw new Unreadable("eof"); }
+      if (kind === "Dedent") { if (top) throw new Unreadable("dedent"); this.i++; return stmts; }
+      if (kind === "Newline") { this.i++; continue; }
+      if (kind === "Indent") throw new Unreadable("indent");
+      const last = stmts.at(-1);
+      if (CLAUSE.has(kind)) {
+        if (!last || !last.compound) throw new Unreadable("clause");
+        this.clause(last);
+      } else {
+        this.statements(stmts);
+      }
+    }
+  }
+
+  // one logical line: a compound statement's first clause, or simple statements split by `;`
+  statements(stmts) {
+    let first = this.peek();
+    if (first.kind === "At") { // decorators: the statement starts at its `def` / `class`, as in ast
+      while (this.peek().kind === "At") this.skipLine();
+      first = this.peek();
+    }
+    if (COMPOUND.has(first.kind)) {
+      const stmt = { first, end: first, compound: true, tokens: null, blocks: [] };
+      this.clause(stmt);
+      stmts.push(stmt);
+    } else {
+      this.simple(stmts);
+    }
+  }
+
+  skipLine() {
+    while (this.peek().kind !== "Newline") { if (this.peek().kind === "EOF") throw new Unreadable("eof"); this.i++; }
+    this.i++;
+  }
+
+  // simple statements up to the end of the logical line
+  simple(stmts) {
+    for (;;) {
+      const tokens = [];
+      while (!["Semi", "Newline", "EOF", "Dedent", "Indent"].includes(this.peek().kind)) tokens.push(this.t[this.i++]);
+      if (!tokens.length) throw new Unreadable("empty statement");
+      stmts.push({ first: tokens[0], end: tokens.at(-1), compound: false, tokens, blocks: [] });
+      const kind = this.peek().kind;
+      if (kind === "Semi") {
+        this.i++;
+        if (this.peek().kind === "Newline") { this.i++; return; }
+        continue;
+      }
+      if (kind !== "Newline") throw new Unreadable("line end");
+      this.i++;
+      return;
+    }
+  }
+
+  // a clause's header up to its `:`, then its body: an indented block or the rest of the line
+  clause(stmt) {
+    let depth = 0;
+    let lambdas = 0;
+    for (;;) {
+      const tok = this.t[this.i++];
+      if (!tok || tok.kind === "Newline") throw new Unreadable("header");
+      if (OPEN.has(tok.kind)) depth++;
+      else if (CLOSE.has(tok.kind)) depth--;
+      else if (depth === 0 && tok.kind === "Lambda") lambdas++;
+      else if (depth === 0 && tok.kind === "Colon") { if (lambdas === 0) break; lambdas--; }
+    }
+    let body;
+    if (this.peek().kind === "Newline") {
+      this.i++;
+      if (this.peek().kind !== "Indent") throw new Unreadable("indent expected");
+      this.i++;
+      body = this.block(false);
+    } else {
+      body = [];
+      this.simple(body);
+    }
+    if (!body.length) throw new Unreadable("empty body");
+    stmt.blocks.push(body);
+    stmt.end = body.at(-1).end;
+  }
+}
+
+function isExpression(stmt) {
+  if (stmt.compound) return false;
+  const [first] = stmt.tokens;
+  if (STATEMENT_KEYWORDS.has(first.kind)) return false;
+  if (first.kind === "Lambda") return true;
+  let depth = 0;
+  for (const tok of stmt.tokens) {
+    if (OPEN.has(tok.kind)) depth++;
+    else if (CLOSE.has(tok.kind)) depth--;
+    else if (depth === 0 && ASSIGNING.has(tok.kind)) return false;
+  }
+  return true;
+}
+
+// an expression statement whose value is an arithmetic operation (ast.BinOp) or an index (ast.Subscript)
+function isThrownAway(stmt) {
+  return isExpression(stmt) && isOperationOrIndex(stmt.tokens);
+}
+
+// the matching closer of the bracket at tokens[at]
+function closer(tokens, at) {
+  let depth = 0;
+  for (let i = at; i < tokens.length; i++) {
+    if (OPEN.has(tokens[i].kind)) depth++;
+    else if (CLOSE.has(tokens[i].kind) && --depth === 0) return i;
+  }
+  return -1;
+}
+
+function isOperationOrIndex(tokens) {
+  if (!tokens.length) return false;
+  if (tokens[0].kind === "Lpar" && closer(tokens, 0) === tokens.length - 1) { // (n - 1): what is inside
+    return isOperationOrIndex(tokens.slice(1, -1));
+  }
+  const first = tokens[0].kind;
+  if (first === "Lambda" || first === "Yield" || first === "Not" || first === "Star") return false;
+  const operators = [];
+  let depth = 0;
+  let opener = -1; // where the last depth-0 bracket opened
+  for (let i = 0; i < tokens.length; i++) {
+    const kind = tokens[i].kind;
+    if (OPEN.has(kind)) { if (depth === 0) opener = i; depth++; continue; }
+    if (CLOSE.has(kind)) { depth--; continue; }
+    if (depth !== 0) continue;
+    if (LOOSER.has(kind)) return false;
+    if (BINARY.has(kind) && i > 0 && OPERAND_END.has(tokens[i - 1].kind)) operators.push(kind);
+  }
+  if (operators.length) return !(UNARY_FIRST.has(first) && operators.every((op) => op === "DoubleStar"));
+  return !UNARY_FIRST.has(first) && first !== "Await" && tokens.at(-1).kind === "Rsqb" && opener > 0;
+}
+
+/** Byte offsets (Ruff's tokens) to 1-based lines and columns in characters (code points). */
+function positions(code) {
+  const lineStarts = [0]; // in code points
+  const cps = Array.from(code);
+  const ascii = cps.length === code.length && !/[^\x00-\x7f]/.test(code);
+  let byteAt = null;
+  if (!ascii) {
+    byteAt = new Map();
+    let bytes = 0;
+    cps.forEach((ch, i) => { byteAt.set(bytes, i); const c = ch.codePointAt(0); bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; });
+    byteAt.set(bytes, cps.length);
+  }
+  for (let i = 0; i < cps.length; i++) {
+    if (cps[i] === "\n" || (cps[i] === "\r" && cps[i + 1] !== "\n")) lineStarts.push(i + 1);
+  }
+  return (offset) => {
+    const cp = ascii ? offset : byteAt.get(offset);
+    let lo = 0;
+    let hi = lineStarts.length - 1;
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (lineStarts[mid] <= cp) lo = mid; else hi = mid - 1; }
+    return [lo + 1, cp - lineStarts[lo] + 1];
+  };
+}
+
+/**
+ * Our rules' marks for `code` from Ruff's token listing: {marks: [[rule name, detail, span]],
+ * lastExpression: span | null}, a span being {line, column, end_line, end_column}; null when the
+ * tokens do not read as Python statements (a syntax error).
+ */
+export function ownMarks(code, tokensText) {
+  let module;
+  try {
+    module = new Reader(parseTokens(tokensText)).block(true);
+  } catch (err) {
+    if (err instanceof Unreadable) return null;
+    throw err;
+  }
+  const where = positions(code);
+  const span = (first, last) => {
+    const [line, column] = where(first.start);
+    const [end_line, end_column] = where(last.end);
+    return { line, column, end_line, end_column };
+  };
+  const marks = [];
+  const unreachable = (block) => {
+    for (let i = 0; i < block.length; i++) {
+      const stmt = block[i];
+      for (const inner of stmt.blocks) unreachable(inner);
+      const keyword = stmt.compound ? undefined : TERMINATORS[stmt.first.kind];
+      if (keyword) {
+        if (i + 1 < block.length) {
+          marks.push(["unreachable-code", `Code after \`${keyword}\` never runs`, span(block[i + 1].first, block.at(-1).end)]);
+        }
+        return;
+      }
+    }
+  };
+  unreachable(module);
+  const last = module.length && isExpression(module.at(-1)) ? module.at(-1) : null;
+  const thrownAway = (block) => {
+    for (const stmt of block) {
+      if (stmt !== last && isThrownAway(stmt)) {
+        marks.push(["thrown-away-value", "The value of this expression is not used", span(stmt.first, stmt.end)]);
+      }
+      stmt.blocks.forEach(thrownAway);
+    }
+  };
+  thrownAway(module);
+  return { marks, lastExpression: last ? span(last.first, last.end) : null };
+}
