@@ -1,19 +1,22 @@
 // wasm-runner's own lint rules, the ones Ruff lacks (issue 36 §2): code that can never run and a
 // value computed then thrown away. The server computes them on Python's `ast`
-// (wasm_runner/lint/own_rules.py); the page has no Python parser, so this module rebuilds the
-// statements from the tokens of Ruff's WebAssembly build (`Workspace.tokens`: strings, comments,
-// brackets and continuation lines are already sorted out) and applies the same rules, mark for
-// mark (tests/lint/test_tiers_agree.py compares both on tests/lint/corpus). Pure functions.
+// (wasm_runner/lint/own_rules.py); the page has no Python parser of its own (Ruff's WebAssembly
+// build can print its tree or its tokens as text, but that costs from twice to thirty times its
+// whole check), so this module rebuilds the statements and their blocks from the tokens of pytokens.js and applies the same rules, mark for mark (tests/lint/test_tiers_agree.py
+// compares both on tests/lint/corpus). Pure functions.
+import { pythonTokens } from "./pytokens.js";
 
-const TOKEN = /^\s+(\w+) (\d+)\.\.(\d+)/gm;
-const TRIVIA = new Set(["Comment", "NonLogicalNewline"]);
 const OPEN = new Set(["Lpar", "Lsqb", "Lbrace"]);
 const CLOSE = new Set(["Rpar", "Rsqb", "Rbrace"]);
-const COMPOUND = new Set(["If", "While", "For", "Try", "With", "Def", "Class", "Async", "Match", "Case"]);
+const COMPOUND = new Set(["If", "While", "For", "Try", "With", "Def", "Class", "Async"]);
+const SOFT_COMPOUND = new Set(["match", "case"]); // soft keywords: a statement, or just a name
+const NOT_AFTER_SOFT = new Set(["Newline", "Colon", "Equal", "Dot", "Semi", "Comma", "PlusEqual", "MinusEqual",
+  "StarEqual", "SlashEqual", "DoubleSlashEqual", "PercentEqual", "DoubleStarEqual", "AtEqual", "AmperEqual",
+  "VbarEqual", "CircumflexEqual", "LeftShiftEqual", "RightShiftEqual"]);
 const CLAUSE = new Set(["Elif", "Else", "Except", "Finally"]);
 const TERMINATORS = { Return: "return", Raise: "raise", Break: "break", Continue: "continue" };
 const STATEMENT_KEYWORDS = new Set(["Pass", "Break", "Continue", "Return", "Raise", "Global", "Nonlocal", "Del",
-  "Import", "From", "Assert", "Type"]);
+  "Import", "From", "Assert"]);
 const ASSIGNING = new Set(["Equal", "Colon", "PlusEqual", "MinusEqual", "StarEqual", "SlashEqual", "DoubleSlashEqual",
   "PercentEqual", "DoubleStarEqual", "AtEqual", "AmperEqual", "VbarEqual", "CircumflexEqual", "LeftShiftEqual",
   "RightShiftEqual"]);
@@ -26,16 +29,9 @@ const UNARY_FIRST = new Set(["Plus", "Minus", "Tilde"]);
 const OPERAND_END = new Set(["Name", "Identifier", "Int", "Float", "Complex", "String", "FStringEnd", "TStringEnd",
   "Rpar", "Rsqb", "Rbrace", "None", "True", "False", "Ellipsis"]);
 
-class Unreadable extends Error {}
+const LINE_END = new Set(["Semi", "Newline", "EOF", "Dedent", "Indent"]);
 
-/** Ruff's token listing (`Workspace.tokens`) as [{kind, start, end}] (UTF-8 byte offsets), trivia left out. */
-export function parseTokens(text) {
-  const out = [];
-  for (const m of text.matchAll(TOKEN)) {
-    if (!TRIVIA.has(m[1])) out.push({ kind: m[1], start: Number(m[2]), end: Number(m[3]) });
-  }
-  return out;
-}
+class Unreadable extends Error {}
 
 /** Statements and their blocks: {first, end, compound, tokens, blocks}. */
 class Reader {
@@ -67,13 +63,27 @@ class Reader {
       while (this.peek().kind === "At") this.skipLine();
       first = this.peek();
     }
-    if (COMPOUND.has(first.kind)) {
+    if (COMPOUND.has(first.kind) || this.softCompound(first)) {
       const stmt = { first, end: first, compound: true, tokens: null, blocks: [] };
       this.clause(stmt);
       stmts.push(stmt);
     } else {
       this.simple(stmts);
     }
+  }
+
+  // `match x:` / `case [a, b]:` start blocks; `match = 1`, `match(x)`, `case.upper()` are names
+  softCompound(first) {
+    if (first.kind !== "Identifier" || !SOFT_COMPOUND.has(first.text)) return false;
+    if (NOT_AFTER_SOFT.has(this.t[this.i + 1]?.kind ?? "Newline")) return false;
+    let depth = 0;
+    for (let j = this.i + 1; j < this.t.length && this.t[j].kind !== "Newline"; j++) {
+      const kind = this.t[j].kind;
+      if (OPEN.has(kind)) depth++;
+      else if (CLOSE.has(kind)) depth--;
+      else if (depth === 0 && kind === "Colon") return true;
+    }
+    return false;
   }
 
   skipLine() {
@@ -85,7 +95,7 @@ class Reader {
   simple(stmts) {
     for (;;) {
       const tokens = [];
-      while (!["Semi", "Newline", "EOF", "Dedent", "Indent"].includes(this.peek().kind)) tokens.push(this.t[this.i++]);
+      while (!LINE_END.has(this.peek().kind)) tokens.push(this.t[this.i++]);
       if (!tokens.length) throw new Unreadable("empty statement");
       stmts.push({ first: tokens[0], end: tokens.at(-1), compound: false, tokens, blocks: [] });
       const kind = this.peek().kind;
@@ -179,39 +189,35 @@ function isOperationOrIndex(tokens) {
   return !UNARY_FIRST.has(first) && first !== "Await" && tokens.at(-1).kind === "Rsqb" && opener > 0;
 }
 
-/** Byte offsets (Ruff's tokens) to 1-based lines and columns in characters (code points). */
+/** Offsets (UTF-16 units) to 1-based lines and columns in characters (code points). */
 function positions(code) {
-  const lineStarts = [0]; // in code points
-  const cps = Array.from(code);
-  const ascii = cps.length === code.length && !/[^\x00-\x7f]/.test(code);
-  let byteAt = null;
-  if (!ascii) {
-    byteAt = new Map();
-    let bytes = 0;
-    cps.forEach((ch, i) => { byteAt.set(bytes, i); const c = ch.codePointAt(0); bytes += c < 0x80 ? 1 : c < 0x800 ? 2 : c < 0x10000 ? 3 : 4; });
-    byteAt.set(bytes, cps.length);
-  }
-  for (let i = 0; i < cps.length; i++) {
-    if (cps[i] === "\n" || (cps[i] === "\r" && cps[i + 1] !== "\n")) lineStarts.push(i + 1);
+  const lineStarts = [0];
+  for (let i = 0; i < code.length; i++) {
+    const ch = code[i];
+    if (ch === "\n" || (ch === "\r" && code[i + 1] !== "\n")) lineStarts.push(i + 1);
   }
   return (offset) => {
-    const cp = ascii ? offset : byteAt.get(offset);
     let lo = 0;
     let hi = lineStarts.length - 1;
-    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (lineStarts[mid] <= cp) lo = mid; else hi = mid - 1; }
-    return [lo + 1, cp - lineStarts[lo] + 1];
+    while (lo < hi) { const mid = (lo + hi + 1) >> 1; if (lineStarts[mid] <= offset) lo = mid; else hi = mid - 1; }
+    let column = 1;
+    for (let i = lineStarts[lo]; i < offset; i++) {
+      const unit = code.charCodeAt(i);
+      if (!(unit >= 0xdc00 && unit <= 0xdfff && i > lineStarts[lo])) column++; // a low surrogate ends a pair
+    }
+    return [lo + 1, column];
   };
 }
 
 /**
- * Our rules' marks for `code` from Ruff's token listing: {marks: [[rule name, detail, span]],
- * lastExpression: span | null}, a span being {line, column, end_line, end_column}; null when the
- * tokens do not read as Python statements (a syntax error).
+ * Our rules' marks for `code`: {marks: [[rule name, detail, span]], lastExpression: span | null},
+ * a span being {line, column, end_line, end_column}; null when the tokens do not read as Python
+ * statements (a syntax error).
  */
-export function ownMarks(code, tokensText) {
+export function ownMarks(code) {
   let module;
   try {
-    module = new Reader(parseTokens(tokensText)).block(true);
+    module = new Reader(pythonTokens(code)).block(true);
   } catch (err) {
     if (err instanceof Unreadable) return null;
     throw err;

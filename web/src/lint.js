@@ -69,12 +69,11 @@ const holds = (span, line, column) => (span.line < line || (span.line === line &
  * Ruff's findings with our own rules' marks (lint-own.js) added, merged as the server's
  * wasm_runner/lint/own_rules.py does: nothing of ours on a syntax error; the program's last
  * top-level expression (shown like a notebook cell's value) marked by neither ours nor B015/B018;
- * no "thrown-away" mark where B015/B018 marks the statement already, nor in code that never runs. `tokens()` gives Ruff's
- * token listing (`Workspace.tokens(code)`), asked only when needed.
+ * no "thrown-away" mark where B015/B018 marks the statement already, nor in code that never runs.
  */
-export function mergeOwnFindings(code, found, tokens) {
+export function mergeOwnFindings(code, found) {
   if (found.some((f) => f.kind === "syntax")) return found;
-  const own = ownMarks(code, tokens());
+  const own = ownMarks(code);
   if (own === null) return found;
   const last = own.lastExpression;
   const kept = found.filter((f) => !(RUFF_THROWN_AWAY.has(f.rule) && last && holds(last, f.line, f.column)));
@@ -94,5 +93,5 @@ export function mergeOwnFindings(code, found, tokens) {
 
 /** All the findings for `code` from a Ruff `Workspace` (the page's and the tests' entry). */
 export function checkCode(workspace, code) {
-  return mergeOwnFindings(code, findingsFrom(workspace.check(code)), () => workspace.tokens(code));
+  return mergeOwnFindings(code, findingsFrom(workspace.check(code)));
 }
