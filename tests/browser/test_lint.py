@@ -110,7 +110,7 @@ def test_a_fix_clears_its_mark() -> None:
     poll(page, "document.querySelectorAll('.cm-lintRange-warning').length >= 2")
     page.hover(".cm-lintRange-warning >> nth=0")
     poll(page, "document.querySelector('.cm-tooltip-lint') !== null")
-    assert "Never runs: This code can never run: Python always leaves the block at the `return`" in (
+    assert "Never runs: This code can never run: Python never gets past the `return` just before it" in (
         page.text_content(".cm-tooltip-lint"))
     page.screenshot(path=str(SCREENSHOTS / "lint-own-rules.png"))
     page.context.close()

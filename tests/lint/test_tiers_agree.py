@@ -67,7 +67,7 @@ def test_own_rules_mark_code_that_never_runs_and_a_value_thrown_away() -> None:
         ("WR101", 3, 5, 3, 13), ("WR102", 6, 1, 6, 14)]
     assert findings[0]["title"] == "Never runs"
     assert findings[0]["message"].startswith(
-        "This code can never run: Python always leaves the block at the `return` just before it.")
+        "This code can never run: Python never gets past the `return` just before it.")
     assert findings[1]["message"].startswith("This line computes a value and then throws it away")
 
 

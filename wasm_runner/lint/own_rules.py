@@ -9,7 +9,8 @@ rules and the merging with Ruff's findings are written alike on both tiers (docs
 
 - no own marks when the code has a syntax error (Ruff's "syntax" finding, or ``ast`` cannot read it);
 - one "unreachable" mark per block: from the first statement after the first ``return`` /
-  ``raise`` / ``break`` / ``continue`` to the end of the block's last statement;
+  ``raise`` / ``break`` / ``continue`` (or ``while True:`` whose body has no ``break`` of its own)
+  to the end of the block's last statement;
 - the program's last top-level statement, when it is an expression, is shown like a notebook
   cell's value (guest/rich.py): neither our "thrown-away" rule nor Ruff's B015/B018 marks it;
 - a "thrown-away" mark where Ruff's B015/B018 already marks the statement, or in code that never
@@ -81,13 +82,41 @@ def _blocks(stmt: ast.stmt) -> Iterator[list[ast.stmt]]:
 _KEYWORD = {ast.Return: "return", ast.Raise: "raise", ast.Break: "break", ast.Continue: "continue"}
 
 
+_LOOPS = (ast.For, ast.AsyncFor, ast.While)
+_SCOPES = (ast.FunctionDef, ast.AsyncFunctionDef, ast.ClassDef)
+
+
+def _breaks_out(block: list[ast.stmt]) -> bool:
+    """Whether a ``break`` in ``block`` leaves the loop whose body it is (not an inner loop's)."""
+    for stmt in block:
+        if isinstance(stmt, ast.Break):
+            return True
+        if isinstance(stmt, _SCOPES):
+            continue
+        inner = [stmt.orelse] if isinstance(stmt, _LOOPS) else list(_blocks(stmt))  # an inner loop's else: ours
+        if any(_breaks_out(b) for b in inner):
+            return True
+    return False
+
+
+def _leaves(stmt: ast.stmt) -> str | None:
+    """The keyword after which the rest of the block never runs, if ``stmt`` is one."""
+    if isinstance(stmt, _TERMINATORS):
+        return _KEYWORD[type(stmt)]
+    if (isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value is True
+            and not _breaks_out(stmt.body)):
+        return "while True"  # a loop with no way out but return / raise
+    return None
+
+
 def _unreachable(block: list[ast.stmt], positions: _Positions, out: list[tuple[str, str, Span]]) -> None:
     for index, stmt in enumerate(block):
         for inner in _blocks(stmt):
             _unreachable(inner, positions, out)
-        if isinstance(stmt, _TERMINATORS):
+        keyword = _leaves(stmt)
+        if keyword is not None:
             if index + 1 < len(block):
-                detail = f"Code after `{_KEYWORD[type(stmt)]}` never runs"
+                detail = f"Code after `{keyword}` never runs"
                 out.append((UNREACHABLE, detail, positions.span(block[index + 1], block[-1])))
             return
 

@@ -33,7 +33,7 @@ const LINE_END = new Set(["Semi", "Newline", "EOF", "Dedent", "Indent"]);
 
 class Unreadable extends Error {}
 
-/** Statements and their blocks: {first, end, compound, tokens, blocks}. */
+/** Statements and their blocks: {first, end, compound, tokens (simple), heads (each clause's), blocks}. */
 class Reader {
   constructor(tokens) { this.t = tokens; this.i = 0; }
   peek() { return this.t[this.i] ?? { kind: "EOF", start: 0, end: 0 }; }
@@ -64,7 +64,7 @@ class Reader {
       first = this.peek();
     }
     if (COMPOUND.has(first.kind) || this.softCompound(first)) {
-      const stmt = { first, end: first, compound: true, tokens: null, blocks: [] };
+      const stmt = { first, end: first, compound: true, tokens: null, heads: [], blocks: [] };
       this.clause(stmt);
       stmts.push(stmt);
     } else {
@@ -97,7 +97,7 @@ class Reader {
       const tokens = [];
       while (!LINE_END.has(this.peek().kind)) tokens.push(this.t[this.i++]);
       if (!tokens.length) throw new Unreadable("empty statement");
-      stmts.push({ first: tokens[0], end: tokens.at(-1), compound: false, tokens, blocks: [] });
+      stmts.push({ first: tokens[0], end: tokens.at(-1), compound: false, tokens, heads: [], blocks: [] });
       const kind = this.peek().kind;
       if (kind === "Semi") {
         this.i++;
@@ -114,6 +114,7 @@ class Reader {
   clause(stmt) {
     let depth = 0;
     let lambdas = 0;
+    const start = this.i;
     for (;;) {
       const tok = this.t[this.i++];
       if (!tok || tok.kind === "Newline") throw new Unreadable("header");
@@ -122,6 +123,7 @@ class Reader {
       else if (depth === 0 && tok.kind === "Lambda") lambdas++;
       else if (depth === 0 && tok.kind === "Colon") { if (lambdas === 0) break; lambdas--; }
     }
+    const head = this.t.slice(start, this.i - 1); // the clause's keyword up to its `:`
     let body;
     if (this.peek().kind === "Newline") {
       this.i++;
@@ -133,9 +135,44 @@ class Reader {
       this.simple(body);
     }
     if (!body.length) throw new Unreadable("empty body");
+    stmt.heads.push(head);
     stmt.blocks.push(body);
     stmt.end = body.at(-1).end;
   }
+}
+
+const firstKeyword = (stmt) => {
+  if (!stmt.compound) return stmt.first.kind;
+  const [head] = stmt.heads;
+  return head[0].kind === "Async" ? head[1]?.kind : head[0].kind;
+};
+
+// whether a `break` in `block` leaves the loop whose body it is (not an inner loop's)
+function breaksOut(block) {
+  for (const stmt of block) {
+    const keyword = firstKeyword(stmt);
+    if (keyword === "Break") return true;
+    if (keyword === "Def" || keyword === "Class") continue;
+    const loop = keyword === "For" || keyword === "While";
+    const inner = loop ? stmt.blocks.filter((_, i) => stmt.heads[i][0].kind === "Else") : stmt.blocks;
+    if (inner.some(breaksOut)) return true;
+  }
+  return false;
+}
+
+// `while True:` (in brackets or not)
+function isWhileTrue(stmt) {
+  if (!stmt.compound || stmt.heads[0][0].kind !== "While") return false;
+  let test = stmt.heads[0].slice(1);
+  while (test.length > 2 && test[0].kind === "Lpar" && closer(test, 0) === test.length - 1) test = test.slice(1, -1);
+  return test.length === 1 && test[0].kind === "True";
+}
+
+// the keyword after which the rest of the block never runs, if `stmt` is one
+function leaves(stmt) {
+  if (!stmt.compound) return TERMINATORS[stmt.first.kind];
+  if (isWhileTrue(stmt) && !breaksOut(stmt.blocks[0])) return "while True"; // no way out but return / raise
+  return undefined;
 }
 
 function isExpression(stmt) {
@@ -233,7 +270,7 @@ export function ownMarks(code) {
     for (let i = 0; i < block.length; i++) {
       const stmt = block[i];
       for (const inner of stmt.blocks) unreachable(inner);
-      const keyword = stmt.compound ? undefined : TERMINATORS[stmt.first.kind];
+      const keyword = leaves(stmt);
       if (keyword) {
         if (i + 1 < block.length) {
           marks.push(["unreachable-code", `Code after \`${keyword}\` never runs`, span(block[i + 1].first, block.at(-1).end)]);

@@ -98,7 +98,7 @@ export const LINT_RULES = {
    "name": "unreachable-code",
    "severity": "warning",
    "title": "Never runs",
-   "text": "This code can never run: Python always leaves the block at the `{name}` just before it. Move these lines above that `{name}`, or remove them."
+   "text": "This code can never run: Python never gets past the `{name}` just before it. Move these lines above it, or remove them."
   },
   {
    "code": "WR102",
