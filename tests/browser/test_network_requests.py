@@ -6,10 +6,9 @@ the runner's ``POST /api/network/fetch`` instead, under the run's grant. A key w
 loopback API reads its JSON; an address no rule names, and a redirect to one, raise ``requests``'
 ``ConnectionError`` with the server tier's sentence; a key without a rule gets the sentence naming
 it. The loopback servers' own logs show what reached them. (``pandas.read_csv(url)`` is not tested
-here: pandas comes from Pyodide's official index, which the closed test machine cannot reach.
-The packages are installed by a first run: the page asks for a run's grant before it loads the
-run's packages, and the grant lasts the profile's wall limit, which loading them on a busy machine
-can use up.)"""
+here: pandas comes from Pyodide's official index, which the closed test machine cannot reach.)
+The first run installs requests itself: the page asks for the run's grant before the worker loads
+its packages, and the grant's wall limit counts from the run's first request."""
 
 from __future__ import annotations
 
@@ -111,9 +110,6 @@ def page(server: Served) -> Iterator[Any]:
     page.on("pageerror", lambda error: page.errors.append(str(error)))
     page.goto(server.url + "/")
     poll(page, "window.playground && window.playground.runner.browserInfo", timeout=READY_SECONDS)
-    # requests installed once, before the runs under test: a run's grant lasts its wall limit from
-    # when the page asks for it, which is before the packages load (see the module's note)
-    assert run_in_browser(page, "import requests")["status"] == "ok"
     yield page
     context.close()
 

@@ -93,7 +93,7 @@ name = "netk"
 key = "k-net"
 rate = "1000/minute"
 
-[profiles.blink]  # a grant of this profile lasts its wall limit: one second
+[profiles.blink]  # a grant of this profile lasts its wall limit from its first request: one second
 pool_size = 0
 image = "plain"
 wall_seconds = 1
@@ -218,7 +218,9 @@ def test_a_network_grant_of_one_replica_is_answered_by_the_other_within_one_set_
 
 
 def test_an_expired_network_grant_is_refused_by_every_replica(pair: tuple[Replica, Replica], api: LoopbackAPI) -> None:
-    token = _grant(pair[0], profile="blink")  # valid for blink's wall limit: 1 s
+    token = _grant(pair[0], profile="blink")  # valid for blink's wall limit (1 s) from its first request
+    time.sleep(1.5)  # unused, it waits for the run's packages to load (LOADING_SECONDS)
+    assert _net_fetch(pair[1], token, api.url("/data.json?first")).json()["value"]["status"] == 200
     before = len(api.log)
     time.sleep(1.5)
     for replica in pair:

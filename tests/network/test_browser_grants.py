@@ -97,6 +97,23 @@ def test_grants_expire_and_are_bounded() -> None:
     asyncio.run(check())
 
 
+def test_a_grant_lasts_the_wall_limit_from_its_runs_first_request() -> None:
+    """The page asks for the grant before the worker loads the run's packages (a first `import
+    requests` may take longer than the wall limit): an unused grant waits for them."""
+    rules = tuple(network_from({"r": {"destinations": ["https://api.example.org"], "keys": ["*"]}}).values())
+    runs = BrowserRuns()
+
+    async def check() -> None:
+        token = await runs.open(rules, tenant="t", user=None, client="c", seconds=0.3)
+        await asyncio.sleep(0.6)  # loading packages: longer than the wall limit
+        assert await runs.get(token) is not None  # the run's first request starts its clock
+        assert await runs.get(token) is not None
+        await asyncio.sleep(0.6)
+        assert await runs.get(token) is None
+
+    asyncio.run(check())
+
+
 def test_a_redirect_comes_back_to_the_guest_and_its_target_is_checked_again(server: LiveServer,
                                                                           api: LoopbackAPI) -> None:
     api.redirect_to["/jump"] = "http://169.254.169.254/latest/meta-data/"

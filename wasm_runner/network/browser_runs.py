@@ -10,8 +10,10 @@ the run; the worker's network shim sends each request with it (``POST /api/netwo
 synchronous XMLHttpRequest from the worker), and the server makes it through the run's
 ``RunNetwork``: the destination matched, the name resolved and the address checked by the host,
 the caps counted per grant (one grant per run), each request recorded. The key never reaches
-the frame or the guest: the token opens only that run's network, until the grant's deadline (the
-profile's wall limit).
+the frame or the guest: the token opens only that run's network, until the grant's deadline: the
+profile's wall limit from the run's first request (the page asks before the worker loads the
+run's packages, and the run's wall clock starts only after them), and a grant never used lapses
+``LOADING_SECONDS`` plus the wall limit after it was given.
 
 Where grants live: in this process (``MAX_OPEN`` at most, the oldest dropped first) on one host;
 with ``redis_url``, in Redis (``scaleout.state.SharedState``), so a request may reach any
@@ -37,7 +39,10 @@ from .budget import MemoryBudget, RunBudget, SharedBudget, SharedCalls
 from .fetcher import NetworkRecord, RunNetwork
 from .rules import NetworkRule
 
-__all__ = ["MAX_OPEN", "BrowserGrant", "BrowserRuns"]
+__all__ = ["LOADING_SECONDS", "MAX_OPEN", "BrowserGrant", "BrowserRuns"]
+
+LOADING_SECONDS = 120.0  # an unused grant waits this long (and the wall limit) for its run's first
+# request: a first run's `import requests` may load for a minute on a slow machine
 
 MAX_OPEN = 10_000  # grants held at once in one process's memory; the oldest goes first
 
@@ -66,19 +71,31 @@ class _Kept:
     client: str
     rules: tuple[str, ...]
     expires_at: float
+    seconds: float  # the wall limit: from the first request on, the grant lasts this long
+    started: bool = False  # whether a request came (the deadline then counts from it)
 
     def to_json(self) -> str:
         return json.dumps({"run": self.run, "tenant": self.tenant, "user": self.user, "client": self.client,
-                           "rules": list(self.rules), "expires_at": self.expires_at})
+                           "rules": list(self.rules), "expires_at": self.expires_at, "seconds": self.seconds,
+                           "started": self.started})
 
     @classmethod
     def from_json(cls, raw: bytes | str) -> _Kept | None:
         try:
             d: Any = json.loads(raw)
             return cls(str(d["run"]), str(d["tenant"]), None if d["user"] is None else str(d["user"]),
-                       str(d["client"]), tuple(str(r) for r in d["rules"]), float(d["expires_at"]))
+                       str(d["client"]), tuple(str(r) for r in d["rules"]), float(d["expires_at"]),
+                       float(d["seconds"]), bool(d["started"]))
         except (ValueError, KeyError, TypeError):
             return None
+
+    def start(self, now: float) -> bool:
+        """The first request: the deadline is the wall limit from now (never later than it was).
+        Whether this changed the grant."""
+        if self.started:
+            return False
+        self.started, self.expires_at = True, min(self.expires_at, now + self.seconds)
+        return True
 
 
 def _token_key(token: str) -> str:
@@ -104,17 +121,20 @@ class BrowserRuns:
 
     async def open(self, rules: Sequence[NetworkRule], *, tenant: str, user: str | None, client: str,
                    seconds: float) -> str:
-        """A token for one run under ``rules`` (not empty), valid for ``seconds``;
+        """A token for one run under ``rules`` (not empty), valid for ``seconds`` (the run's wall
+        limit) from its first request, and ``LOADING_SECONDS`` longer when unused;
         ``SharedStateUnavailable`` (a 503) when the grant cannot be kept in Redis."""
         token = secrets.token_urlsafe(32)
-        kept = _Kept(secrets.token_hex(8), tenant, user, client, tuple(r.name for r in rules), time.time() + seconds)
+        lasts = seconds + LOADING_SECONDS if seconds > 0 else 0.0  # an instant grant is expired already
+        kept = _Kept(secrets.token_hex(8), tenant, user, client, tuple(r.name for r in rules), time.time() + lasts,
+                     seconds)
         with self._lock:
             for rule in rules:
                 self._rules.setdefault(rule.name, rule)
         if self.shared is not None:
-            if seconds > 0:  # an instant grant is expired already: nothing to keep
+            if lasts > 0:  # nothing to keep of an expired grant
                 op = self.shared.redis.set(self.shared.key("netgrant", _token_key(token)), kept.to_json(),
-                                           px=max(1, int(seconds * 1000)))
+                                           px=max(1, int(lasts * 1000)))
                 await self.shared.call(op, "the browser runs' network grants")
             return token
         with self._lock:
@@ -131,11 +151,16 @@ class BrowserRuns:
         Redis does not answer."""
         budget: RunBudget
         if self.shared is not None:
-            raw = await self.shared.call(self.shared.redis.get(self.shared.key("netgrant", _token_key(token))),
-                                         "the browser runs' network grants")
+            key = self.shared.key("netgrant", _token_key(token))
+            raw = await self.shared.call(self.shared.redis.get(key), "the browser runs' network grants")
             kept = None if raw is None else _Kept.from_json(raw)
-            if kept is None or kept.expires_at <= time.time():
+            now = time.time()
+            if kept is None or kept.expires_at <= now:
                 return None
+            if kept.start(now):  # only if still there (XX): two replicas starting it agree within ms
+                left = max(1, int((kept.expires_at - now) * 1000))
+                await self.shared.call(self.shared.redis.set(key, kept.to_json(), px=left, xx=True),
+                                       "the browser runs' network grants")
             budget = SharedBudget(self.shared, kept.run, kept.expires_at)
         else:
             with self._lock:
@@ -146,6 +171,7 @@ class BrowserRuns:
                     found = None
                 if found is None:
                     return None
+                found.start(time.time())
                 kept, budget = found, self._budgets[found.run]
         with self._lock:
             rules = tuple(self._rules[name] for name in kept.rules if name in self._rules)

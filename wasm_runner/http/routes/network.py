@@ -2,7 +2,8 @@
 
 - ``POST /api/network/runs`` (the page, with its API key and user like every API route; body
   ``{"profile"?}``): ``{"on": true, "token", "seconds"}`` when a ``[network.NAME]`` rule names the
-  key and profile (a grant for one run, valid for the profile's wall limit), else ``{"on":
+  key and profile (a grant for one run, valid for the profile's wall limit from the run's first
+  request: ``network/browser_runs.py``), else ``{"on":
   false, "refusal"}`` with the sentence every request of the run raises, as on the server tier.
 - ``POST /api/network/fetch`` (the run's worker, a synchronous XMLHttpRequest from the sandbox
   frame's opaque origin; body ``{"token", "request"}`` as text/plain, so no preflight): one
