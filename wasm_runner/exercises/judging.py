@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact", "score",
            "short", "block", "strict_eq", "assert_compare", "assert_true", "rewrite_asserts",
+           "missing_function",
            "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
 
 MAX_SHOWN_LINES = 20
@@ -354,3 +355,28 @@ def rewrite_asserts(source: str, filename: str, compare: str = "__wr_compare",
     walk(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
+
+
+def missing_function(name: Any, tests_source: str) -> dict[str, Any] | None:
+    """The explanation (``{id, params, span}``, docs/explanations.md) of a teacher test that
+    failed with ``NameError`` for ``name``, a name the student's code does not define, or None
+    when the tests never call ``name``. The signature shown is the test's first call of it
+    (``add(a, b)`` for ``add(2, 3)``; keyword arguments by their names). Both tiers' harnesses
+    (``guest/check_agent.py``, and ``practice.py`` for ``guest/check_harness.py``) use this one."""
+    import ast
+
+    if type(name) is not str or not name.isidentifier():
+        return None
+    try:
+        tree = ast.parse(tests_source)
+    except (SyntaxError, ValueError):
+        return None
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+    if not calls:
+        return None
+    first = min(calls, key=lambda node: (node.lineno, node.col_offset))
+    args = ["abcdefgh"[i] if i < 8 else f"x{i}" for i in range(len(first.args))]
+    args += [k.arg for k in first.keywords if k.arg]
+    return {"id": "exercise_missing_function", "span": None,
+            "params": {"name": name, "signature": f"{name}({', '.join(args)})"}}

@@ -8,6 +8,7 @@
 // on the server (tier="server"), where hidden checks never leave the server.
 import { fetchServerJson } from "./client.js";
 import { HARNESS_PROGRAM, PRACTICE_PROGRAM } from "./checking.js";
+import { checkedExplanation, renderExplanation } from "./explain.js";
 
 export const CHECK_MIME = "application/vnd.wasm-runner.check+json";
 
@@ -73,9 +74,11 @@ function forJudging(res) {
 /**
  * Check `code` in the browser, as practice: the practice program plans the runs, each runs
  * through `runner` (client.js, tier "browser"; a Node controller in tests), and the practice
- * program judges it, as the server would. Resolves with the report (the server's shape).
+ * program judges it, as the server would. Resolves with the report (the server's shape). A
+ * failed check's explanation (a function the tests call is missing) is rendered in `lang`, as
+ * the server renders it (English when the catalogues lack `lang`).
  */
-export async function checkInBrowser(runner, bundle, code, { signal, onCheck, filename } = {}) {
+export async function checkInBrowser(runner, bundle, code, { signal, onCheck, filename, lang = null } = {}) {
   const { runs, limits, report: empty } = await practice(runner, { op: "plan", bundle, code });
   const checks = [];
   let report = empty;
@@ -89,8 +92,13 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
       res = await runner.run(run.program === "student" ? code : HARNESS_PROGRAM + run.suffix, options);
     }
     const answer = await practice(runner, { op: "judge", exercise: bundle.id, run, result: forJudging(res), checks });
+    if (answer.check.explanation) {
+      const raw = checkedExplanation(answer.check.explanation);
+      if (raw) answer.check.explanation = renderExplanation(raw, lang);
+      else delete answer.check.explanation;
+    }
     checks.push(answer.check);
-    report = answer.report;
+    report = { ...answer.report, checks: [...checks] }; // with the explanations rendered here
     if (onCheck) onCheck(answer.check);
   }
   return report;
@@ -239,6 +247,22 @@ export class CheckView {
       pre.textContent = check.message;
       li.append(pre);
     }
+    const e = check.explanation;
+    if (e && !check.passed && typeof e.title === "string") { // e.g. a function the tests call is missing
+      const box = document.createElement("div");
+      box.className = "check-explain";
+      const title = document.createElement("strong");
+      title.textContent = e.title;
+      box.append(title);
+      for (const [part, text] of [["text", e.text], ["hint", e.hint]]) {
+        if (typeof text !== "string" || !text) continue;
+        const p = document.createElement("p");
+        p.className = `check-explain-${part}`;
+        p.textContent = text;
+        box.append(p);
+      }
+      li.append(box);
+    }
     this.list.append(li);
   }
 
@@ -288,6 +312,9 @@ export const CHECK_STYLE = `
 .check { padding: .2rem 0; border-bottom: 1px solid #f0f0f2; }
 .check-mark { display: inline-block; width: 1.3rem; font-weight: 700; }
 .check-pass .check-mark { color: #1a7f37; } .check-fail .check-mark { color: #b42318; }
+.check-explain { margin: .2rem 0 .2rem 1.3rem; padding: .3rem .5rem; border-left: 4px solid #b42318; background: #fff6e5; color: #222; }
+.check-explain p { margin: .2rem 0 0; }
+.check-explain-hint::before { content: "→ "; }
 .check-message { margin: .2rem 0 .2rem 1.3rem; white-space: pre-wrap; font: 13px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; background: #fbfbfa; padding: .3rem .5rem; }
 .instructions { padding: .4rem .8rem; border-bottom: 1px solid #eee; font: 14px/1.5 system-ui, sans-serif; }
 .instructions pre { background: #f5f5f7; padding: .4rem .6rem; }
