@@ -24,7 +24,7 @@ QUICK = Limits(cpu_seconds=2, wall_seconds=10, memory_mb=256)
 PROGRAMS = {
     "no function": "print('hello')\n",
     "misspelt": "def ad(a, b):\n    return a + b\n",
-    "another name": "def plus(a, b):\n    return a + b\n",
+    "another name": "def plus(a, b):\n    return a + b\n\nTOTAL = plus(1, 2)\n",
     "wrong sum": "def add(a, b):\n    return a - b\n",  # defined: a plain failure, no explanation
 }
 LANGS = ("en", "de")
@@ -51,10 +51,17 @@ def test_the_server_says_the_function_is_missing(server: dict[str, dict[str, Any
     for name in ("no function", "misspelt", "another name"):
         check = server[name]
         assert not check["passed"] and "NameError: name 'add' is not defined" in check["message"]
-        e = check["explanation"]
-        assert (e["id"], e["lang"]) == ("exercise_missing_function", "en"), e
-        assert e["title"] == "Your code does not define add yet"
-        assert e["text"] == "The teacher's test calls add(a, b), but your code has no function named add."
+        assert check["explanation"]["lang"] == "en"
+        assert check["explanation"]["title"] == "Your code does not define add yet"
+    e = server["no function"]["explanation"]
+    assert e["id"] == "exercise_missing_function"
+    assert e["text"] == "The teacher's test calls add(a, b), but your code has no function named add."
+    for name, defined in (("misspelt", "ad"), ("another name", "plus")):  # probably the one, renamed
+        e = server[name]["explanation"]
+        assert (e["id"], e["params"]["defined"]) == ("exercise_function_named_otherwise", defined)
+        assert e["text"] == ("The teacher's test calls add(a, b), but your code has no function named add. "
+                             f"It has one named {defined}.")
+        assert e["hint"].startswith(f"If {defined} is the function the exercise asks for, rename it to add")
     wrong = server["wrong sum"]
     assert not wrong["passed"] and "explanation" not in wrong and "got:      -1" in wrong["message"]
 

@@ -30,7 +30,8 @@ def guest_ids() -> set[str]:
 
 def test_every_id_has_every_field_in_every_language() -> None:
     ids = guest_ids() | {"limit_timeout", "limit_cpu", "limit_memory", "limit_output", "limit_input_wait",
-                         "limit_disk", "exercise_missing_function"}
+                         "limit_disk", "exercise_missing_function",
+                         "exercise_function_named_otherwise"}
     assert len(ids) >= 60
     english = catalogue("en")
     for lang in LANGUAGES:

@@ -105,7 +105,9 @@ def judge(run: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
                          case=run.get("case"), record=record, weight=float(run.get("weight", 1.0)),
                          fail_message=run.get("fail_message"))
     if record is not None and not check["passed"] and "missing_name" in record:
-        explanation = missing_function(record["missing_name"], str(json.loads(run["stdin"])["tests"]))
+        functions = record.get("functions")
+        functions = [f for f in functions if isinstance(f, str)] if isinstance(functions, list) else []
+        explanation = missing_function(record["missing_name"], str(json.loads(run["stdin"])["tests"]), functions)
         if explanation is not None:
             check["explanation"] = explanation
     return check

@@ -526,7 +526,9 @@ def test_main(codec, judging, transport):
         name = getattr(exc, "name", None)
         if type(exc) is not NameError or type(name) is not str or name in ns:
             return None
-        return judging.missing_function(name, tests_src)
+        functions = [key for key, value in names.items()
+                     if type(key) is str and _remote_type_name(value) == "function"]
+        return judging.missing_function(name, tests_src, functions)
 
     try:
         code = judging.rewrite_asserts(tests_src, tests_file)

@@ -398,6 +398,9 @@ def _wr_check():
                 missing = exc.name  # practice.py explains it (judging.missing_function)
                 if _type(missing) is _str and missing not in ns:
                     record["missing_name"] = missing
+                    record["functions"] = [key for key, value in list(vars(solution).items())[:1000]
+                                           if _type(key) is _str and not key.startswith("_")
+                                           and _type(value) is FunctionType][:100]
         else:
             record["passed"] = True
         intact = (ns.get("__wr_compare") is wr_compare and ns.get("__wr_truth") is wr_truth
