@@ -11,6 +11,7 @@ import { HARNESS_PROGRAM, PRACTICE_PROGRAM } from "./checking.js";
 import { checkedExplanation, renderExplanation } from "./explain.js";
 
 export const CHECK_MIME = "application/vnd.wasm-runner.check+json";
+const LANG_TAG = /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$/; // the HTTP API's lang (explanations.LANG_PATTERN)
 
 /**
  * Load an exercise: a bundle URL (…json: every check, for the browser), or an id on `base`'s
@@ -107,12 +108,15 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
 /**
  * Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check, saying
  * how many hints the page has shown (`hintsUsed`: the page's count; the server bounds it and
- * keeps the highest per user, and answers its count as `hints_used`).
+ * keeps the highest per user, and answers its count as `hints_used`) and the language of a
+ * check's explanation (`lang`, as the page's runs ask for theirs).
  */
-export async function checkOnServer(base, id, code, { signal, headers = {}, hintsUsed = 0 } = {}) {
+export async function checkOnServer(base, id, code, { signal, headers = {}, hintsUsed = 0, lang = null } = {}) {
+  const asked = { code, hints_used: hintsUsed };
+  if (typeof lang === "string" && LANG_TAG.test(lang)) asked.lang = lang; // a check's explanation
   const { response, body } = await fetchServerJson(base, new URL(`api/exercises/${encodeURIComponent(id)}/check`, base), {
     method: "POST", signal, headers: { ...headers, "content-type": "application/json" },
-    body: JSON.stringify({ code, hints_used: hintsUsed }),
+    body: JSON.stringify(asked),
   });
   if (!response.ok || !body || !Array.isArray(body.checks)) {
     const why = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
@@ -251,6 +255,7 @@ export class CheckView {
     if (e && !check.passed && typeof e.title === "string") { // e.g. a function the tests call is missing
       const box = document.createElement("div");
       box.className = "check-explain";
+      if (typeof e.lang === "string") box.lang = e.lang;
       const title = document.createElement("strong");
       title.textContent = e.title;
       box.append(title);
@@ -331,11 +336,12 @@ export const CHECK_STYLE = `
  * `runButton`), the results after `resultsAfter`. `tier()` is the page's tier ("browser",
  * "server" or "auto"); checks run on the server for tier "server", for an exercise the browser
  * may not check (its checks never leave the server), and for "auto" when `runner` decides on
- * the server; otherwise in the browser, as practice. Returns {ready: Promise<exercise>,
+ * the server; otherwise in the browser, as practice. `lang()` is the language of a check's
+ * explanation (the page's, or an embed's own). Returns {ready: Promise<exercise>,
  * check(): Promise<report>, where(): "browser" | "server"}.
  */
 export function mountExercise({ ref, base, runner, bar, runButton, instructionsBefore, resultsAfter, live,
-  getCode, setCode, tier, onBusy = () => {} }) {
+  getCode, setCode, tier, lang = () => null, onBusy = () => {} }) {
   const doc = bar.ownerDocument;
   const headers = () => (runner.apiKey ? { authorization: `Bearer ${runner.apiKey}` } : {});
   const checkButton = doc.createElement("button");
@@ -403,11 +409,12 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
     try {
       if (place === "server") {
         report = await checkOnServer(base, exercise.id, getCode(), { signal: abort.signal, headers: headers(),
-          hintsUsed: hints.used() });
+          hintsUsed: hints.used(), lang: lang() });
         for (const c of report.checks) view.add(c);
       } else {
         if (!bundle) bundle = await loadBundle(exercise.id, { base, headers: headers() });
-        report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c) });
+        report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c),
+          lang: lang() });
         report.hints_used = hints.used(); // the page's own count: practice never counts
       }
       report.where = place;
