@@ -163,6 +163,14 @@ def test_request_bodies_are_accepted_by_the_http_api_models() -> None:
     _, path, body = http_request("fork_session", EXAMPLES["fork_session"])
     assert path == "/api/sessions/abc_123/fork"
     assert schemas.parse_model(schemas.SessionFork, body).copies == 2
+    # the explanation's language, as the MCP tools take it: the HTTP API's lang
+    _, _, body = http_request("run_python", {"code": "1 / 0", "lang": "de-AT"})
+    assert schemas.parse_model(schemas.RunRequest, body).lang == "de-AT"
+    _, _, body = http_request("run_cell", {"session_id": "s", "code": "1 / 0", "lang": "de"})
+    assert schemas.parse_model(schemas.SessionRunRequest, body).lang == "de"
+    for name in ("run_python", "run_cell"):
+        lang = next(op for op in OPERATIONS if op.name == name).parameters["properties"]["lang"]
+        assert "any other language gets English" in lang["description"]
 
 
 def test_session_id_is_quoted_into_the_path() -> None:
@@ -186,6 +194,7 @@ def test_session_id_is_quoted_into_the_path() -> None:
         ("run_python", [], "JSON object"),
         ("run_python", {"code": "1", "packages": "sympy"}, "packages must be a list"),
         ("open_session", {"packages": [1]}, "packages must be a list"),
+        ("run_python", {"code": "1", "lang": ["de"]}, "lang must be a string"),
     ],
 )
 def test_bad_calls_are_refused_clearly(name: str, arguments: Any, fragment: str) -> None:

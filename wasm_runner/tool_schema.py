@@ -29,6 +29,7 @@ from typing import Any, Literal
 from urllib.parse import quote
 
 from .errors import WasmRunnerError
+from .explanations import LANG_DESCRIPTION, LANG_PATTERN
 from .limits import Limits
 from .mcp.descriptions import environment_text, limits_text
 
@@ -69,6 +70,7 @@ _PACKAGES: dict[str, Any] = {
 }
 _SAVED_ID: dict[str, Any] = {"type": "string", "description": "The saved_id save_session returned."}
 _CODE: dict[str, Any] = {"type": "string", "description": "Python source to run."}
+_LANG: dict[str, Any] = {"type": "string", "maxLength": 35, "pattern": LANG_PATTERN, "description": LANG_DESCRIPTION}
 _PATH_PARAMETERS = ("session_id", "saved_id")
 
 
@@ -101,6 +103,7 @@ OPERATIONS: tuple[Operation, ...] = (
                 "stdin": {"type": "string", "description": "Text given on standard input."},
                 "files": _FILES_SCHEMA,
                 "packages": _PACKAGES,
+                "lang": _LANG,
             },
             "required": ["code"],
             "additionalProperties": False,
@@ -125,7 +128,7 @@ OPERATIONS: tuple[Operation, ...] = (
         "last expression's value as a table or text.",
         {
             "type": "object",
-            "properties": {"session_id": _SESSION_ID, "code": _CODE, "files": _FILES_SCHEMA},
+            "properties": {"session_id": _SESSION_ID, "code": _CODE, "files": _FILES_SCHEMA, "lang": _LANG},
             "required": ["session_id", "code"],
             "additionalProperties": False,
         },
@@ -265,7 +268,7 @@ def http_request(name: str, arguments: Mapping[str, Any]) -> tuple[str, str, dic
         if not isinstance(args["files"], list):
             raise ToolCallError(f"{name}: files must be a list")
         args["files"] = [_file_in(f) for f in args["files"]]
-    for key in ("code", "stdin"):
+    for key in ("code", "stdin", "lang"):
         if key in args and not isinstance(args[key], str):
             raise ToolCallError(f"{name}: {key} must be a string")
     if "packages" in args and (not isinstance(args["packages"], list)

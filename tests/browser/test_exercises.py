@@ -72,6 +72,26 @@ def test_playground_shows_the_exercise_and_checks_with_the_keyboard(browser_page
     assert page.errors == []
 
 
+def test_a_missing_function_is_explained_under_its_check_in_the_pages_language(browser_page):
+    """Issue 36: a test calling mean when the code defines only average shows the explanation
+    under the failed check, in the page's lang (German here), as the server words it."""
+    page = browser_page
+    page.evaluate("document.documentElement.lang = 'de'")
+    try:
+        page.evaluate("window.playground.editor.setCode(%s)" % json.dumps(
+            "def average(values):\n    return sum(values) / len(values)\n"))
+        page.click(".check-button")
+        poll(page, "document.querySelector('.check-summary').textContent.includes('of 7 checks')", timeout=180)
+        boxes = page.evaluate("Array.from(document.querySelectorAll('.check-explain'), (e) => [e.lang, e.textContent])")
+        assert boxes, texts(page, ".check-message")
+        assert all(lang == "de" for lang, _ in boxes)
+        assert boxes[0][1].startswith("Dein Code definiert mean noch nicht")
+        assert "Er hat eine namens average." in boxes[0][1]
+        assert page.errors == []
+    finally:
+        page.evaluate("document.documentElement.lang = 'en'")
+
+
 def test_browser_verdicts_match_the_server(browser_page):
     wrong = ("def helper(v):\n    return v[0] / 0 if v == [5] else sum(v) // len(v)\n"
              "def mean(values):\n    return helper(values)\n"

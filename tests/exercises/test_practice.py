@@ -54,3 +54,18 @@ def test_the_generated_program_judges_as_the_server_judges():
                      "result": {**result, "stdout": "", "outputs": outputs}, "checks": [said["check"]]})
         assert said["check"]["passed"] is passed
         assert said["report"]["total"] == 2
+
+
+def test_missing_function_is_explained_from_the_tests_call_and_the_codes_functions():
+    tests = "def test_it():\n    assert total([1, 2], start=3) == 6\n"
+    plain = judging.missing_function("total", tests)
+    assert plain == {"id": "exercise_missing_function", "span": None,
+                     "params": {"name": "total", "signature": "total(a, start)"}}
+    assert judging.missing_function("helper", tests) is None  # the tests never call it
+    assert judging.missing_function("total", "def broken(:\n") is None
+    assert judging.missing_function(["total"], tests) is None
+    close = judging.missing_function("total", tests, ["main", "Totl", "helper"])
+    assert close is not None and close["params"]["defined"] == "Totl"  # spelt close, any case
+    only = judging.missing_function("total", tests, ["sum_up"])
+    assert only is not None and only["params"]["defined"] == "sum_up"  # the only function there is
+    assert judging.missing_function("total", tests, ["main", "helper"]) == plain  # neither is close

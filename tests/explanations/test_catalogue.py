@@ -3,7 +3,9 @@ give has a title, text and hint in every language; the host passes on only what 
 
 from __future__ import annotations
 
+import json
 import re
+import subprocess
 from pathlib import Path
 
 import pytest
@@ -11,8 +13,11 @@ import pytest
 from wasm_runner.explanations import LANGUAGES, checked, for_limit, language_of, render
 from wasm_runner.explanations.catalogue import catalogue, fill, parse_po
 from wasm_runner.limits import Limits
+from wasm_runner.tiers import end_line
 
-GUEST = Path(__file__).resolve().parents[2] / "wasm_runner" / "guest" / "explain.py"
+REPO = Path(__file__).resolve().parents[2]
+GUEST = REPO / "wasm_runner" / "guest" / "explain.py"
+PARAM = r"(?<!\{)\{([a-z_]+(?::[a-z]+)?)\}"  # {name} or {name:kind}, with its kind
 
 
 def guest_ids() -> set[str]:
@@ -25,7 +30,8 @@ def guest_ids() -> set[str]:
 
 def test_every_id_has_every_field_in_every_language() -> None:
     ids = guest_ids() | {"limit_timeout", "limit_cpu", "limit_memory", "limit_output", "limit_input_wait",
-                         "limit_disk", "exercise_missing_function"}
+                         "limit_disk", "exercise_missing_function",
+                         "exercise_function_named_otherwise"}
     assert len(ids) >= 60
     english = catalogue("en")
     for lang in LANGUAGES:
@@ -34,8 +40,7 @@ def test_every_id_has_every_field_in_every_language() -> None:
         assert not missing, (lang, missing)
         assert set(entries) == set(english), lang  # no entry of one language lacks in another
         for key, template in entries.items():  # same parameters as the English text
-            assert set(re.findall(r"(?<!\{)\{([a-z_]+)\}", template)) <= set(
-                re.findall(r"(?<!\{)\{([a-z_]+)\}", english[key]) + ["name"]), (lang, key)
+            assert set(re.findall(PARAM, template)) <= set(re.findall(PARAM, english[key]) + ["name"]), (lang, key)
 
 
 def test_po_reader_and_placeholders() -> None:
@@ -73,3 +78,49 @@ def test_limits_are_explained() -> None:
     assert "2 Sekunden Rechenzeit" in cpu["text"]
     assert for_limit("memory_limit", "memory", limits)["params"] == {"megabytes": 128}  # type: ignore[index]
     assert for_limit("ok", None, limits) is None and for_limit("error", None, limits) is None
+
+
+# a limit's status, its limit, the limits it ran under, and the quantity its end line says
+QUANTITIES = [
+    ("output_limit", "output", {"stdout_bytes": 1 << 20}, "1 MB"),
+    ("output_limit", "output", {"stdout_bytes": 64 << 10}, "64 KB"),
+    ("output_limit", "output", {"stdout_bytes": 1000}, "1000 bytes"),
+    ("timeout", "wall", {"wall_seconds": 120}, "2 minutes"),
+    ("timeout", "wall", {"wall_seconds": 4.5}, "4.5 seconds"),
+    ("cpu_limit", "cpu", {"cpu_seconds": 1}, "1 second"),
+    ("cpu_limit", "cpu", {"cpu_seconds": 0.5}, "0.5 seconds"),
+    ("memory_limit", "memory", {"memory_mb": 512}, "512 MB"),
+    ("timeout", "input_wait", {"input_wait_seconds": 300}, "5 minutes"),
+]
+
+
+def _browser_render(raws: list[dict[str, object]], lang: str) -> list[dict[str, object]]:
+    """The page's renderer (web/src/explain.js) on ``raws``, under Node."""
+    script = ("import { renderExplanation } from './web/src/explain.js';\n"
+              "import { readFileSync } from 'node:fs';\n"
+              "const raws = JSON.parse(readFileSync(0, 'utf8'));\n"
+              f"process.stdout.write(JSON.stringify(raws.map((r) => renderExplanation(r, {lang!r}))));\n")
+    done = subprocess.run(["node", "--input-type=module", "-e", script], cwd=REPO, input=json.dumps(raws),
+                          capture_output=True, text=True, timeout=60, check=True)
+    rendered: list[dict[str, object]] = json.loads(done.stdout)
+    return rendered
+
+
+def test_a_limit_says_its_quantity_as_the_end_line_does_on_both_renderers() -> None:
+    raws = []
+    for status, limit, values, said in QUANTITIES:
+        line = end_line(status, values, limit=limit)
+        assert said in line, (line, said)  # what the run's status says ...
+        raw = for_limit(status, limit, values)
+        assert raw is not None
+        text = render(raw, "en")["text"]
+        assert said in text, (text, said)  # ... its explanation says too
+        raws.append(raw)
+    assert "1048576" not in render(raws[0], "en")["text"]
+    for lang in LANGUAGES:  # the page words every quantity as the server does
+        assert _browser_render(raws, lang) == [render(raw, lang) for raw in raws]
+    german = [render(raw, "de")["text"] for raw in raws]
+    assert "mehr als 1 MB" in german[0] and "1000 Bytes" in german[2] and "2 Minuten" in german[3]
+    assert "1 Sekunde Rechenzeit" in german[5] and "5 Minuten auf" in german[8]
+    assert fill("{n:bytes} and {n:weeks} and {gone:seconds}", {"n": 2048}) == "2048 and 2048 and "
+    assert fill("{n:bytes}", {"n": 2048}, catalogue("en")) == "2 KB"

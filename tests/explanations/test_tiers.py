@@ -97,3 +97,14 @@ def test_the_explanation_is_in_the_asked_language(server: dict[str, Any]) -> Non
     assert "str(age)" in e["en"]["hint"] and "str(age)" in e["de"]["hint"]
     loop = server["endless_loop"]["en"]
     assert "your loop's condition never becomes false" in loop["text"]
+
+
+def test_a_missing_import_and_a_tuple_get_advice_that_fits(server: dict[str, Any]) -> None:
+    """Issue 36's list checked on the server tier: a module used without its import is told to
+    import it; a tuple is not told to rebuild it like text."""
+    random = server["missing_import"]["en"]
+    assert random["title"] == "'random' is not defined" and "write import random at the top" in random["hint"]
+    assert "import random" in server["missing_import"]["de"]["hint"]
+    tuple_ = server["tuple_assign"]["en"]
+    assert tuple_["title"] == "A value of type tuple cannot be changed"
+    assert "for a tuple, use a list (list(t))" in tuple_["hint"]

@@ -200,3 +200,37 @@ def test_fork_session_makes_independent_copies(served: tuple[str, McpHttp]) -> N
     forks = [e for e in store.open_sessions() if e.tenant == "alice"]
     assert forks == []
     assert httpx.get(f"{base}/healthz").json() == {"status": "ok"}
+
+
+def test_the_explanation_comes_in_the_asked_language(served: tuple[str, McpHttp]) -> None:
+    """Issue 36: run_python and run_cell take ``lang`` as the HTTP API does; a language without a
+    catalogue gets English, as the tools' schema says; a malformed tag is refused, and the server
+    goes on answering."""
+    base, _ = served
+    code = "values = []\nprint(sum(values) / len(values))\n"
+
+    async def conversation() -> None:
+        async with _client(base, KEY_A) as client:
+            tools = {t.name: t for t in (await client.list_tools()).tools}
+            for name in ("run_python", "run_cell"):
+                lang = tools[name].input_schema["properties"]["lang"]
+                assert "any other language gets English" in lang["description"] and "de" in lang["description"]
+                assert "lang" not in tools[name].input_schema["required"]
+            german = await checks.call(client, "run_python", {"code": code, "lang": "de-AT"})
+            e = german.structured_content["explanation"]
+            assert (e["id"], e["lang"], e["title"]) == ("zero_division", "de", "Division durch null"), e
+            assert "Explanation (line 2): Division durch null. Die Zahl, durch die geteilt wird" in checks.text_of(german)
+            for args in ({"lang": "fr"}, {}):  # no French catalogue, or no lang: English
+                english = await checks.call(client, "run_python", {"code": code, **args})
+                e = english.structured_content["explanation"]
+                assert (e["lang"], e["title"]) == ("en", "Division by zero"), e
+            bad = await checks.call(client, "run_python", {"code": code, "lang": "not a language!"})
+            assert bad.is_error and "lang" in checks.text_of(bad), checks.text_of(bad)
+            session_id = await checks.open_session(client)
+            cell = await checks.call(client, "run_cell", {"session_id": session_id, "code": "1 / 0", "lang": "de"})
+            e = cell.structured_content["explanation"]
+            assert (e["id"], e["lang"], e["title"]) == ("zero_division", "de", "Division durch null"), e
+            await checks.check_close(client, session_id)
+            await checks.check_run_once(client)  # the server still answers
+
+    checks.run_async(conversation)

@@ -17,6 +17,7 @@ from typing import Any
 
 __all__ = ["compare_output", "judge_io", "judge_test", "check_result", "summarize", "redact", "score",
            "short", "block", "strict_eq", "assert_compare", "assert_true", "rewrite_asserts",
+           "missing_function",
            "MAX_SHOWN_LINES", "MAX_SHOWN_CHARS", "MAX_REPR_CHARS", "LIMIT_HINT"]
 
 MAX_SHOWN_LINES = 20
@@ -354,3 +355,55 @@ def rewrite_asserts(source: str, filename: str, compare: str = "__wr_compare",
     walk(tree)
     ast.fix_missing_locations(tree)
     return compile(tree, filename, "exec")
+
+
+def _edits(a: str, b: str) -> int:
+    """The number of one-character edits (insert, delete, change) from ``a`` to ``b``."""
+    previous = list(range(len(b) + 1))
+    for i, ca in enumerate(a, 1):
+        current = [i]
+        for j, cb in enumerate(b, 1):
+            current.append(min(previous[j] + 1, current[j - 1] + 1, previous[j - 1] + (ca != cb)))
+        previous = current
+    return previous[-1]
+
+
+def _named_otherwise(name: str, functions: Sequence[str]) -> str | None:
+    """The student's function that is probably the one the test calls ``name``: the closest
+    in spelling (at most one edit in three letters, any case), else the only one there is."""
+    names = sorted({f for f in functions if type(f) is str and f.isidentifier() and f != name})[:100]
+    close = sorted((_edits(f.lower(), name.lower()), f) for f in names)
+    if close and close[0][0] <= max(1, len(name) // 3):
+        return close[0][1]
+    return names[0] if len(names) == 1 else None
+
+
+def missing_function(name: Any, tests_source: str, functions: Sequence[str] = ()) -> dict[str, Any] | None:
+    """The explanation (``{id, params, span}``, docs/explanations.md) of a teacher test that
+    failed with ``NameError`` for ``name``, a name the student's code does not define, or None
+    when the tests never call ``name``. The signature shown is the test's first call of it
+    (``add(a, b)`` for ``add(2, 3)``; keyword arguments by their names). ``functions`` are the
+    names of the functions the student's code does define: one spelt close to ``name`` (``ad``),
+    or the only one (``plus``), is named as probably the one (``exercise_function_named_otherwise``).
+    Both tiers' harnesses (``guest/check_agent.py``, and ``practice.py`` for
+    ``guest/check_harness.py``) use this one."""
+    import ast
+
+    if type(name) is not str or not name.isidentifier():
+        return None
+    try:
+        tree = ast.parse(tests_source)
+    except (SyntaxError, ValueError):
+        return None
+    calls = [node for node in ast.walk(tree)
+             if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
+    if not calls:
+        return None
+    first = min(calls, key=lambda node: (node.lineno, node.col_offset))
+    args = ["abcdefgh"[i] if i < 8 else f"x{i}" for i in range(len(first.args))]
+    args += [k.arg for k in first.keywords if k.arg]
+    params = {"name": name, "signature": f"{name}({', '.join(args)})"}
+    defined = _named_otherwise(name, functions)
+    if defined is not None:
+        return {"id": "exercise_function_named_otherwise", "span": None, "params": {**params, "defined": defined}}
+    return {"id": "exercise_missing_function", "span": None, "params": params}

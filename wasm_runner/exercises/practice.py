@@ -31,7 +31,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from .judging import check_result, summarize
+from .judging import check_result, missing_function, summarize
 
 __all__ = ["plan", "find_record", "judge", "answer", "main", "CHECK_MIME", "STUDENT_FILE"]
 
@@ -97,11 +97,20 @@ def find_record(run: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, 
 
 
 def judge(run: Mapping[str, Any], result: Mapping[str, Any]) -> dict[str, Any]:
-    """One check's result from its run's result, as the server judges it."""
+    """One check's result from its run's result, as the server judges it. A failed test that
+    called a function the code lacks gets the server's explanation, ``{id, params, span}``
+    (``judging.missing_function``; the page renders it in its language: web/src/explain.js)."""
     record = find_record(run, result) if run["kind"] == "test" else None
-    return check_result(run["kind"], run["name"], bool(run["hidden"]), result,
-                        case=run.get("case"), record=record, weight=float(run.get("weight", 1.0)),
-                        fail_message=run.get("fail_message"))
+    check = check_result(run["kind"], run["name"], bool(run["hidden"]), result,
+                         case=run.get("case"), record=record, weight=float(run.get("weight", 1.0)),
+                         fail_message=run.get("fail_message"))
+    if record is not None and not check["passed"] and "missing_name" in record:
+        functions = record.get("functions")
+        functions = [f for f in functions if isinstance(f, str)] if isinstance(functions, list) else []
+        explanation = missing_function(record["missing_name"], str(json.loads(run["stdin"])["tests"]), functions)
+        if explanation is not None:
+            check["explanation"] = explanation
+    return check
 
 
 def answer(request: Mapping[str, Any]) -> dict[str, Any]:

@@ -12,8 +12,8 @@ are braces.
 
 from __future__ import annotations
 
-from .catalogue import DEFAULT_LANGUAGE, LANGUAGES, language_of, render, rendered_result
+from .catalogue import DEFAULT_LANGUAGE, LANG_DESCRIPTION, LANG_PATTERN, LANGUAGES, language_of, render, rendered_result
 from .limits import for_limit
 from .validate import checked
 
-__all__ = ["DEFAULT_LANGUAGE", "LANGUAGES", "checked", "for_limit", "language_of", "render", "rendered_result"]
+__all__ = ["DEFAULT_LANGUAGE", "LANG_DESCRIPTION", "LANG_PATTERN", "LANGUAGES", "checked", "for_limit", "language_of", "render", "rendered_result"]

@@ -15,8 +15,8 @@ MAX_TEXT = 200  # characters of a text parameter (the guest cuts at 80)
 
 
 def known_ids() -> frozenset[str]:
-    """The ids the English catalogue explains."""
-    return frozenset(key.rsplit(".", 1)[0] for key in catalogue(DEFAULT_LANGUAGE))
+    """The ids the English catalogue explains (those with a title: ``unit.*`` entries are none)."""
+    return frozenset(key.rsplit(".", 1)[0] for key in catalogue(DEFAULT_LANGUAGE) if key.endswith(".title"))
 
 
 def checked(raw: Any) -> dict[str, Any] | None:

@@ -526,15 +526,9 @@ def test_main(codec, judging, transport):
         name = getattr(exc, "name", None)
         if type(exc) is not NameError or type(name) is not str or name in ns:
             return None
-        import ast
-        calls = [node for node in ast.walk(ast.parse(tests_src))
-                 if isinstance(node, ast.Call) and isinstance(node.func, ast.Name) and node.func.id == name]
-        if not calls:
-            return None
-        names = ["abcdefgh"[i] if i < 8 else "x%d" % i for i in range(len(calls[0].args))]
-        names += [k.arg for k in calls[0].keywords if k.arg]
-        return {"id": "exercise_missing_function", "span": None,
-                "params": {"name": name, "signature": "%s(%s)" % (name, ", ".join(names))}}
+        functions = [key for key, value in names.items()
+                     if type(key) is str and _remote_type_name(value) == "function"]
+        return judging.missing_function(name, tests_src, functions)
 
     try:
         code = judging.rewrite_asserts(tests_src, tests_file)

@@ -38,6 +38,7 @@ def _wr_check():
     _type, _len, _repr, _str, _isinstance = type, len, repr, str, isinstance
     _BaseException, _AssertionError, _SystemExit = BaseException, AssertionError, SystemExit
     _KeyboardInterrupt, _RecursionError, _MemoryError = KeyboardInterrupt, RecursionError, MemoryError
+    _NameError = NameError
     posix = __import__("posix")  # the C functions: the wrapper's os.write/os._exit are Python
     os_open, os_write, os_close, os_exit = posix.open, posix.write, posix.close, posix._exit
     o_flags = os.O_WRONLY | os.O_CREAT | os.O_EXCL | getattr(os, "O_NOFOLLOW", 0)
@@ -393,6 +394,13 @@ def _wr_check():
             record["message"] = "The code called sys.exit() during the test."
         except _BaseException as exc:  # noqa: BLE001
             record["message"] = describe(exc)
+            if _type(exc) is _NameError:  # a function the tests call and the code lacks:
+                missing = exc.name  # practice.py explains it (judging.missing_function)
+                if _type(missing) is _str and missing not in ns:
+                    record["missing_name"] = missing
+                    record["functions"] = [key for key, value in list(vars(solution).items())[:1000]
+                                           if _type(key) is _str and not key.startswith("_")
+                                           and _type(value) is FunctionType][:100]
         else:
             record["passed"] = True
         intact = (ns.get("__wr_compare") is wr_compare and ns.get("__wr_truth") is wr_truth

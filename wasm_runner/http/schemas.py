@@ -18,6 +18,7 @@ from typing import Annotated, Any, Literal, TypeVar
 from pydantic import BaseModel, ConfigDict, Field, ValidationError, field_validator
 from starlette.requests import Request
 
+from ..explanations import LANG_PATTERN
 from ..inputs import FILE_NAME_PATTERN, MAX_FILE_NAME_CHARS, MAX_SOURCE_BYTES, MAX_STDIN_BYTES
 from ..limits import limit_ranges
 from ..lint import MAX_LINT_BYTES
@@ -147,7 +148,7 @@ class _RunFields(_Strict):
     lang: str | None = Field(
         default=None,
         max_length=35,
-        pattern=r"^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$",
+        pattern=LANG_PATTERN,
         description="the language of the result's explanation (a BCP 47 tag such as de or de-AT); "
         "English when the server has no catalogue for it (docs/explanations.md)",
     )

@@ -24,6 +24,7 @@ from mcp.types import (
     TextResourceContents,
 )
 
+from ..explanations import rendered_result
 from ..limits import Limits
 from ..messages import exception_line, limit_sentence, trim_traceback
 from ..notebook.bundles import BUNDLE_MIME, bundle_of
@@ -154,22 +155,25 @@ def result_to_tool_result(
     session_id: str | None = None,
     files: list[FileOut] | None = None,
     note: str = "",
+    lang: str | None = None,
 ) -> CallToolResult:
-    """The MCP tool result for ``result``.
+    """The MCP tool result for ``result``, its explanation in ``lang`` (English when there is no
+    catalogue for it).
 
     ``session_id`` makes files resource links into that session (else they are embedded);
     ``files`` overrides which files are reported (a session reports only new or changed ones);
     ``note`` is appended to the text (e.g. "the session has ended").
     """
     files = result.files if files is None else files
+    explanation = rendered_result({"explanation": result.explanation}, lang)["explanation"]
     text = summary_sentence(result, limits)
     body = _output_text(result)
     if body:
         text += "\n" + body
     elif result.status is Status.OK and not result.outputs and not files:
         text += " It printed nothing (print() a value or end the cell with an expression to see it)."
-    if result.explanation:
-        text += "\n" + explanation_text(result.explanation)
+    if explanation:
+        text += "\n" + explanation_text(explanation)
     if note:
         text += "\n" + note
     blocks: list[ContentBlock] = [TextContent(text=text)]
@@ -191,8 +195,8 @@ def result_to_tool_result(
             for f in files
         ],
     }
-    if result.explanation:
-        structured["explanation"] = result.explanation
+    if explanation:
+        structured["explanation"] = explanation
     if session_id is not None:
         structured["session_id"] = session_id
     return CallToolResult(

@@ -27,6 +27,7 @@ from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import Field
 
 from ..execution import Caller, CallerLike, Executor, Job, Policy, PolicyLike, Refused
+from ..explanations import LANG_DESCRIPTION, LANG_PATTERN
 from ..host_functions.declared import Caller as FunctionCaller
 from ..host_functions.declared import Catalog, describe_functions
 from ..network import NetworkRule, describe_off, rules_for
@@ -204,6 +205,7 @@ def build_server(
             description="Packages beyond the built-in ones the program imports, from the server's "
             "allowed list (e.g. [\"rich\"]); an import of an allowed package asks for it too.",
             max_length=64)] = None,
+        lang: Annotated[str | None, Field(description=LANG_DESCRIPTION, max_length=35, pattern=LANG_PATTERN)] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         problem = check_code(code)
@@ -221,7 +223,7 @@ def build_server(
         except Exception as exc:  # the sandbox could not start at all
             log.exception("run_python failed")
             return _error(f"The sandbox could not run the code: {exc}")
-        return result_to_tool_result(result, limits)
+        return result_to_tool_result(result, limits, lang=lang)
 
     async def open_session(
         packages: Annotated[list[str] | None, Field(
@@ -258,6 +260,7 @@ def build_server(
     async def run_cell(
         session_id: Annotated[str, Field(description="The id open_session returned.")],
         code: Annotated[str, Field(description="Python code to run in the session.")],
+        lang: Annotated[str | None, Field(description=LANG_DESCRIPTION, max_length=35, pattern=LANG_PATTERN)] = None,
         ctx: Context | None = None,
     ) -> CallToolResult:
         problem = check_code(code)
@@ -304,7 +307,7 @@ def build_server(
             note = "The session is still open; variables set before this cell are kept."
         return result_to_tool_result(
             result, live.limits, session_id=live.id, files=live.new_files(result),
-            note=" ".join([*notes, note]).strip(),
+            note=" ".join([*notes, note]).strip(), lang=lang,
         )
 
     async def upload_file(

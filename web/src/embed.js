@@ -147,6 +147,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
         ref: this.getAttribute("exercise"), base, runner: this.runner, bar: root.querySelector(".bar"),
         runButton, instructionsBefore: root.querySelector(".code"), resultsAfter: root.querySelector(".output"),
         live: state, getCode: () => this.getCode(), tier: () => this.tier(),
+        lang: () => (this.closest("[lang]") || document.documentElement).lang || null, // a check's explanation
         setCode: (text) => {
           keep(text);
           if (this.editor) this.editor.setCode(text);

@@ -8,8 +8,10 @@
 // on the server (tier="server"), where hidden checks never leave the server.
 import { fetchServerJson } from "./client.js";
 import { HARNESS_PROGRAM, PRACTICE_PROGRAM } from "./checking.js";
+import { checkedExplanation, renderExplanation } from "./explain.js";
 
 export const CHECK_MIME = "application/vnd.wasm-runner.check+json";
+const LANG_TAG = /^[A-Za-z]{2,3}([-_][A-Za-z0-9]{1,8})*$/; // the HTTP API's lang (explanations.LANG_PATTERN)
 
 /**
  * Load an exercise: a bundle URL (…json: every check, for the browser), or an id on `base`'s
@@ -73,9 +75,11 @@ function forJudging(res) {
 /**
  * Check `code` in the browser, as practice: the practice program plans the runs, each runs
  * through `runner` (client.js, tier "browser"; a Node controller in tests), and the practice
- * program judges it, as the server would. Resolves with the report (the server's shape).
+ * program judges it, as the server would. Resolves with the report (the server's shape). A
+ * failed check's explanation (a function the tests call is missing) is rendered in `lang`, as
+ * the server renders it (English when the catalogues lack `lang`).
  */
-export async function checkInBrowser(runner, bundle, code, { signal, onCheck, filename } = {}) {
+export async function checkInBrowser(runner, bundle, code, { signal, onCheck, filename, lang = null } = {}) {
   const { runs, limits, report: empty } = await practice(runner, { op: "plan", bundle, code });
   const checks = [];
   let report = empty;
@@ -89,8 +93,13 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
       res = await runner.run(run.program === "student" ? code : HARNESS_PROGRAM + run.suffix, options);
     }
     const answer = await practice(runner, { op: "judge", exercise: bundle.id, run, result: forJudging(res), checks });
+    if (answer.check.explanation) {
+      const raw = checkedExplanation(answer.check.explanation);
+      if (raw) answer.check.explanation = renderExplanation(raw, lang);
+      else delete answer.check.explanation;
+    }
     checks.push(answer.check);
-    report = answer.report;
+    report = { ...answer.report, checks: [...checks] }; // with the explanations rendered here
     if (onCheck) onCheck(answer.check);
   }
   return report;
@@ -99,12 +108,15 @@ export async function checkInBrowser(runner, bundle, code, { signal, onCheck, fi
 /**
  * Check `code` on the server (hidden checks stay there): POST /api/exercises/{id}/check, saying
  * how many hints the page has shown (`hintsUsed`: the page's count; the server bounds it and
- * keeps the highest per user, and answers its count as `hints_used`).
+ * keeps the highest per user, and answers its count as `hints_used`) and the language of a
+ * check's explanation (`lang`, as the page's runs ask for theirs).
  */
-export async function checkOnServer(base, id, code, { signal, headers = {}, hintsUsed = 0 } = {}) {
+export async function checkOnServer(base, id, code, { signal, headers = {}, hintsUsed = 0, lang = null } = {}) {
+  const asked = { code, hints_used: hintsUsed };
+  if (typeof lang === "string" && LANG_TAG.test(lang)) asked.lang = lang; // a check's explanation
   const { response, body } = await fetchServerJson(base, new URL(`api/exercises/${encodeURIComponent(id)}/check`, base), {
     method: "POST", signal, headers: { ...headers, "content-type": "application/json" },
-    body: JSON.stringify({ code, hints_used: hintsUsed }),
+    body: JSON.stringify(asked),
   });
   if (!response.ok || !body || !Array.isArray(body.checks)) {
     const why = body && body.error && body.error.message ? body.error.message : `HTTP ${response.status}`;
@@ -239,6 +251,23 @@ export class CheckView {
       pre.textContent = check.message;
       li.append(pre);
     }
+    const e = check.explanation;
+    if (e && !check.passed && typeof e.title === "string") { // e.g. a function the tests call is missing
+      const box = document.createElement("div");
+      box.className = "check-explain";
+      if (typeof e.lang === "string") box.lang = e.lang;
+      const title = document.createElement("strong");
+      title.textContent = e.title;
+      box.append(title);
+      for (const [part, text] of [["text", e.text], ["hint", e.hint]]) {
+        if (typeof text !== "string" || !text) continue;
+        const p = document.createElement("p");
+        p.className = `check-explain-${part}`;
+        p.textContent = text;
+        box.append(p);
+      }
+      li.append(box);
+    }
     this.list.append(li);
   }
 
@@ -288,6 +317,9 @@ export const CHECK_STYLE = `
 .check { padding: .2rem 0; border-bottom: 1px solid #f0f0f2; }
 .check-mark { display: inline-block; width: 1.3rem; font-weight: 700; }
 .check-pass .check-mark { color: #1a7f37; } .check-fail .check-mark { color: #b42318; }
+.check-explain { margin: .2rem 0 .2rem 1.3rem; padding: .3rem .5rem; border-left: 4px solid #b42318; background: #fff6e5; color: #222; }
+.check-explain p { margin: .2rem 0 0; }
+.check-explain-hint::before { content: "→ "; }
 .check-message { margin: .2rem 0 .2rem 1.3rem; white-space: pre-wrap; font: 13px/1.4 ui-monospace, "DejaVu Sans Mono", monospace; background: #fbfbfa; padding: .3rem .5rem; }
 .instructions { padding: .4rem .8rem; border-bottom: 1px solid #eee; font: 14px/1.5 system-ui, sans-serif; }
 .instructions pre { background: #f5f5f7; padding: .4rem .6rem; }
@@ -304,11 +336,12 @@ export const CHECK_STYLE = `
  * `runButton`), the results after `resultsAfter`. `tier()` is the page's tier ("browser",
  * "server" or "auto"); checks run on the server for tier "server", for an exercise the browser
  * may not check (its checks never leave the server), and for "auto" when `runner` decides on
- * the server; otherwise in the browser, as practice. Returns {ready: Promise<exercise>,
+ * the server; otherwise in the browser, as practice. `lang()` is the language of a check's
+ * explanation (the page's, or an embed's own). Returns {ready: Promise<exercise>,
  * check(): Promise<report>, where(): "browser" | "server"}.
  */
 export function mountExercise({ ref, base, runner, bar, runButton, instructionsBefore, resultsAfter, live,
-  getCode, setCode, tier, onBusy = () => {} }) {
+  getCode, setCode, tier, lang = () => null, onBusy = () => {} }) {
   const doc = bar.ownerDocument;
   const headers = () => (runner.apiKey ? { authorization: `Bearer ${runner.apiKey}` } : {});
   const checkButton = doc.createElement("button");
@@ -376,11 +409,12 @@ export function mountExercise({ ref, base, runner, bar, runButton, instructionsB
     try {
       if (place === "server") {
         report = await checkOnServer(base, exercise.id, getCode(), { signal: abort.signal, headers: headers(),
-          hintsUsed: hints.used() });
+          hintsUsed: hints.used(), lang: lang() });
         for (const c of report.checks) view.add(c);
       } else {
         if (!bundle) bundle = await loadBundle(exercise.id, { base, headers: headers() });
-        report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c) });
+        report = await checkInBrowser(runner, bundle, getCode(), { signal: abort.signal, onCheck: (c) => view.add(c),
+          lang: lang() });
         report.hints_used = hints.used(); // the page's own count: practice never counts
       }
       report.where = place;

@@ -8,7 +8,8 @@ import { CATALOGUES } from "./explain-catalogue.js";
 export const DEFAULT_LANGUAGE = "en";
 export const LANGUAGES = Object.keys(CATALOGUES);
 const FIELDS = ["title", "text", "hint"];
-const PLACEHOLDER = /\{\{|\}\}|\{([a-z_]+)\}/g;
+const PLACEHOLDER = /\{\{|\}\}|\{([a-z_]+)(?::([a-z]+))?\}/g;
+const UNIT = "unit."; // catalogue entries that word a quantity ("unit.seconds": "{n} seconds"), not ids
 const MAX_PARAMS = 12;
 const MAX_TEXT = 200;
 
@@ -19,13 +20,49 @@ export function languageOf(asked) {
   return Object.hasOwn(CATALOGUES, base) ? base : DEFAULT_LANGUAGE;
 }
 
-/** `template` with {name} replaced by the parameter (missing: empty), {{ and }} by braces. */
-export function fill(template, params) {
-  return template.replace(PLACEHOLDER, (match, name) => {
+/** A parameter as a number (limits come as whole numbers, or as text such as "0.5"), or null. */
+function asNumber(value) {
+  if (typeof value === "number") return Number.isFinite(value) ? value : null;
+  if (typeof value !== "string" || !value.trim()) return null;
+  const n = Number(value);
+  return Number.isFinite(n) ? n : null;
+}
+
+/**
+ * `value` as a quantity of `kind` ("seconds", "bytes", "mb"), by the rule the run's end line
+ * follows (wasm_runner/tiers.py: 2 minutes, 1 second, 1 MB, 64 KB, 10 bytes), worded by `words`
+ * (a catalogue's unit.* entries); another kind, no number or no wording: as it is. The server's renderer
+ * (wasm_runner/explanations/catalogue.py, `formatted`) follows the same rule.
+ */
+export function formatted(kind, value, words) {
+  let n = asNumber(value);
+  if (n === null || !["seconds", "bytes", "mb"].includes(kind)) return value === undefined || value === null ? "" : String(value);
+  let unit = "mb";
+  if (kind === "seconds") {
+    if (n >= 120 && n % 60 === 0) [unit, n] = ["minutes", n / 60];
+    else unit = n === 1 ? "second" : "seconds";
+  } else if (kind === "bytes") {
+    unit = n === 1 ? "byte" : "bytes";
+    for (const [name, size] of [["mb", 1 << 20], ["kb", 1 << 10]]) {
+      if (n >= size && n % size === 0) {
+        [unit, n] = [name, n / size];
+        break;
+      }
+    }
+  }
+  const wording = words ? words[UNIT + unit] : undefined;
+  return typeof wording === "string" ? fill(wording, { n: String(n) }) : String(value);
+}
+
+/** `template` with {name} replaced by the parameter (missing: empty), {name:kind} by the
+ * parameter as a quantity (`formatted`, in `words`), {{ and }} by braces. */
+export function fill(template, params, words = null) {
+  return template.replace(PLACEHOLDER, (match, name, kind) => {
     if (match === "{{") return "{";
     if (match === "}}") return "}";
     const value = params[name];
-    return value === undefined || value === null ? "" : String(value);
+    if (value === undefined || value === null) return "";
+    return kind ? formatted(kind, value, words || {}) : String(value);
   });
 }
 
@@ -76,10 +113,11 @@ export function renderExplanation(raw, lang) {
   const code = languageOf(lang);
   const ours = CATALOGUES[code];
   const english = CATALOGUES[DEFAULT_LANGUAGE];
+  const words = { ...english, ...ours };
   const out = { id: raw.id };
   for (const part of FIELDS) {
     const key = `${raw.id}.${part}`;
-    out[part] = fill(ours[key] || english[key] || "", raw.params || {});
+    out[part] = fill(ours[key] || english[key] || "", raw.params || {}, words);
   }
   out.span = raw.span || null;
   out.params = { ...(raw.params || {}) };

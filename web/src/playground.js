@@ -247,7 +247,7 @@ if (exerciseRef) {
     ref: exerciseRef, base: new URL(config.base, location.href).href, runner, bar: runButton.parentElement,
     runButton, instructionsBefore: $("editor"), resultsAfter: $("output"), live,
     getCode: () => editor.getCode(), setCode: (text) => editor.setCode(text),
-    tier: () => tierSelect.value,
+    tier: () => tierSelect.value, lang: () => document.documentElement.lang || null, // a check's explanation
     onBusy: (on, abort) => {
       runButton.disabled = on;
       stopButton.disabled = !on;

@@ -179,3 +179,21 @@ def test_a_failing_hidden_check_says_only_the_teachers_words(api: httpx.Client) 
     assert hidden["name"] == "hidden check 1" and hidden["weight"] == 3.0
     assert hidden["message"] == "Hidden check failed. Does your program work for negative numbers?"
     assert report["score"] == 0.0 and report["summary"] == "0 of 3 checks passed, score 0%."
+
+
+def test_a_missing_function_is_explained_in_the_asked_language(api: httpx.Client) -> None:
+    """Issue 36: the check's explanation in the body's lang (English without one or for a
+    language without a catalogue); a malformed lang is a 422 and the server goes on answering."""
+    code = "def ad(a, b):\n    return a + b\n"
+    german = api.post("/api/exercises/add-missing/check", json={"code": code, "lang": "de"})
+    assert german.status_code == 200, german.text
+    (check,) = german.json()["checks"]
+    e = check["explanation"]
+    assert (e["id"], e["lang"], e["params"]["defined"]) == ("exercise_function_named_otherwise", "de", "ad")
+    assert e["title"] == "Dein Code definiert add noch nicht" and "Er hat eine namens ad." in e["text"]
+    for extra in ({}, {"lang": "fr"}):
+        english = api.post("/api/exercises/add-missing/check", json={"code": code, **extra}).json()
+        assert english["checks"][0]["explanation"]["title"] == "Your code does not define add yet"
+    bad = api.post("/api/exercises/add-missing/check", json={"code": code, "lang": "no such thing"})
+    assert bad.status_code == 422 and "lang" in bad.text
+    assert api.get("/api/exercises").status_code == 200

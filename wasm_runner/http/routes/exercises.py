@@ -12,6 +12,8 @@
                                         ``hints_used``: the page's count (``exercises/hint_counts.py``);
                                         ``style_notes``: for an exercise with ``style = true``, the
                                         lint's style findings (``wasm_runner.lint``), not scored
+                                        ``lang``: the language of a check's ``explanation`` (a
+                                        function the tests call is missing), as ``/api/run``'s
 - ``GET  /api/exercises/{id}/bundle``   every check, for the browser tier, only for an exercise
                                         that says ``browser = true`` (its hidden checks then reach
                                         the student's machine; 404 otherwise)
@@ -32,6 +34,7 @@ from starlette.routing import BaseRoute, Route
 
 from ...exercises import Exercise, RunSpec, judge, plan, redact, run_check, summarize
 from ...exercises.model import MAX_HINTS
+from ...explanations import LANG_DESCRIPTION, LANG_PATTERN, rendered_result
 from ...inputs import MAX_SOURCE_BYTES
 from ...lint import LintFailed, lint_source
 from ..errors import ApiError, SafeJSONResponse
@@ -60,6 +63,7 @@ class CheckRequest(_Strict):
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
     hints_used: int = Field(default=0, ge=0, le=MAX_HINTS, description=(
         "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
+    lang: str | None = Field(default=None, max_length=35, pattern=LANG_PATTERN, description=LANG_DESCRIPTION)
 
 
 def _exercise(request: Request) -> tuple[ExerciseFace, Exercise]:
@@ -139,6 +143,8 @@ async def check_exercise(request: Request) -> Response:
     body = await read_model(request, CheckRequest, service.client_bounds.max_body_bytes)
     report = await run_checks(request, service, tenant, ex, body.code, body.profile)
     shown = redact(report)
+    for check in shown["checks"]:  # a function the tests call is missing: said in the asked language
+        rendered_result(check, body.lang)
     if ex.style:  # beside the checks, never scored
         shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
     # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
