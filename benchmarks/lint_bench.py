@@ -6,7 +6,8 @@ Backspace that removes it) and measures, in the page: keydown -> the lint's find
 (``onFindings``) -> the marks in the DOM and the next animation frame. The editor waits
 ``delay`` ms (100) after the last change before it lints: that pause is part of the figure.
 Also: the check alone (``window.playground.lint(code)``: Ruff's WebAssembly build and the wording)
-on the same file, and ``POST /api/lint`` for the same code (the server's ``ruff`` process).
+on the same file, the same check against Ruff's findings alone (what our own rules, web/src/lint-own.js,
+add: interleaved in the same page), and ``POST /api/lint`` for the same code (the server's ``ruff`` process).
 
 Not a test: it only measures. Usage:
     python benchmarks/lint_bench.py [--rounds 20] [--out benchmarks/results/lint.json]
@@ -25,6 +26,8 @@ from pathlib import Path
 import httpx
 from _support import pct  # first: it puts the repository on the path
 from playwright.sync_api import sync_playwright
+
+from wasm_runner.lint.own_rules import own_marks
 
 from tests.support.browser import CHROMIUM, CHROMIUM_ARGS, READY_SECONDS, poll, start_uvicorn, stop_process
 
@@ -60,6 +63,19 @@ ARM = """() => {
   }, 1);
 }"""
 
+# our own rules' share (web/src/lint-own.js): the full check against Ruff's findings alone, on a
+# workspace of the same bundle, interleaved in the same page
+OWN_RULES_SHARE = """async (code) => {
+  const url = performance.getEntriesByType("resource").map((e) => e.name).find((n) => /\\/ruff[^/]*\\.js$/.test(n));
+  const { check, checkRuffOnly } = await (await import(url)).startLinter();
+  const full = [], ruffOnly = [];
+  for (let i = 0; i < 40; i++) {
+    let t0 = performance.now(); check(code); full.push(performance.now() - t0);
+    t0 = performance.now(); checkRuffOnly(code); ruffOnly.push(performance.now() - t0);
+  }
+  return { full, ruffOnly, ownFindings: check(code).length - checkRuffOnly(code).length };
+}"""
+
 CHECK_ALONE = """(code) => {
   const times = [];
   for (let i = 0; i < 20; i++) { const t0 = performance.now(); window.playground.lint(code); times.push(performance.now() - t0); }
@@ -87,6 +103,7 @@ def main() -> None:
             page.keyboard.insert_text(code)
             poll(page, "window.playground.lint && document.body.dataset.lintCount === '30'", timeout=120)
             alone = page.evaluate(CHECK_ALONE, code)
+            share = page.evaluate(OWN_RULES_SHARE, code)
             # the caret to the end of line 6 of block 0 ("        total = total + value")
             page.evaluate("""() => { const v = window.playground.editor.view; const line = v.state.doc.line(7);
                 v.dispatch({ selection: { anchor: line.to } }); v.focus(); }""")
@@ -99,6 +116,11 @@ def main() -> None:
                                "frame_ms": b["frame"] - b["key"]})
                 time.sleep(0.3)
             browser.close()
+        own_rules_server = []  # the server's share of our own rules: ast, in this process
+        for _ in range(20):
+            t0 = time.perf_counter()
+            own_marks(code)
+            own_rules_server.append((time.perf_counter() - t0) * 1000)
         server = []
         with httpx.Client(base_url=base, timeout=30) as client:
             for _ in range(10):
@@ -123,7 +145,11 @@ def main() -> None:
         "keystroke_to_marks_in_dom_ms": summary([r["dom_ms"] for r in rounds]),
         "keystroke_to_next_frame_ms": summary([r["frame_ms"] for r in rounds]),
         "browser_check_alone_ms": summary(alone),
+        "browser_check_with_own_rules_ms": summary(share["full"]),
+        "browser_check_ruff_only_ms": summary(share["ruffOnly"]),
+        "own_rules_added_p50_ms": round(statistics.median(share["full"]) - statistics.median(share["ruffOnly"]), 2),
         "server_post_api_lint_ms": summary(server),
+        "server_own_rules_ms": summary(own_rules_server),
     }
     print(json.dumps(report, indent=1))
     if args.out:

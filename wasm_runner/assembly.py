@@ -32,7 +32,7 @@ import functools
 import hashlib
 import hmac
 import logging
-from collections.abc import AsyncIterator, Callable, Sequence
+from collections.abc import AsyncIterator, Callable, Mapping, Sequence
 from pathlib import Path
 
 from starlette.applications import Starlette
@@ -55,7 +55,8 @@ from .native_heap import TRIM_SECONDS, trim
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
 from .lti.registration import Platform
 from .lti.tool import SENT_KEEP_SECONDS, LtiTool
-from .network import BrowserGrant, BrowserRuns, NetworkRecord
+from .network import BrowserGrant, BrowserRuns, NetworkRecord, NetworkRule
+from .sandbox.default import sandbox_key
 from .sandbox.provider import ServerSandboxes
 from .scaleout.directory import Directory, directory_for
 from .scaleout.drain import Drain, Lifecycle
@@ -63,6 +64,7 @@ from .scaleout.forwarding import Forwarding
 from .scaleout.leases import RedisLeases
 from .scaleout.signing import Signer
 from .packages import LockError, PackageStore
+from .packages.tiers import BrowserModules
 from .scaleout.state import SharedState
 from .sessions import PausedStore, Pausing, SessionRecovery, paused_store
 from .settings import AdmissionSettings, ConfigError, ServerConfig, SessionSettings, load_config
@@ -196,8 +198,10 @@ def pausing_for(settings: SessionSettings, replica: str | None, directory: Direc
     )  # fmt: skip
 
 
-def assemble(config: ServerConfig) -> Service:
-    """Every part of the running service, built from ``config``: the ``Service`` the faces receive."""
+def assemble(config: ServerConfig, browser_modules: BrowserModules | None = None) -> Service:
+    """Every part of the running service, built from ``config``: the ``Service`` the faces receive.
+    ``browser_modules``: the browser tier's modules (given where its pages are mounted; refusals
+    of the server tier name the browser tier when it has a package)."""
     sessions = config.sessions
     secret = functools.cache(functools.partial(snapshot_secret, config))
     shared = SharedState.from_settings(config.scale_out)  # None: everything local (one host)
@@ -224,6 +228,7 @@ def assemble(config: ServerConfig) -> Service:
     executor = Executor(
         sandboxes,
         packages=_package_store(config.packages_lock),
+        browser_modules=browser_modules,
         gate=AdmissionGate(admission, record.refused, leases, lifecycle),
         recorder=record,
         # a parked run (waiting for input) keeps its worker thread
@@ -267,18 +272,25 @@ def assemble(config: ServerConfig) -> Service:
         lti=lti_tool(config, shared, result_keys, audit),
         hints=HintCounts(shared),
         webhooks=webhooks_for(config, shared, audit),
-        browser_networks=browser_networks(audit),
+        browser_networks=browser_networks(audit, config.network, shared),
     )  # fmt: skip
 
 
-def browser_networks(audit: AuditLog) -> BrowserRuns:
-    """The browser tier's network grants, each request of theirs a line of the audit log."""
+def browser_networks(audit: AuditLog, rules: Mapping[str, NetworkRule], shared: SharedState | None) -> BrowserRuns:
+    """The browser tier's network grants (in Redis with shared state), each request of theirs a
+    line of the audit log."""
 
     def heard(grant: BrowserGrant, record: NetworkRecord) -> None:
         audit.network_request(tenant=grant.tenant, user=grant.user, client=grant.client, run=grant.run,
                               request=record.to_dict())
 
-    return BrowserRuns(on_request=heard)
+    return BrowserRuns(on_request=heard, shared=shared, rules=rules)
+
+
+def _profile_runtimes(config: ServerConfig) -> list[tuple[str, str | None]]:
+    """The (runtime, image) the profiles of ``config`` use, each once (what start-up prepares)."""
+    keys = [sandbox_key(p.runtime, p.image) for p in config.profiles.values()]
+    return list(dict.fromkeys(keys))
 
 
 @contextlib.asynccontextmanager
@@ -308,7 +320,7 @@ async def running(service: Service) -> AsyncIterator[None]:
         # the profiles' runtimes are prepared in the background (compiled the first time on a
         # machine): the app answers at once, runs wait for their runtime, /readyz says warming
         while True:
-            preps = [service.warmup.start(rt, image) for rt, image in service.profile_runtimes()]
+            preps = [service.sandboxes.warmup.start(rt, image) for rt, image in _profile_runtimes(service.config)]
             service.lifecycle.preparing = preps
             while not all(p.done.is_set() for p in preps):
                 await asyncio.sleep(0.2)
@@ -317,7 +329,7 @@ async def running(service: Service) -> AsyncIterator[None]:
             # logged by the warm-up; /readyz says runtime_failed; tried again after a while
             await asyncio.sleep(RETRY_SECONDS)
         try:
-            await service.executor.call(service.start_pools)
+            await service.executor.call(functools.partial(service.sandboxes.pools.start, service.config.profiles))
         except Exception:
             log.exception("starting the warm pools failed; runs start fresh instances")
         service.lifecycle.warm = True  # /readyz: ready (unless draining or Redis is down)
@@ -351,16 +363,18 @@ async def running(service: Service) -> AsyncIterator[None]:
                 await service.shared.close()
 
 
-def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
+def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = (),
+              browser_modules: BrowserModules | None = None) -> Starlette:
     """The wasm-runner app for ``config``: the assembled service mounted (``http.mount``), its
-    lifetime the app's; ``extra_routes`` are mounted after the API's."""
-    service = assemble(config)
+    lifetime the app's; ``extra_routes`` are mounted after the API's (``browser_modules``: the
+    browser tier's modules when they include its pages)."""
+    service = assemble(config, browser_modules)
     return mount(service, lifespan=functools.partial(running, service), extra_routes=extra_routes)
 
 
 def create_app(config: ServerConfig | None = None) -> Starlette:
     """The wasm-runner web app: API routes, ``/mcp`` and the playground pages. Without a config,
     settings come from ``$WASM_RUNNER_CONFIG`` and ``WASM_RUNNER_*`` variables."""
-    from .browser.pages import page_routes
+    from .browser.pages import browser_modules_source, page_routes
 
-    return build_app(config or load_config(), extra_routes=page_routes())
+    return build_app(config or load_config(), extra_routes=page_routes(), browser_modules=browser_modules_source())

@@ -15,7 +15,7 @@ from typing import Any
 
 from .notebook.bundles import notebook_outputs
 
-__all__ = ["FileOut", "LIMIT_STATUSES", "Output", "RESULT_JSON_SCHEMA", "Result", "Status"]
+__all__ = ["FileOut", "LIMIT_STATUSES", "Output", "RESULT_JSON_SCHEMA", "Result", "Status", "output_position"]
 
 
 class Status(str, Enum):
@@ -81,18 +81,36 @@ class Output:
     ``display`` (``display(obj)``) and ``result`` (the last expression's value) are Jupyter MIME
     bundles: mime ``application/vnd.wasm-runner.bundle+json``, data the bundle as JSON text
     (``{"data": {mime: data}, "metadata": {...}}``, ``wasm_runner/notebook/bundles.py``).
+    ``at``, when the tier knows it: how much the program had written when it made this output,
+    ``{"stdout": bytes, "stderr": bytes}`` (UTF-8 bytes of ``stdout`` and ``stderr``), so that a
+    notebook shows streams and outputs in the order the program made them.
     """
 
     kind: str  # "image", "table", "text", "display", "result"
     mime: str
     data: str
+    at: tuple[int, int] | None = None  # (stdout bytes, stderr bytes) written before this output
 
     def to_dict(self) -> dict[str, Any]:
-        return {"kind": self.kind, "mime": self.mime, "data": self.data}
+        out: dict[str, Any] = {"kind": self.kind, "mime": self.mime, "data": self.data}
+        if self.at is not None:
+            out["at"] = {"stdout": self.at[0], "stderr": self.at[1]}
+        return out
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Output:
-        return cls(kind=d["kind"], mime=d["mime"], data=d["data"])
+        return cls(kind=d["kind"], mime=d["mime"], data=d["data"], at=output_position(d.get("at")))
+
+
+def output_position(raw: Any) -> tuple[int, int] | None:
+    """An output's ``at`` (``{"stdout": n, "stderr": m}``, whole bytes) as a pair, or None when
+    it is missing or not that shape (it comes from the guest: nothing is trusted)."""
+    if not isinstance(raw, dict):
+        return None
+    values = (raw.get("stdout"), raw.get("stderr"))
+    if not all(type(v) is int and 0 <= v < 1 << 53 for v in values):
+        return None
+    return values[0], values[1]  # type: ignore[return-value]
 
 
 @dataclass
@@ -234,6 +252,13 @@ RESULT_JSON_SCHEMA: dict[str, Any] = {
                     "kind": {"enum": ["image", "table", "text", "display", "result"]},
                     "mime": {"type": "string"},
                     "data": {"type": "string"},
+                    "at": {
+                        "type": "object",
+                        "description": "UTF-8 bytes of stdout and stderr the program had written when it made "
+                                       "this output (where the tier records it)",
+                        "required": ["stdout", "stderr"],
+                        "properties": {"stdout": {"type": "integer"}, "stderr": {"type": "integer"}},
+                    },
                 },
             },
         },

@@ -16,6 +16,11 @@ CODE = (Path(__file__).resolve().parents[1] / "lint" / "corpus" / "misspelt_name
     "list = [1, 2]\nif age == None:\n    print(list)\n"
 )
 
+OWN_RULES_CODE = (
+    "def half(n):\n    return n / 2\n    print('halved')  # never runs\n    n = 0\n\n"
+    "total = half(4)\ntotal * 2\nprint(total)\ntotal\n"  # the last line shows its value: no mark
+)
+
 
 def open_offline(path: str = "/", ready: str = "window.playground.runner.browserInfo") -> tuple[Any, list[str]]:
     """The playground with every request that is not to the server aborted (no CDN, no internet)."""
@@ -93,6 +98,21 @@ def test_a_fix_clears_its_mark() -> None:
     poll(page, "document.body.dataset.lintCount === '0'")
     poll(page, "document.querySelectorAll('.cm-lintRange').length === 0")
     assert page.text_content("#lint-note") == "Checked as you type: no problems found"
+    # our own rules, which Ruff lacks (wasm_runner/lint/own_rules.py, web/src/lint-own.js)
+    type_code(page, OWN_RULES_CODE)
+    poll(page, "document.body.dataset.lintCount === '2'", timeout=60)
+    code = page.evaluate("window.playground.editor.getCode()")
+    in_browser = page.evaluate("(code) => window.playground.lint(code)", code)
+    on_server = page.evaluate("""async (code) => (await (await fetch('/api/lint', {method: 'POST',
+        headers: {'content-type': 'application/json'}, body: JSON.stringify({code})})).json()).findings""", code)
+    assert in_browser == on_server
+    assert [(f["rule"], f["line"], f["end_line"]) for f in in_browser] == [("WR101", 3, 4), ("WR102", 7, 7)]
+    poll(page, "document.querySelectorAll('.cm-lintRange-warning').length >= 2")
+    page.hover(".cm-lintRange-warning >> nth=0")
+    poll(page, "document.querySelector('.cm-tooltip-lint') !== null")
+    assert "Never runs: This code can never run: Python never gets past the `return` just before it" in (
+        page.text_content(".cm-tooltip-lint"))
+    page.screenshot(path=str(SCREENSHOTS / "lint-own-rules.png"))
     page.context.close()
 
 

@@ -16,9 +16,9 @@ from typing import Any
 import pytest
 
 from tests.support.browser import READY_SECONDS, poll, run_in_browser, shared_browser
-from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server
 from tests.support.loopback_api import LoopbackAPI, loopback_api
-from wasm_runner.network import network_from
+from tests.support.network_server import network_config
 
 CODE = """\
 import json, urllib.request
@@ -42,9 +42,7 @@ def server(api: LoopbackAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
     from wasm_runner.browser.pyodide_snapshot import SnapshotStore
 
     SnapshotStore(web_dir()).ensure()  # the page then starts Python from the snapshot
-    rules = network_from({"test-api": {"destinations": [f"http://127.0.0.1:{api.port}"], "keys": ["alice"],
-                                       "max_requests": 2}})
-    with live_server(make_config(tmp_path_factory.mktemp("browser-net"), network=rules)) as live:
+    with live_server(network_config(tmp_path_factory.mktemp("browser-net"), api, max_requests=2)) as live:
         yield live
 
 

@@ -15,7 +15,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 import urllib.error
 import urllib.request
 from pathlib import Path
@@ -23,7 +22,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, run_via_ui, shared_browser
+from tests.support.browser import READY_SECONDS, REPO, poll, run_in_browser, run_via_ui, shared_browser, start_serve
 from tests.support.browser import stop_process as stop
 from tests.browser.test_wheelhouse import NUMPY_FILE, make_archive, make_release, make_wheel
 
@@ -52,22 +51,9 @@ def site(tmp_path_factory) -> Any:
     _cli("wheelhouse", "tiny-pkg", "tampered-pkg", "--find-links", str(source), "--out", str(wheelhouse))
     with (wheelhouse / tampered.name).open("ab") as wheel:
         wheel.write(b"changed after the import")  # the server must not serve it
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
     env = {k: v for k, v in os.environ.items() if k != "WASM_RUNNER_PYODIDE_INDEX_URL"}  # the default index
     env["WASM_RUNNER_WHEELHOUSE"] = str(wheelhouse)
-    process = subprocess.Popen([*WASM_RUNNER, "serve", "--no-auth", "--port", str(port)], cwd=REPO, env=env,
-                               stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/embed.js", timeout=2):
-                break
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, "wasm-runner serve did not start"
-            time.sleep(0.2)
+    process, base = start_serve(env)
     context = shared_browser().new_context()
     requests: dict[str, list[str]] = {"served": [], "aborted": []}
 

@@ -8,14 +8,12 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
-import time
-import urllib.request
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
 import pytest
-from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, run_via_ui, shared_browser
+from tests.support.browser import READY_SECONDS, REPO, poll, run_in_browser, run_via_ui, shared_browser, start_serve
 from tests.support.browser import stop_process as stop
 
 WASM_RUNNER = str(Path(sys.executable).with_name("wasm-runner"))
@@ -29,22 +27,8 @@ def page(package_lock: Path, tmp_path_factory: pytest.TempPathFactory) -> Any:
     built = subprocess.run([WASM_RUNNER, "wheelhouse", "--from-lock", str(package_lock), "--out", str(wheelhouse)],
                            cwd=REPO, capture_output=True, text=True, timeout=300)
     assert built.returncode == 0, built.stderr
-    sock = _free_socket()
-    port = sock.getsockname()[1]
-    sock.close()
-    env = {**os.environ, "WASM_RUNNER_WHEELHOUSE": str(wheelhouse), "WASM_RUNNER_PYODIDE_INDEX_URL": "",
-           "WASM_RUNNER_PACKAGES_LOCK": str(package_lock)}
-    process = subprocess.Popen([WASM_RUNNER, "serve", "--no-auth", "--port", str(port)], cwd=REPO, env=env,
-                               stderr=subprocess.DEVNULL)
-    base = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 60
-    while True:
-        try:
-            with urllib.request.urlopen(base + "/embed.js", timeout=2):
-                break
-        except OSError:
-            assert process.poll() is None and time.monotonic() < deadline, "wasm-runner serve did not start"
-            time.sleep(0.2)
+    process, base = start_serve({**os.environ, "WASM_RUNNER_WHEELHOUSE": str(wheelhouse),
+                                 "WASM_RUNNER_PYODIDE_INDEX_URL": "", "WASM_RUNNER_PACKAGES_LOCK": str(package_lock)})
     context = shared_browser().new_context()
     context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
                   else route.abort("internetdisconnected"))
@@ -67,7 +51,8 @@ def test_the_locked_packages_import_in_the_browser_as_on_the_server(page: Any) -
 
 
 NO_TIER = ("The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
-           "wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it to the package lock.")
+           "wheelhouse has certifi, charset-normalizer, idna, markdown-it-py, mdurl, mpmath, requests, sympy, urllib3. "
+           "Ask the operator to add it to the package lock.")
 
 
 def test_an_import_no_tier_has_or_only_the_server_has_gets_the_server_tiers_sentence(page: Any) -> None:

@@ -8,11 +8,15 @@ processes on 127.0.0.1 with the same Redis and secret, hit directly (no balancer
 - Redis stopped mid-run: 503 ``shared_state_unavailable`` fast (no hang), ``/readyz`` 503; Redis
   back on the same port: the replicas recover without a restart;
 - SIGTERM: the replica drains (``/readyz`` 503 ``draining``, new runs 503 ``draining``), the run
-  in flight is answered, its sessions are closed (files gone, leases released), exit code 0.
+  in flight is answered, its sessions are closed (files gone, leases released), exit code 0;
+- a browser-tier run's network grant, given by one replica, is answered by the other; its caps
+  hold across both (requests sent to the two at once), and once expired it is refused with a
+  sentence by either.
 """
 
 from __future__ import annotations
 
+import json
 import signal
 import threading
 import time
@@ -24,6 +28,8 @@ from typing import Any
 import httpx
 import pytest
 from tests.support.redis_process import RedisProcess
+from tests.support.loopback_api import LoopbackAPI, loopback_api
+from tests.support.network_server import network_toml
 from tests.support.replicas import Replica
 
 SECRET = "cluster-secret-for-tests-" + "0123456789abcdef"
@@ -81,7 +87,18 @@ name = "free"
 key = "k-free"
 rate = "1000/minute"
 max_concurrent = 4
+
+[[api_keys]]
+name = "netk"
+key = "k-net"
+rate = "1000/minute"
+
+[profiles.blink]  # a grant of this profile lasts its wall limit: one second
+pool_size = 0
+image = "plain"
+wall_seconds = 1
 """
+NET_CAP = 3  # max_requests of the network rule of the replicas here
 SLEEP = "import time\ntime.sleep({})\nprint('slept')"
 
 
@@ -95,9 +112,15 @@ def wait_for(predicate: Callable[[], bool], timeout: float, step: float = 0.05) 
 
 
 @pytest.fixture(scope="module")
-def config_file(tmp_path_factory: pytest.TempPathFactory) -> Path:
+def api() -> Iterator[LoopbackAPI]:
+    with loopback_api() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def config_file(api: LoopbackAPI, tmp_path_factory: pytest.TempPathFactory) -> Path:
     path = tmp_path_factory.mktemp("cluster") / "server.toml"
-    path.write_text(CONFIG, encoding="utf-8")
+    path.write_text(CONFIG + network_toml(api, keys=["netk"], max_requests=NET_CAP), encoding="utf-8")
     return path
 
 
@@ -153,6 +176,58 @@ def test_max_concurrent_holds_across_replicas(pair: tuple[Replica, Replica]) -> 
             assert int(third.headers["Retry-After"]) >= 1
         assert all(f.result().json()["stdout"] == "slept\n" for f in slow)
     assert a.run("k-conc", "print(2)").json()["stdout"] == "2\n"  # the leases were released
+
+
+def _grant(replica: Replica, profile: str | None = None) -> str:
+    with replica.client("k-net") as c:
+        answer = c.post("/api/network/runs", json={} if profile is None else {"profile": profile})
+    assert answer.status_code == 200 and answer.json()["on"] is True, answer.text
+    return str(answer.json()["token"])
+
+
+def _net_fetch(replica: Replica, token: str, url: str) -> httpx.Response:
+    """What the browser's worker sends: no key, the grant's token, the request as text/plain."""
+    body = json.dumps({"token": token, "request": {"op": "net", "method": "GET", "url": url, "headers": [],
+                                                   "body": ""}})
+    return httpx.post(replica.url + "/api/network/fetch", content=body, headers={"content-type": "text/plain"},
+                      timeout=30, trust_env=False)
+
+
+def test_a_network_grant_of_one_replica_is_answered_by_the_other_within_one_set_of_caps(
+    pair: tuple[Replica, Replica], api: LoopbackAPI
+) -> None:
+    a, b = pair
+    before = len(api.log)
+    token = _grant(a)
+    first = _net_fetch(b, token, api.url("/data.json?from-b"))
+    assert first.status_code == 200 and first.json()["value"]["status"] == 200, first.text
+    # the rest of the cap asked of both replicas at once: exactly NET_CAP requests in all are made
+    urls = [api.url(f"/data.json?{i}") for i in range(6)]
+    with ThreadPoolExecutor(6) as pool:
+        answers = list(pool.map(lambda i: _net_fetch(pair[i % 2], token, urls[i]).json(), range(6)))
+    made = [x for x in answers if "value" in x]
+    refused = [x["error"]["message"] for x in answers if "error" in x]
+    assert len(made) == NET_CAP - 1 and len(refused) == 6 - (NET_CAP - 1)
+    assert set(refused) == {f"this run has made the {NET_CAP} requests the network rule 'test-api' allows "
+                            "(max_requests)"}
+    assert len(api.paths()[before:]) == NET_CAP  # the API's own view
+    # another run's grant has its own caps, and the replicas still answer runs
+    assert _net_fetch(a, _grant(b), api.url("/data.json?other")).json()["value"]["status"] == 200
+    with b.client("k-free") as c:
+        assert c.post("/api/run", json={"code": "print('up')"}).json()["stdout"] == "up\n"
+
+
+def test_an_expired_network_grant_is_refused_by_every_replica(pair: tuple[Replica, Replica], api: LoopbackAPI) -> None:
+    token = _grant(pair[0], profile="blink")  # valid for blink's wall limit: 1 s
+    before = len(api.log)
+    time.sleep(1.5)
+    for replica in pair:
+        answer = _net_fetch(replica, token, api.url("/data.json?late"))
+        assert answer.status_code == 403 and answer.headers["access-control-allow-origin"] == "*"
+        assert answer.json() == {"error": {"type": "ConnectionRefusedError", "message": (
+            "this run's network grant is unknown or has expired (the run took longer than its wall limit, "
+            "or the runner restarted)")}}
+    assert api.paths()[before:] == []
 
 
 def test_leases_of_a_killed_replica_expire_within_their_ttl(

@@ -40,7 +40,7 @@ def test_the_corpus_meets_every_beginner_rule(browser_findings: dict[object, obj
     """Each rule of the table is found somewhere in the corpus, so the comparison covers it."""
     table = rule_table()
     seen = {f["rule"] for path in CORPUS for f in lint_source(path.read_text(), style=True)}
-    wanted = {*table.codes(style=True), "syntax"}
+    wanted = {*table.codes(style=True), *(rule.code for rule in table.own), "syntax"}
     assert wanted - seen == set()
     assert str(browser_findings["version"]).startswith("0.")
 
@@ -58,3 +58,21 @@ def test_plain_words_name_the_mistake() -> None:
 def test_columns_count_characters_not_bytes() -> None:
     (finding,) = lint_source('naïve = "😀"; print(naive)\n')
     assert (finding["line"], finding["column"], finding["end_column"]) == (1, 20, 25)  # in UTF-8 bytes it would start at 24
+
+
+def test_own_rules_mark_code_that_never_runs_and_a_value_thrown_away() -> None:
+    code = "def half(n):\n    return n / 2\n    print(n)\n\nscores = [3, 1]\nscores[0] + 1\nscores[0]\n"
+    findings = lint_source(code)
+    assert [(f["rule"], f["line"], f["column"], f["end_line"], f["end_column"]) for f in findings] == [
+        ("WR101", 3, 5, 3, 13), ("WR102", 6, 1, 6, 14)]
+    assert findings[0]["title"] == "Never runs"
+    assert findings[0]["message"].startswith(
+        "This code can never run: Python never gets past the `return` just before it.")
+    assert findings[1]["message"].startswith("This line computes a value and then throws it away")
+
+
+def test_the_last_line_shows_its_value_so_nothing_marks_it() -> None:
+    """The playground shows the last expression's value like a notebook cell (guest/rich.py)."""
+    assert lint_source("x = 1\nx\n") == []
+    assert [f["rule"] for f in lint_source("x = 1\nx\nprint(x)\n")] == ["B018"]
+    assert [f["rule"] for f in lint_source("x = 1\nx + 1\nx == 2\n")] == ["WR102"]

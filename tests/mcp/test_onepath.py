@@ -27,8 +27,7 @@ from mcp.shared._httpx_utils import create_mcp_http_client
 
 from wasm_runner.http.app import build_app
 from wasm_runner.settings import DEFAULT_PROFILES, ApiKey, ServerConfig, hash_key
-from wasm_runner.admission import server_memory_mb
-from wasm_runner.http.service import Service
+from wasm_runner.admission import resident_mb, server_memory_mb
 from wasm_runner.limits import Limits
 
 pytestmark = pytest.mark.timeout(900)
@@ -168,7 +167,7 @@ def test_mcp_sessions_share_the_keys_caps_and_the_memory_budget(tmp_path: Path) 
     """One session store: MCP and HTTP sessions count together against max_concurrent and the
     memory budget (4 sessions fill a budget of 4 sessions' memory)."""
     chat = _config(tmp_path).profiles["chat"]
-    hold = Service.resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
+    hold = resident_mb(chat, chat.runtime, chat.limits)  # 128 MB + its image's pages
     # the whole budget is one pool here (per-key shares are tested in tests/scenarios/test_attacks_over_http.py)
     # (after what the server holds itself: its prestarted instances, admission.server_memory_mb)
     held = server_memory_mb(_config(tmp_path))

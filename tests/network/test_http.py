@@ -12,9 +12,9 @@ from pathlib import Path
 import anyio
 import pytest
 
-from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server, make_config
+from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server
 from tests.support.loopback_api import LoopbackAPI, loopback_api
-from wasm_runner.network import network_from
+from tests.support.network_server import network_config
 
 
 @pytest.fixture(scope="module")
@@ -25,9 +25,7 @@ def api() -> Iterator[LoopbackAPI]:
 
 @pytest.fixture(scope="module")
 def server(api: LoopbackAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterator[LiveServer]:
-    rules = network_from({"test-api": {"destinations": [f"http://127.0.0.1:{api.port}"], "keys": ["alice"],
-                                       "profiles": ["student"], "max_requests": 2}})
-    with live_server(make_config(tmp_path_factory.mktemp("net"), network=rules)) as live:
+    with live_server(network_config(tmp_path_factory.mktemp("net"), api, profiles=["student"], max_requests=2)) as live:
         yield live
 
 

@@ -2,8 +2,8 @@
 server standing in for a public API: an operator rule naming 127.0.0.1:port lets a run read JSON
 with urllib.request and http.client and a CSV with pandas.read_csv(url); a run without a rule
 gets the sentence saying so; the escapes are refused or capped while the run goes on, and the
-loopback servers' own logs show what was connected to. (``requests`` is not in the server's
-image: not tested here.)"""
+loopback servers' own logs show what was connected to. (``requests`` is in no image:
+``test_requests.py`` mounts it from the test wheelhouse.)"""
 
 from __future__ import annotations
 

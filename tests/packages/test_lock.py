@@ -8,7 +8,8 @@ from pathlib import Path
 import pytest
 
 from tests.browser.test_wheelhouse import make_wheel
-from wasm_runner.packages import LockError, PackageLock, PackageRefused, wanted_packages
+from wasm_runner.execution import Executor, Job
+from wasm_runner.packages import LockError, PackageLock, PackageRefused, PackageStore, wanted_packages
 from wasm_runner.packages.lock import LockedPackage
 from wasm_runner.packages.wanted import required_in_comments
 from wasm_runner.packages.wheels import WheelError, read_wheel, unpack_wheel
@@ -59,6 +60,25 @@ def test_a_package_not_allowed_gets_one_sentence_naming_it() -> None:
         "wheelhouse has markdown-it-py, mdurl. Ask the operator to add it to the package lock.")
     with pytest.raises(PackageRefused, match="at most 64 packages"):
         wanted_packages(LOCK, "", ["mdurl"] * 65)
+
+
+def test_each_executor_names_the_browser_tier_only_from_its_own_source() -> None:
+    """Two servers in one process: the refusal names the browser tier from the source each was
+    given, and an executor given none (the CLI's) says no tier has the package."""
+    with_browser = Executor(workers=1, packages=PackageStore(Path("unused.lock"), LOCK, Path("unused")),
+                            browser_modules=lambda: frozenset({"click"}))
+    without = Executor(workers=1, packages=PackageStore(Path("unused.lock"), LOCK, Path("unused")))
+    try:
+        with pytest.raises(PackageRefused) as named:
+            with_browser.package_folders(Job("import click", packages=("click",)))
+        assert str(named.value) == "click is not on the server tier; it is on the browser tier: run there, or choose auto."
+        with pytest.raises(PackageRefused) as nowhere:
+            without.package_folders(Job("import click", packages=("click",)))
+        assert str(nowhere.value).startswith("The package click is not allowed on this server (server tier and browser")
+        assert "browser tier only" not in str(nowhere.value)
+    finally:
+        with_browser.shutdown()
+        without.shutdown()
 
 
 def test_only_a_pure_python_wheel_is_read_and_unpacking_never_leaves_its_folder(tmp_path: Path) -> None:

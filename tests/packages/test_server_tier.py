@@ -81,7 +81,8 @@ def test_sympy_asked_by_name_comes_from_the_image_and_a_disallowed_package_gets_
     assert refused.status == Status.INVALID_INPUT
     assert refused.message == (
         "The package leftpad is not allowed on this server (server tier and browser tier alike): the operator's "
-        "wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it to the package lock.")
+        "wheelhouse has certifi, charset-normalizer, idna, markdown-it-py, mdurl, mpmath, requests, sympy, urllib3. "
+        "Ask the operator to add it to the package lock.")
     requires = _run(default_sandbox, store, "# requires: leftpad\nprint(1)")
     assert requires.status == Status.INVALID_INPUT and "The package leftpad is not allowed" in requires.message
     assert _run(default_sandbox, store, "print('still here')").stdout == "still here\n"

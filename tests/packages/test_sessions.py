@@ -64,8 +64,9 @@ def test_a_session_with_packages_imports_them_and_its_copies_and_snapshots_do_to
     assert refused.value.reason == "packages"
     assert str(refused.value) == (
         "The session was saved with package markdown-it-py==4.2.0, which this server's package lock no longer has "
-        "(it has mdurl==0.1.2, mpmath==1.3.0, sympy==1.14.0): open a new session, or ask the operator to put it "
-        "back in the lock.")
+        "(it has certifi==2026.10.19.post1, charset-normalizer==3.5.3, idna==3.21, mdurl==0.1.2, mpmath==1.3.0, "
+        "requests==2.34.2, sympy==1.14.0, urllib3==2.8.0): open a new session, or ask the operator to put it back "
+        "in the lock.")
     with pytest.raises(SnapshotRefused, match="its session had packages"):
         default_sandbox.resume(blob, owner="alice")
 
@@ -80,8 +81,8 @@ def test_sessions_with_packages_over_http_through_a_fork_a_pause_a_save_and_a_re
         assert refused.status_code == 422 and refused.json()["error"] == {
             "code": "package_refused",
             "message": "The package leftpad is not allowed on this server (server tier and browser tier alike): the "
-                       "operator's wheelhouse has markdown-it-py, mdurl, mpmath, sympy. Ask the operator to add it "
-                       "to the package lock."}, refused.text
+                       "operator's wheelhouse has certifi, charset-normalizer, idna, markdown-it-py, mdurl, mpmath, "
+                       "requests, sympy, urllib3. Ask the operator to add it to the package lock."}, refused.text
         opened = api.post("/api/sessions", json={"packages": ["markdown-it-py"]})
         assert opened.status_code == 201 and opened.json()["packages"] == ["markdown-it-py==4.2.0", "mdurl==0.1.2"]
         sid = opened.json()["id"]
@@ -126,6 +127,7 @@ def test_sessions_with_packages_over_http_through_a_fork_a_pause_a_save_and_a_re
         assert resumed.status_code == 422, resumed.text
         assert resumed.json()["error"]["message"] == (
             "the snapshot was refused (packages): The session was saved with package markdown-it-py==4.2.0, which "
-            "this server's package lock no longer has (it has mdurl==0.1.2, mpmath==1.3.0, sympy==1.14.0): open a "
+            "this server's package lock no longer has (it has certifi==2026.10.19.post1, charset-normalizer==3.5.3, "
+            "idna==3.21, mdurl==0.1.2, mpmath==1.3.0, requests==2.34.2, sympy==1.14.0, urllib3==2.8.0): open a "
             "new session, or ask the operator to put it back in the lock.")
         assert api.post("/api/run", json={"code": "print(3)"}).json()["stdout"] == "3\n"

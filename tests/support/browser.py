@@ -63,19 +63,34 @@ def start_uvicorn(
         command, cwd=REPO, env={**os.environ, **(env or {})}, pass_fds=[sock.fileno()]
     )
     sock.close()
-    base = f"http://127.0.0.1:{port}"
+    return process, _answering(process, f"http://127.0.0.1:{port}", f"uvicorn {app}")
+
+
+def start_serve(env: dict[str, str]) -> tuple[subprocess.Popen[bytes], str]:
+    """Start ``wasm-runner serve --no-auth`` (the CLI a course site runs) on a free loopback port
+    with the environment ``env`` (the whole of it); return (process, base URL) once it answers."""
+    sock = _free_socket()
+    port = sock.getsockname()[1]
+    sock.close()
+    command = [str(Path(sys.executable).with_name("wasm-runner")), "serve", "--no-auth", "--port", str(port)]
+    process = subprocess.Popen(command, cwd=REPO, env=env, stderr=subprocess.DEVNULL)
+    return process, _answering(process, f"http://127.0.0.1:{port}", "wasm-runner serve")
+
+
+def _answering(process: subprocess.Popen[bytes], base: str, what: str) -> str:
+    """``base`` once it serves ``/embed.js``; ``RuntimeError`` when ``process`` exits or 60 s pass."""
     deadline = time.monotonic() + 60
     while time.monotonic() < deadline:
         if process.poll() is not None:
-            raise RuntimeError(f"uvicorn {app} exited with {process.returncode}")
+            raise RuntimeError(f"{what} exited with {process.returncode}")
         try:
             with urllib.request.urlopen(base + "/embed.js", timeout=2) as response:
                 if response.status == 200:
-                    return process, base
+                    return base
         except OSError:
             time.sleep(0.2)
     process.terminate()
-    raise RuntimeError(f"uvicorn {app} did not answer on {base}")
+    raise RuntimeError(f"{what} did not answer on {base}")
 
 
 def stop_process(process: subprocess.Popen[bytes]) -> None:

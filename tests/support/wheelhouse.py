@@ -5,7 +5,8 @@ into the cache folder (shared with the compiled modules: a second session finds 
 
 ``markdown-it-py`` (with ``mdurl``) is not in the default runtime's image: the server tier mounts
 it. ``sympy`` (with ``mpmath``) is in the image: the server tier takes the image's, the browser
-tier the wheelhouse's.
+tier the wheelhouse's. ``requests`` (with ``urllib3``, ``idna``, ``certifi`` and
+``charset-normalizer``) is in no image: the network tests mount it (``tests/network/test_requests.py``).
 """
 
 from __future__ import annotations
@@ -16,7 +17,8 @@ from pathlib import Path
 
 __all__ = ["REQUIREMENTS", "build_lock"]
 
-REQUIREMENTS = ("markdown-it-py==4.2.0", "sympy==1.14.0")
+REQUIREMENTS = ("markdown-it-py==4.2.0", "sympy==1.14.0", "requests==2.34.2", "urllib3==2.8.0", "idna==3.21",
+                "certifi==2026.10.19.post1", "charset-normalizer==3.5.3")
 WASM_RUNNER = str(Path(sys.executable).with_name("wasm-runner"))
 
 

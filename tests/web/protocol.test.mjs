@@ -50,6 +50,12 @@ test("sanitizeResult keeps exactly the contract's fields with their types", () =
   assert.equal(clean.status, "internal_error");
   assert.equal(clean.stdout, "");
   assert.equal(clean.outputs.length, 1);
+  // an output's place among the streams (docs/notebooks.md "Order") is kept only as whole bytes
+  const placed = sanitizeResult({ status: "ok", outputs: [
+    { kind: "display", mime: "m/x", data: "{}", at: { stdout: 3, stderr: 0 }, extra: 1 },
+    { kind: "display", mime: "m/x", data: "{}", at: { stdout: -1, stderr: "0" } }] });
+  assert.deepEqual(placed.outputs, [{ kind: "display", mime: "m/x", data: "{}", at: { stdout: 3, stderr: 0 } },
+    { kind: "display", mime: "m/x", data: "{}" }]);
 });
 
 test("server-sent events are parsed across chunk boundaries", async () => {

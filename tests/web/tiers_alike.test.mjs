@@ -12,6 +12,7 @@ const { probes } = JSON.parse(readFileSync(new URL("../guest/tiers_alike.json", 
 const BROWSER_PY = readFileSync(new URL("../../wasm_runner/guest/browser.py", import.meta.url), "utf8");
 
 const BUNDLE = "application/vnd.wasm-runner.bundle+json"; // a MIME bundle (wasm_runner/guest/rich.py)
+const NOTHING_WRITTEN = { stdout: 0, stderr: 0 }; // an output's place when nothing was printed before it
 let controller;
 let nextId = 1;
 
@@ -70,10 +71,10 @@ describe("the browser's own", () => {
   test("top-level await, in the body and in the last expression shown", async () => {
     const body = await run("import asyncio\nawait asyncio.sleep(0)\n6 * 7", { display: true });
     assert.equal(body.status, "ok", body.stderr);
-    assert.deepEqual(body.outputs, [{ kind: "result", mime: BUNDLE, data: '{"data":{"text/plain":"42"},"metadata":{}}' }]);
+    assert.deepEqual(body.outputs, [{ kind: "result", mime: BUNDLE, data: '{"data":{"text/plain":"42"},"metadata":{}}', at: NOTHING_WRITTEN }]);
     const tail = await run("async def f():\n    return 'awaited'\n\nawait f()", { display: true });
     assert.equal(tail.status, "ok", tail.stderr);
-    assert.deepEqual(tail.outputs, [{ kind: "result", mime: BUNDLE, data: `{"data":{"text/plain":"'awaited'"},"metadata":{}}` }]);
+    assert.deepEqual(tail.outputs, [{ kind: "result", mime: BUNDLE, data: `{"data":{"text/plain":"'awaited'"},"metadata":{}}`, at: NOTHING_WRITTEN }]);
     const hidden = await run("async def f():\n    return 'awaited'\n\nawait f()", { display: "figures" });
     assert.deepEqual(hidden.outputs, []);
   });

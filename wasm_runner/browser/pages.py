@@ -1,6 +1,8 @@
 """The browser tier's pages: the playground, the embed script, the sandbox frame (assets: ``assets``).
 
-``page_routes()`` returns Starlette routes that ``assembly.create_app`` mounts:
+``page_routes()`` returns Starlette routes that ``assembly.create_app`` mounts, and
+``browser_modules_source()`` what it gives that server's ``Executor`` so that refusals name the
+browser tier when its index has a package:
 
 - ``/``: the playground (cross-origin isolated unless ``?isolation=off``).
 - ``/embed.js``: the one script a course page adds; it defines the ``<wasm-runner>`` element.
@@ -26,12 +28,13 @@ from starlette.responses import HTMLResponse, PlainTextResponse, Response
 from starlette.routing import BaseRoute, Route
 
 from ..packages.store import image_modules
-from ..packages.tiers import TIER_MODULES_PATH, tier_modules, use_browser_modules
+from ..packages.tiers import TIER_MODULES_PATH, BrowserModules, tier_modules
 from .assets import WebAssets, get_assets
 from .locations import package_index_url, web_dir, wheelhouse_dir
 
 __all__ = [
     "WebAssets",
+    "browser_modules_source",
     "get_assets",
     "package_index_url",
     "page_routes",
@@ -104,7 +107,7 @@ async def _tier_modules(request: Request) -> Response:
     the browser tier's worker fetches it once to name the tier that has a missing module."""
     service = getattr(request.app.state, "service", None)
     store = getattr(getattr(service, "executor", None), "packages", None)
-    body = json.dumps(tier_modules(image_modules("default"), getattr(store, "lock", None)),
+    body = json.dumps(tier_modules(image_modules("default"), getattr(store, "lock", None), _served_modules),
                       separators=(",", ":"))
     headers = {**CROSS_ORIGIN_HEADERS, "cache-control": "public, max-age=300"}
     return Response(body, media_type="application/json", headers=headers)
@@ -202,12 +205,24 @@ def _needs_assets(handler: Any) -> Any:
     return guarded
 
 
+def _served_modules() -> frozenset[str]:
+    return get_assets().browser_modules
+
+
+def browser_modules_source() -> BrowserModules | None:
+    """What gives the modules of the browser tier these pages serve (None when the browser tier
+    is not installed): the server that mounts the pages hands it to its ``Executor``."""
+    return _served_modules if _pyodide_installed() else None
+
+
+def _pyodide_installed() -> bool:
+    return (web_dir() / "node_modules" / "pyodide").is_dir()
+
+
 def page_routes() -> list[BaseRoute]:
     """The playground, the embed script, the sandbox frame and the hashed assets."""
-    if (web_dir() / "node_modules" / "pyodide").is_dir():
+    if _pyodide_installed():
         get_assets()  # hash and start compressing at start-up, not on the first request
-        # the server tier's refusals name the browser tier when its index has the package
-        use_browser_modules(lambda: get_assets().browser_modules)
     return [
         Route("/", _needs_assets(_playground), methods=["GET"], name="playground"),
         Route(

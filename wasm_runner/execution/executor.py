@@ -16,8 +16,9 @@ from typing import TYPE_CHECKING, Unpack
 
 from ..admission.gate import Claims
 from ..host_functions import InvalidFunctions
-from ..packages import PackageLock, PackageRefused, PackageStore, default_store
-from ..packages.store import image_modules
+from ..packages import PackageRefused, PackageStore, default_store
+from ..packages.store import granted_packages, runtime_image
+from ..packages.tiers import BrowserModules
 from ..result import Result
 from ..sessions import Pausing, SessionListener, SessionStore
 from .job import Job, OutputCallback
@@ -39,6 +40,8 @@ class Executor(Runner):
     session, ``session_claims`` counts them across processes, ``session_pausing`` pauses idle ones
     to disk; ``max_fork_copies``: the most copies one fork makes). ``packages``: the operator's
     wheelhouse (default ``packages.default_store()``: ``$WASM_RUNNER_PACKAGES_LOCK``, else none).
+    ``browser_modules``: what gives the browser tier's modules, for refusals that name the tier
+    that has a package (the server's playground pages give it; None: the browser tier has none).
     """
 
     def __init__(
@@ -53,10 +56,12 @@ class Executor(Runner):
         session_claims: Claims | None = None,
         session_pausing: Pausing | None = None,
         packages: PackageStore | None = None,
+        browser_modules: BrowserModules | None = None,
         **runner: Unpack[RunnerOptions],
     ) -> None:
         super().__init__(sandboxes, **runner)
         self.packages = packages if packages is not None else default_store()
+        self.browser_modules = browser_modules
         self.sessions = SessionStore(
             self,
             max_sessions=max_sessions,
@@ -68,21 +73,18 @@ class Executor(Runner):
         )
         self.sessions.max_fork_copies = max_fork_copies
         self.sessions.packages = self.packages
+        self.sessions.browser_modules = browser_modules
         if self.recorder is not None:  # forks, snapshots, resumes: the audit log
             self.sessions.on_event = self.recorder.session_event
 
     def package_folders(self, job: Job) -> list[Path]:
         """The wheelhouse's folders ``job`` gets, recorded in ``job.packages_granted``
         (``PackageRefused``: the sentence its user sees)."""
-        image = image_modules(job.runtime) if job.runtime == "default" else frozenset()
-        if self.packages is None:  # no wheelhouse: only what the image has may be asked for
-            from ..packages.wanted import wanted_packages
-
-            wanted_packages(PackageLock({}), job.code, job.packages, image_modules=image)
+        granted = granted_packages(self.packages, job.runtime, job.code, job.packages, self.browser_modules)
+        if not granted or self.packages is None:
             return []
-        granted = self.packages.granted(job.code, job.packages, image=image)
         job.packages_granted = tuple(f"{p.name}=={p.version}" for p in granted)
-        return self.packages.mounted(image) if granted else []
+        return self.packages.mounted(runtime_image(job.runtime))
 
     # -- the one place a fresh-instance run reaches the sandbox ------------------------------
     def _sandbox_call(

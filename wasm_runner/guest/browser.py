@@ -193,6 +193,7 @@ def _reset(filename, code):
     _install_network()
 
 def _emit(kind, mime, data):
+    _out.flush()  # what was printed before the output reaches the worker first: it records where the output came
     _host.emit_output(kind, mime, data)
 
 def _patch_show():

@@ -1,8 +1,8 @@
 # wasm-runner's network shim: what the guest's HTTP clients reach, on the server tier.
 #
 # The guest has no sockets (WASI). When the run's key or profile has a network rule, each HTTP
-# request of ``http.client`` (and so of ``urllib.request`` and ``pandas.read_csv(url)``) is one
-# host call: ``{"op": "net", "method", "url", "headers", "body"}`` written on fd 0 like the
+# request of ``http.client`` (and so of ``urllib.request``, ``pandas.read_csv(url)``, and of
+# ``urllib3`` 2.x and ``requests`` where they are installed) is one host call: ``{"op": "net", "method", "url", "headers", "body"}`` written on fd 0 like the
 # ``host`` module's calls (``wasi/control.py``); the host checks the destination against the
 # operator's rules, resolves the name itself, connects to the address it checked and answers
 # with the status, headers and body (``network/calls.py``), or with the refusal as an
@@ -84,7 +84,8 @@ def fetch(method, url, headers, body):
 
 
 class _Answer:
-    """What ``http.client.HTTPResponse`` reads the host's answer from (``makefile``)."""
+    """What ``http.client.HTTPResponse`` reads the host's answer from (``makefile``); the
+    "socket" of a connection (``urllib3`` sets its timeout)."""
 
     def __init__(self, raw):
         import io
@@ -92,6 +93,9 @@ class _Answer:
 
     def makefile(self, mode="rb", *args, **kwargs):
         return self._file
+
+    def settimeout(self, timeout):
+        pass
 
     def close(self):
         pass
@@ -208,11 +212,88 @@ def _patch_urllib_request(request):
             request.__all__.append("HTTPSHandler")
 
 
-_AFTER_IMPORT = {"http.client": _patch_http_client, "urllib.request": _patch_urllib_request}
+_URLLIB3_KEEPS = ("timeout", "source_address", "blocksize", "socket_options", "proxy", "proxy_config")
+
+
+def _patch_urllib3(connection):
+    """``urllib3`` 2.x (``requests``' transport): its ``HTTPConnection`` subclasses
+    ``http.client``'s (patched above) but connects a socket itself; here it connects nothing, is
+    never reused (each request is its own host call), and https:// URLs go to the host too (which
+    does TLS and verifies the certificate): ``HTTPSConnection`` needs no ``ssl``. A refusal is an
+    ``OSError``: ``requests`` raises its ``ConnectionError`` with the sentence in it."""
+    if "urllib3.connection" in _PATCHED:
+        return
+    _PATCHED["urllib3.connection"] = True
+    import http.client as client
+    _patch_http_client(client)
+    base = connection.HTTPConnection
+
+    request = base.request
+
+    def connect(self):
+        self.sock = _Answer(b"")
+
+    def request_through_host(self, *args, **kwargs):
+        if self.sock is None:  # http.client's send would connect: the patched one does not
+            self.connect()
+        return request(self, *args, **kwargs)
+
+    base.connect = connect
+    base.request = request_through_host
+    base.is_connected = property(lambda self: False)
+
+    class HTTPSConnection(base):
+        default_port = 443
+        _wr_scheme = "https"
+        is_verified = True  # by the host
+        proxy_is_verified = None
+
+        def __init__(self, host, port=None, **kwargs):  # the TLS settings are the host's
+            base.__init__(self, host, port, **{k: v for k, v in kwargs.items() if k in _URLLIB3_KEEPS})
+
+        def set_cert(self, *args, **kwargs):
+            pass
+
+    HTTPSConnection.__module__ = "urllib3.connection"
+    connection.HTTPSConnection = connection.VerifiedHTTPSConnection = HTTPSConnection
+
+
+def _patch_urllib3_emscripten(connection):
+    """Pyodide's ``urllib3`` (``urllib3.contrib.emscripten``, the browser tier) sends with its own
+    ``XMLHttpRequest``, which the frame's policy blocks: here it sends through ``fetch`` above, the
+    same channel (and the same rules) as every other client of the run."""
+    if "urllib3.contrib.emscripten.connection" in _PATCHED:
+        return
+    _PATCHED["urllib3.contrib.emscripten.connection"] = True
+    from urllib3.contrib.emscripten.response import EmscriptenResponse
+
+    def send_request(request):
+        body = request.body
+        if body is None:
+            body = b""
+        elif isinstance(body, str):
+            body = body.encode("utf-8")
+        elif hasattr(body, "read"):
+            body = body.read()
+            body = body.encode("utf-8") if isinstance(body, str) else bytes(body)
+        elif not isinstance(body, (bytes, bytearray, memoryview)):
+            body = b"".join(c.encode("utf-8") if isinstance(c, str) else bytes(c) for c in body)
+        headers = [[name, str(value)] for name, value in request.headers.items()]
+        status, reason, answer_headers, content = fetch(request.method, request.url, headers, bytes(body))
+        return EmscriptenResponse(status_code=status, headers={k.lower(): v for k, v in answer_headers},
+                                  body=content, request=request)
+
+    connection.send_request = send_request
+    connection.send_streaming_request = lambda request: None  # one answer, read whole
+
+
+_AFTER_IMPORT = {"http.client": _patch_http_client, "urllib.request": _patch_urllib_request,
+                 "urllib3.connection": _patch_urllib3,
+                 "urllib3.contrib.emscripten.connection": _patch_urllib3_emscripten}
 
 
 class _Finder:
-    """Patches ``http.client`` and ``urllib.request`` once they are imported (nothing is imported
+    """Patches ``http.client``, ``urllib.request`` and ``urllib3``'s connections once they are imported (nothing is imported
     before the program asks for it)."""
 
     @classmethod

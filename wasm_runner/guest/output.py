@@ -24,10 +24,11 @@ CLOCK_EVERY = 2048  # writes between clock reads when no pace flag is set
 
 class Output:
     """The ordered pending output of one interpreter: ``flush()`` sends it, ``text_write(fd)`` and
-    ``bytes_write(fd)`` make the streams' write functions, ``discard()`` drops what is pending."""
+    ``bytes_write(fd)`` make the streams' write functions, ``discard()`` drops what is pending;
+    ``sent[fd]`` counts the bytes sent on fd 1 and 2 (where a display() stands among them)."""
 
-    def __init__(self, pending, tick, errors, flush, text_write, bytes_write, discard):
-        self.pending, self.tick, self.errors = pending, tick, errors
+    def __init__(self, pending, tick, errors, flush, text_write, bytes_write, discard, sent):
+        self.pending, self.tick, self.errors, self.sent = pending, tick, errors, sent
         self.flush, self.text_write, self.bytes_write, self.discard = flush, text_write, bytes_write, discard
 
 
@@ -41,6 +42,7 @@ def ordered(send, monotonic=time.monotonic):
     tick = bytearray(b"\x00WRTK")  # the pace flag (the server's host sets tick[0])
     paced = [False]  # whether the host ever set it
     errors = {1: "surrogateescape", 2: "backslashreplace"}
+    sent = [0, 0, 0]  # bytes sent on fd 1 and 2
 
     def out_flush():
         """Send everything pending, in order."""
@@ -55,6 +57,7 @@ def ordered(send, monotonic=time.monotonic):
                         break
                     if k <= 0:
                         break
+                    sent[fd] += k
                     view = view[k:]
             finally:
                 view.release()
@@ -147,7 +150,7 @@ def ordered(send, monotonic=time.monotonic):
         del pending[HEAD:]
         direct, writes, t0, tflush = True, 0, 0.0, 0.0
 
-    return Output(pending, tick, errors, out_flush, text_write, bytes_write, discard)
+    return Output(pending, tick, errors, out_flush, text_write, bytes_write, discard, sent)
 
 
 class _Pending:
@@ -236,12 +239,15 @@ def flushing(out, function):
 
 
 def flushing_write(out, write=os.write):
-    """os.write that sends what is pending first when it writes to fd 1 or 2."""
-    flush = out.flush
+    """os.write that sends what is pending first when it writes to fd 1 or 2 (and counts it)."""
+    flush, sent = out.flush, out.sent
 
     def call(fd, data):
         if fd in (1, 2):
             flush()
+            n = write(fd, data)
+            sent[fd] += n
+            return n
         return write(fd, data)
 
     call.__name__ = call.__qualname__ = write.__name__

@@ -66,10 +66,14 @@ def _wr_main():
 
     # ---- figures: plt.show() puts them in the job's outputs ---------------------------------
     job_outputs = [[]]
+    job_start = [0, 0, 0]  # out.sent when the job began: an output's "at" counts from there
 
     def emitter(outputs):
         def emit(kind, mime, data):
-            outputs.append({"kind": kind, "mime": mime, "data": data})
+            flush()  # what was printed before it goes out first: its place among the streams
+            sent = out.sent
+            outputs.append({"kind": kind, "mime": mime, "data": data,
+                            "at": {"stdout": sent[1] - job_start[1], "stderr": sent[2] - job_start[2]}})
         return emit
 
     figures.ShowBackend.on_show = lambda: program.show_figures(emitter(job_outputs[0]), figures.capture)
@@ -145,6 +149,8 @@ def _wr_main():
             pass
 
     def run_job(job, ns):
+        flush()
+        job_start[:] = out.sent
         outputs = job_outputs[0] = []
         job_explanation[0] = None
         # this frame and those below it (exec adds none); a session keeps the limit it set

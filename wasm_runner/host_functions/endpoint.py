@@ -31,13 +31,14 @@ import secrets
 import time
 from dataclasses import dataclass, field
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
 from .. import addresses, codec
 from ..addresses import Address, Network, Resolver, lookup_threads, parse_allow, resolve_name
 from ..errors import WasmRunnerError
+from ..pinned_post import address_url, post_to_address
 
 __all__ = ["MAX_ANSWER_BYTES", "MAX_CLOCK_SKEW_SECONDS", "AppError", "Endpoint", "EndpointError", "Network",
            "Nonces", "app_error", "check_address", "parse_allow", "sign", "verify"]
@@ -139,10 +140,7 @@ class Endpoint:
         if parts.scheme == "http" and not any(ip in net for net in self.allow):
             raise EndpointError(f"the app's endpoint is http:// and its address {ip} is not in allow: the signed "
                                 "body would cross in the clear (use https://, or list the address)")
-        literal = f"[{ip}]" if ip.version == 6 else str(ip)
-        netloc = f"{literal}:{port}"
-        host_header = parts.netloc.rsplit("@", 1)[-1]
-        return urlunsplit((parts.scheme, netloc, parts.path or "/", parts.query, "")), host_header, host
+        return address_url(parts, ip, port), parts.netloc.rsplit("@", 1)[-1], host
 
     def target(self) -> tuple[str, str, str]:
         """(the URL to connect to, with the checked address; the Host header; the name for TLS):
@@ -176,26 +174,21 @@ class Endpoint:
                            "request_id": request_id}, separators=(",", ":"), ensure_ascii=False).encode()
         timestamp, nonce = str(int(time.time())), secrets.token_hex(16)
         url, host_header, sni = await self.resolve()
-        headers = {"Host": host_header, "Content-Type": "application/json", "X-Wasm-Runner-Function": name,
+        headers = {"Content-Type": "application/json", "X-Wasm-Runner-Function": name,
                    "X-Wasm-Runner-Timestamp": timestamp, "X-Wasm-Runner-Nonce": nonce,
                    "X-Wasm-Runner-Signature": sign(self.secret, timestamp, nonce, body)}
-        extensions = {"sni_hostname": sni} if url.startswith("https:") else {}
         try:
-            async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                         timeout=self.timeout_seconds) as client:
-                async with client.stream("POST", url, content=body, headers=headers,
-                                         extensions=extensions) as response:
-                    if 300 <= response.status_code < 400:
-                        raise EndpointError(f"the app's endpoint answered with a redirect "
-                                            f"({response.status_code}); redirects are not followed")
-                    if response.status_code != 200:
-                        raise EndpointError(f"the app's endpoint answered {response.status_code}")
-                    data = b""
-                    async for chunk in response.aiter_bytes():
-                        data += chunk
-                        if len(data) > MAX_ANSWER_BYTES:
-                            raise EndpointError("the app's endpoint answered with more than "
-                                                f"{MAX_ANSWER_BYTES} bytes")
+            async with post_to_address(url, host_header, sni, body, headers, self.timeout_seconds) as response:
+                if 300 <= response.status_code < 400:
+                    raise EndpointError(f"the app's endpoint answered with a redirect "
+                                        f"({response.status_code}); redirects are not followed")
+                if response.status_code != 200:
+                    raise EndpointError(f"the app's endpoint answered {response.status_code}")
+                data = b""
+                async for chunk in response.aiter_bytes():
+                    data += chunk
+                    if len(data) > MAX_ANSWER_BYTES:
+                        raise EndpointError(f"the app's endpoint answered with more than {MAX_ANSWER_BYTES} bytes")
         except httpx.HTTPError as e:
             raise EndpointError(f"the app's endpoint could not be reached ({type(e).__name__})") from None
         try:

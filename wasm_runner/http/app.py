@@ -11,16 +11,20 @@ from collections.abc import Sequence
 from starlette.applications import Starlette
 from starlette.routing import BaseRoute
 
+from ..packages.tiers import BrowserModules
 from ..settings import ServerConfig
 
 __all__ = ["build_app", "create_app"]
 
 
-def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = ()) -> Starlette:
-    """The wasm-runner app for ``config``; ``extra_routes`` are mounted after the API's."""
+def build_app(config: ServerConfig, extra_routes: Sequence[BaseRoute] = (),
+              browser_modules: BrowserModules | None = None) -> Starlette:
+    """The wasm-runner app for ``config``; ``extra_routes`` are mounted after the API's
+    (``browser_modules``: the browser tier's modules, when they include its pages:
+    ``browser.pages.browser_modules_source()``)."""
     from ..assembly import build_app as assembled
 
-    return assembled(config, extra_routes)
+    return assembled(config, extra_routes, browser_modules)
 
 
 def create_app(config: ServerConfig | None = None) -> Starlette:

@@ -351,7 +351,8 @@ class Gatekeeper:
 
     async def failed_attempt(self, client: str) -> ApiError | None:
         """Count one failed attempt from ``client`` that is not a key (a request with internal-hop
-        headers but no valid signature: ``internal.InternalGuard``) in the same per-address window
+        headers but no valid signature: ``internal.InternalGuard``; an unknown or expired network
+        grant: ``routes/network.py``) in the same per-address window
         as a wrong key (``failed_auth_rate``; in Redis with shared state, so every replica counts
         together). None when counted; when the address is already over, nothing is counted and
         the ``429 too_many_failed_attempts`` to answer instead is returned (the guard then logs and
@@ -368,6 +369,24 @@ class Gatekeeper:
             reset_at, _ = await shared.call(limiter.get_window_stats(self._failed_rate, "failed", address))
             return _failed_error(_retry_after(reset_at))
         return None
+
+    async def failed_too_often(self, client: str) -> ApiError | None:
+        """The ``429 too_many_failed_attempts`` for ``client`` when its address is over
+        ``failed_auth_rate`` now (counts nothing), else None: a credential that is not a key (a
+        browser run's network grant: ``routes/network.py``) is then not even checked. With
+        shared state ``Refused(503)`` when Redis does not answer."""
+        address = _address_key(client)
+        shared = self._shared
+        if shared is None:
+            if self._limiter.test(self._failed_rate, "failed", address):
+                return None
+            reset_at, _ = self._limiter.get_window_stats(self._failed_rate, "failed", address)
+            return _failed_error(_retry_after(reset_at))
+        limiter = self._redis_limiter(shared)
+        if await shared.call(limiter.test(self._failed_rate, "failed", address)):
+            return None
+        reset_at, _ = await shared.call(limiter.get_window_stats(self._failed_rate, "failed", address))
+        return _failed_error(_retry_after(reset_at))
 
     def would_authenticate(
         self, headers: Mapping[str, str], query: Mapping[str, str], *, allow_query: bool = False

@@ -13,7 +13,8 @@ The faces are built from a few capabilities that several routes share:
 - ``ChoosesPolicy``: ``policy`` (which profile, limits and runtime?);
 - ``PreparesJobs``: ``files_in``, ``host_functions``, ``network_for`` (a request made a job);
 - ``RunsJobs``: ``run_job`` (admit and run one guest) and ``render`` (its result as JSON);
-- ``Streams``: ``RunsJobs`` and the ``sandboxes`` (an SSE stream's start event names the Python).
+- ``Streams``: ``RunsJobs`` and the ``sandboxes`` (an SSE stream's start event names the Python);
+- ``HoldsSessions``: ``sessions``; ``Audited``: ``audit``; ``SignsResults``: ``results``.
 
 docs/development.md ("Follow one request") lists which face each route module sees.
 """
@@ -57,6 +58,9 @@ __all__ = [
     "PreparesJobs",
     "RunsJobs",
     "Streams",
+    "HoldsSessions",
+    "Audited",
+    "SignsResults",
     "RunFace",
     "StreamFace",
     "InteractiveFace",
@@ -138,6 +142,27 @@ class Streams(RunsJobs, Protocol):
     def sandboxes(self) -> ServerSandboxes: ...
 
 
+class HoldsSessions(Protocol):
+    """``sessions``: the executor's session store (HTTP and MCP sessions alike)."""
+
+    @property
+    def sessions(self) -> SessionStore: ...
+
+
+class Audited(Protocol):
+    """``audit``: the audit log a route writes its events to."""
+
+    @property
+    def audit(self) -> AuditLog: ...
+
+
+class SignsResults(Protocol):
+    """``results``: what signs check results (and serves the JWKS)."""
+
+    @property
+    def results(self) -> ResultSigner: ...
+
+
 # -- one face per route module ----------------------------------------------------------------
 class RunFace(Authenticates, Bounded, ChoosesPolicy, PreparesJobs, RunsJobs, Protocol):
     """``routes/run.py``: ``POST /api/run``."""
@@ -158,21 +183,15 @@ class InteractiveFace(StreamFace, Protocol):
     def gatekeeper(self) -> Gatekeeper: ...
 
 
-class SessionFace(Authenticates, Bounded, ChoosesPolicy, PreparesJobs, Streams, Protocol):
+class SessionFace(Authenticates, Bounded, ChoosesPolicy, PreparesJobs, Streams, HoldsSessions, Audited, Protocol):
     """``routes/sessions.py``: ``/api/sessions...``: the session store, ``[sessions]``, the hop to
     the replica holding a session, snapshot sealing, the audit log and the refusal counter."""
-
-    @property
-    def sessions(self) -> SessionStore: ...
 
     @property
     def session_settings(self) -> SessionSettings: ...
 
     @property
     def hop(self) -> Hop: ...
-
-    @property
-    def audit(self) -> AuditLog: ...
 
     @property
     def metrics(self) -> Metrics: ...
@@ -185,11 +204,8 @@ class SessionFace(Authenticates, Bounded, ChoosesPolicy, PreparesJobs, Streams, 
     def tighten(self, base: Limits, asked: LimitsRequest | None) -> Limits: ...
 
 
-class NotebookFace(Authenticates, Bounded, ChoosesPolicy, Protocol):
+class NotebookFace(Authenticates, Bounded, ChoosesPolicy, HoldsSessions, Protocol):
     """``routes/notebooks.py``: ``POST /api/notebooks/run`` runs the cells in a session."""
-
-    @property
-    def sessions(self) -> SessionStore: ...
 
 
 class CheckFace(ChoosesPolicy, Protocol):
@@ -203,23 +219,17 @@ class CheckFace(ChoosesPolicy, Protocol):
     def executor(self) -> Executor: ...
 
 
-class ExerciseFace(CheckFace, Authenticates, Bounded, Protocol):
+class ExerciseFace(CheckFace, Authenticates, Bounded, SignsResults, Audited, Protocol):
     """``routes/exercises.py``: ``/api/exercises...``: hints counted, results signed, webhooks."""
 
     @property
     def hints(self) -> HintCounts: ...
 
     @property
-    def results(self) -> ResultSigner: ...
-
-    @property
     def webhooks(self) -> Webhooks | None: ...
 
-    @property
-    def audit(self) -> AuditLog: ...
 
-
-class LtiFace(CheckFace, Bounded, RunsJobs, Protocol):
+class LtiFace(CheckFace, Bounded, RunsJobs, SignsResults, Audited, Protocol):
     """``routes/lti.py``: ``/lti/...``: the LTI tool and ``[lti]``, whether keys are required
     (``auth``), this replica's advertised URL, the gatekeeper that vouches for a launched student."""
 
@@ -237,12 +247,6 @@ class LtiFace(CheckFace, Bounded, RunsJobs, Protocol):
 
     @property
     def gatekeeper(self) -> Gatekeeper: ...
-
-    @property
-    def results(self) -> ResultSigner: ...
-
-    @property
-    def audit(self) -> AuditLog: ...
 
 
 class LintFace(Authenticates, Bounded, Protocol):
@@ -269,8 +273,14 @@ class NetworkFace(Authenticates, Bounded, ChoosesPolicy, Protocol):
     @property
     def browser_networks(self) -> BrowserRuns: ...
 
+    @property
+    def gatekeeper(self) -> Gatekeeper: ...
 
-class MetaFace(Authenticates, Protocol):
+    @property
+    def metrics(self) -> Metrics: ...
+
+
+class MetaFace(Authenticates, HoldsSessions, SignsResults, Protocol):
     """``routes/meta.py``: health, readiness, metrics, profiles, JWKS."""
 
     @property
@@ -286,13 +296,7 @@ class MetaFace(Authenticates, Protocol):
     def lifecycle(self) -> Lifecycle: ...
 
     @property
-    def sessions(self) -> SessionStore: ...
-
-    @property
     def shared(self) -> SharedState | None: ...
 
     @property
     def metrics(self) -> Metrics: ...
-
-    @property
-    def results(self) -> ResultSigner: ...

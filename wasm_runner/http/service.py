@@ -22,7 +22,7 @@ from typing import Any
 
 from starlette.requests import HTTPConnection
 
-from ..admission import Admission, resident_mb
+from ..admission import Admission
 from ..execution import Executor, Job, Policy, PolicyLike, Refused
 from ..host_functions import HostFunctions
 from ..host_functions.declared import Caller as FunctionCaller
@@ -41,7 +41,6 @@ from ..scaleout.leases import RedisLeases
 from ..scaleout.state import SharedState
 from ..sessions import PausedStore, SessionStore
 from ..settings import ClientBounds, ServerConfig, SessionSettings, ToolSettings
-from ..warmup import Warmup
 from ..wasi.guestio import InputSource
 from ..observability import AuditLog, Metrics
 from .auth import Gatekeeper, Tenant, current_tenant
@@ -153,11 +152,6 @@ class Service:
         """The browser origins allowed to call (and to open ``/api/run/ws``)."""
         return self.config.cors_origins
 
-    @property
-    def warmup(self) -> Warmup:
-        """The runtimes' preparation (``/readyz``)."""
-        return self.sandboxes.warmup
-
     @functools.cached_property
     def snapshot_secret(self) -> bytes:
         """What session snapshots are sealed under (``assembly.snapshot_secret``), read on first use."""
@@ -175,16 +169,6 @@ class Service:
             return tenant.name, ""
         owner = f"{tenant.name}\x00key\x00{tenant.key_id}"
         return owner, (tenant.user or "") if tenant.user_token else ""
-
-    # -- sandboxes -------------------------------------------------------------------------
-    resident_mb = staticmethod(resident_mb)  # what a run or session holds of the memory budget
-
-    def profile_runtimes(self) -> list[tuple[str, str | None]]:
-        """The (runtime, image) the profiles of the config use, each once."""
-        from ..sandbox.default import sandbox_key
-
-        keys = [sandbox_key(p.runtime, p.image) for p in self.config.profiles.values()]
-        return list(dict.fromkeys(keys))
 
     # -- who and what ----------------------------------------------------------------------
     async def caller(
@@ -310,10 +294,6 @@ class Service:
             cancel=cancel,
             on_admitted=on_admitted,
         )
-
-    def start_pools(self) -> None:
-        """Warm every profile's pool ahead of the first request (called at start-up)."""
-        self.sandboxes.pools.start(self.config.profiles)
 
     def render(self, result: Result, files_as: str = "base64", lang: str | None = None) -> dict[str, Any]:
         """The result object for the client; files as base64 or as short-lived download URLs;

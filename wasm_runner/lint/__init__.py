@@ -4,8 +4,9 @@ The rule list and the wording live in one table, ``rules.json`` (``rules.py`` re
 browser's editor uses too (``web/src/lintrules.js`` is generated from it by
 ``python -m wasm_runner.exercises.webgen``; ``web/src/lint.js`` applies it to the findings of
 Ruff's WebAssembly build). The server runs the ``ruff`` command (``ruff_cli.py``): ``POST
-/api/lint``, ``wasm-runner lint FILE`` (``cli.py``) and exercises' style notes. docs/browser.md,
-docs/http-api.md, docs/cli.md.
+/api/lint``, ``wasm-runner lint FILE`` (``cli.py``) and exercises' style notes. Two rules Ruff
+lacks are ours (``own_rules.py``; ``web/src/lint-own.js`` in the browser): code that never runs
+and a value thrown away. docs/lint.md, docs/http-api.md, docs/cli.md.
 """
 
 from __future__ import annotations

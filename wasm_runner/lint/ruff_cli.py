@@ -10,6 +10,7 @@ from functools import cache
 from typing import Any
 
 from ..errors import WasmRunnerError
+from .own_rules import merge_own_findings
 from .rules import Finding, rule_table
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_LINT_BYTES", "LintFailed", "lint_source", "ruff_binary", "ruff_command"]
@@ -47,7 +48,7 @@ def ruff_command(style: bool = False) -> list[str]:
 
 
 def lint_source(code: str, *, style: bool = False, timeout: float = DEFAULT_TIMEOUT) -> list[Finding]:
-    """The findings for ``code``, in source order, worded by the shared table."""
+    """The findings for ``code`` (Ruff's and our own rules'), in source order, worded by the shared table."""
     data = code.encode("utf-8", "surrogatepass")
     if len(data) > MAX_LINT_BYTES:
         raise LintFailed("too_large", f"the code is {len(data)} bytes; lint takes at most {MAX_LINT_BYTES}")
@@ -62,7 +63,7 @@ def lint_source(code: str, *, style: bool = False, timeout: float = DEFAULT_TIME
         raise LintFailed("lint_unavailable", f"ruff could not start: {exc}") from exc
     if done.returncode != 0:
         raise LintFailed("lint_failed", "ruff failed: " + done.stderr.decode(errors="replace").strip()[:500])
-    return findings_from(json.loads(done.stdout or b"[]"))
+    return merge_own_findings(code, findings_from(json.loads(done.stdout or b"[]")))
 
 
 def findings_from(diagnostics: list[dict[str, Any]]) -> list[Finding]:

@@ -54,18 +54,20 @@ class Rule:
 @dataclass(frozen=True)
 class RuleTable:
     beginner: tuple[Rule, ...]
+    own: tuple[Rule, ...]  # wasm-runner's own rules (own_rules.py), not Ruff's: beginner rules too
     style: tuple[Rule, ...]
     syntax: Rule
     target_version: str
     line_length: int
 
     def codes(self, style: bool = False) -> list[str]:
-        """The Ruff codes to select: the beginner rules, and the style rules when asked."""
+        """The Ruff codes to select: the beginner rules, and the style rules when asked (our own
+        rules are not Ruff's: see ``own``)."""
         return [r.code for r in self.beginner + (self.style if style else ())]
 
     def by_name(self, name_or_code: str) -> Rule | None:
         """The rule of a Ruff finding: the CLI names its code and name, the wasm build its name."""
-        for rule in (*self.beginner, *self.style, self.syntax):
+        for rule in (*self.beginner, *self.own, *self.style, self.syntax):
             if name_or_code in (rule.code, rule.name):
                 return rule
         return None
@@ -85,6 +87,7 @@ def rule_table() -> RuleTable:
     raw = json.loads(table_text())
     return RuleTable(
         beginner=tuple(_rule(e, "beginner") for e in raw["beginner"]),
+        own=tuple(_rule(e, "beginner") for e in raw["own"]),
         style=tuple(_rule(e, "style") for e in raw["style"]),
         syntax=_rule(raw["syntax"], "syntax"),
         target_version=raw["ruff"]["target-version"],

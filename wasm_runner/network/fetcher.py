@@ -26,6 +26,7 @@ import httpx
 
 from ..addresses import AddressRefused, Resolver, check_address, lookup_threads, resolve_name
 from ..errors import WasmRunnerError
+from .budget import BudgetUnavailable, MemoryBudget, RunBudget
 from .rules import NetworkRule, describe_off
 
 __all__ = ["MAX_OUTBOUND", "MAX_REQUEST_HEADER_BYTES", "MAX_REQUEST_HEADERS", "MAX_RESPONSE_BYTES",
@@ -86,23 +87,18 @@ class _Progress:
 
 
 @dataclass
-class _Spent:
-    requests: int = 0
-    bytes_in: int = 0
-    bytes_out: int = 0
-
-
-@dataclass
 class RunNetwork:
     """The network of one run: ``rules`` (those that apply to it; none: every request refused
-    with ``off``), the host's ``resolver`` (tests inject one), and who hears of each request."""
+    with ``off``), the host's ``resolver`` (tests inject one), who hears of each request, and
+    where the caps are counted (``budget.py``: this process's memory, or the replicas' Redis for
+    a browser-tier run)."""
 
     rules: Sequence[NetworkRule]
     off: str = field(default_factory=lambda: describe_off(None, None))
     resolver: Resolver = resolve_name
     on_request: Callable[[NetworkRecord], None] | None = None
     records: list[NetworkRecord] = field(default_factory=list)
-    _spent: dict[str, _Spent] = field(default_factory=dict)
+    budget: RunBudget = field(default_factory=MemoryBudget)
 
     @property
     def on(self) -> bool:
@@ -165,18 +161,15 @@ class RunNetwork:
                      deadline: float, state: _Progress) -> dict[str, Any]:
         rule, destination, host, port = self._match(method, url)
         state.rule = rule.name
-        spent = self._spent.setdefault(rule.name, _Spent())
         where = f"the network rule {rule.name!r}"
-        if spent.requests >= rule.max_requests:
-            raise NetworkRefused(f"this run has made the {rule.max_requests} requests {where} allows (max_requests)")
         sent = _request_headers(headers)
-        spent.requests += 1
+        if not await self._take(rule, "requests", 1, rule.max_requests):
+            raise NetworkRefused(f"this run has made the {rule.max_requests} requests {where} allows (max_requests)")
         out = len(body) + sum(len(k) + len(v) + 4 for k, v in sent) + len(url) + 16
         state.out = out
-        if spent.bytes_out + out > rule.max_bytes_out:
+        if not await self._take(rule, "bytes_out", out, rule.max_bytes_out):
             raise NetworkRefused(f"this request would take the run over the {rule.max_bytes_out} bytes out "
                                  f"{where} allows (max_bytes_out)")
-        spent.bytes_out += out
         seconds = min(rule.request_seconds, deadline - time.monotonic())
         if seconds <= 0:
             raise TimeoutError("the run's wall limit leaves no time for the request")
@@ -213,14 +206,22 @@ class RunNetwork:
         try:
             async with asyncio.timeout(max(0.0, give_up - time.monotonic())):
                 async with semaphore:
-                    return await self._send(method, target, host_header, host, sent, body, rule, spent, state)
+                    return await self._send(method, target, host_header, host, sent, body, rule, state)
         except TimeoutError:
             raise TimeoutError(f"the request to {host} took longer than the {seconds:.3g} s {where} allows "
                                "(request_seconds, or the run's wall limit)") from None
 
+    async def _take(self, rule: NetworkRule, kind: str, amount: int, cap: int) -> bool:
+        try:
+            return await self.budget.take(rule.name, kind, amount, cap)
+        except BudgetUnavailable as e:
+            raise NetworkRefused(str(e)) from None
+
     async def _send(self, method: str, target: str, host_header: str, host: str, sent: list[tuple[str, str]],
-                    body: bytes, rule: NetworkRule, spent: _Spent, state: _Progress) -> dict[str, Any]:
+                    body: bytes, rule: NetworkRule, state: _Progress) -> dict[str, Any]:
         where = f"the network rule {rule.name!r}"
+        over_run = NetworkRefused(f"the answer of {host} took the run over the {rule.max_bytes_in} "
+                                  f"bytes in {where} allows (max_bytes_in)")
         extensions = {"sni_hostname": host} if target.startswith("https:") else {}
         try:
             async with httpx.AsyncClient(follow_redirects=False, trust_env=False, timeout=rule.request_seconds,
@@ -239,21 +240,18 @@ class RunNetwork:
                     if len(raw_headers) > MAX_RESPONSE_HEADERS or size > MAX_RESPONSE_HEADER_BYTES:
                         raise NetworkRefused(f"the answer of {host} has more than {MAX_RESPONSE_HEADERS} headers "
                                              f"or {MAX_RESPONSE_HEADER_BYTES} bytes of them")
-                    room = rule.max_bytes_in - spent.bytes_in
-                    if received_cap := MAX_RESPONSE_BYTES < room:
-                        room = MAX_RESPONSE_BYTES
                     received, chunks = size, []
-                    spent.bytes_in += size
+                    state.got = received
+                    if not await self._take(rule, "bytes_in", size, rule.max_bytes_in):
+                        raise over_run
                     async for chunk in response.aiter_raw():
                         received += len(chunk)
-                        spent.bytes_in += len(chunk)
                         state.got = received
-                        if received > room:
-                            if received_cap:
-                                raise NetworkRefused(f"the answer of {host} is over {MAX_RESPONSE_BYTES} bytes, "
-                                                     "the most one request may bring in (max_bytes_in)")
-                            raise NetworkRefused(f"the answer of {host} took the run over the {rule.max_bytes_in} "
-                                                 f"bytes in {where} allows (max_bytes_in)")
+                        if received > MAX_RESPONSE_BYTES:
+                            raise NetworkRefused(f"the answer of {host} is over {MAX_RESPONSE_BYTES} bytes, "
+                                                 "the most one request may bring in (max_bytes_in)")
+                        if not await self._take(rule, "bytes_in", len(chunk), rule.max_bytes_in):
+                            raise over_run
                         chunks.append(chunk)
                     state.got = received
                 finally:

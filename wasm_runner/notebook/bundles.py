@@ -36,6 +36,9 @@ class Output(Protocol):
     @property
     def data(self) -> str: ...
 
+    @property
+    def at(self) -> tuple[int, int] | None: ...
+
 
 class Result(Protocol):
     """What this module reads of a run's ``result.Result``."""
@@ -133,26 +136,46 @@ def _error_output(result: Result) -> tuple[str, dict[str, Any] | None]:
 
 def notebook_outputs(result: Result, execution_count: int | None = None) -> list[dict[str, Any]]:
     """A code cell's ``outputs`` for ``result``, as nbformat v4 has them: its stdout and stderr
-    (``stream``; they come first: a run's streams and its rich outputs are kept apart), each
-    ``display(obj)`` and figure (``display_data``), the last expression's value
+    (``stream``), each ``display(obj)`` and figure (``display_data``), the last expression's value
     (``execute_result`` with ``execution_count``), and how an error or a limit ended the run
-    (``error``: the exception's name, message and traceback)."""
+    (``error``: the exception's name, message and traceback).
+
+    In the order the program made them when every output says how much had been written before
+    it (``Output.at``: the stream text up to there, then the output; the browser tier records
+    it); otherwise the streams come first, then the outputs (the server tier's runner reports
+    its outputs apart from the streams, without positions)."""
     out: list[dict[str, Any]] = []
     stderr, error = _error_output(result)
-    if result.stdout:
-        out.append({"output_type": "stream", "name": "stdout", "text": result.stdout})
-    if stderr:
-        out.append({"output_type": "stream", "name": "stderr", "text": stderr})
-    for output in result.outputs:
-        made = bundle_of(output)
-        if made is None:
-            continue
-        data, metadata = made
+    shown = [(output, made) for output in result.outputs if (made := bundle_of(output)) is not None]
+    placed = bool(shown) and all(output.at is not None for output, _ in shown)
+    streams = {"stdout": result.stdout.encode("utf-8", "surrogatepass"),
+               "stderr": stderr.encode("utf-8", "surrogatepass")}
+    written = {"stdout": 0, "stderr": 0}
+
+    def streams_up_to(at: tuple[int, int] | None) -> None:
+        for name, upto in zip(("stdout", "stderr"), at or (len(streams["stdout"]), len(streams["stderr"]))):
+            upto = max(written[name], min(upto, len(streams[name])))
+            if upto > written[name]:
+                text = streams[name][written[name]:upto].decode("utf-8", "replace")
+                if out and out[-1]["output_type"] == "stream" and out[-1]["name"] == name:
+                    out[-1]["text"] += text
+                else:
+                    out.append({"output_type": "stream", "name": name, "text": text})
+                written[name] = upto
+
+    if not placed:  # the streams as they are (no byte offsets to cut them at)
+        out += [{"output_type": "stream", "name": name, "text": text}
+                for name, text in (("stdout", result.stdout), ("stderr", stderr)) if text]
+        written = {name: len(data) for name, data in streams.items()}
+    for output, (data, metadata) in shown:
+        if placed:
+            streams_up_to(output.at)
         if output.kind == "result":
             out.append({"output_type": "execute_result", "execution_count": execution_count,
                         "data": data, "metadata": metadata})
         else:
             out.append({"output_type": "display_data", "data": data, "metadata": metadata})
+    streams_up_to(None)
     if error is not None:
         out.append(error)
     return out

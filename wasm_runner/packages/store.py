@@ -13,9 +13,10 @@ from ..cache import cache_dir
 from ..environment import PACKAGES_LOCK
 from ..runtimes import get_runtime, stdlib_dir
 from .lock import LockedPackage, PackageLock
+from .tiers import BrowserModules
 from .wanted import PackageRefused, wanted_packages
 
-__all__ = ["COMPLETE", "PackageStore", "default_store", "image_modules", "store_root"]
+__all__ = ["COMPLETE", "PackageStore", "default_store", "granted_packages", "image_modules", "runtime_image", "store_root"]
 
 COMPLETE = ".complete"  # written last into an unpacked (and compiled) package's folder
 
@@ -39,6 +40,12 @@ def image_modules(runtime: str = "default") -> frozenset[str]:
     with zipfile.ZipFile(folder / rt.stdlib_name) as z:
         tops = {n.split("/")[0] for n in z.namelist()}
     return frozenset(t.removesuffix(".pyc").removesuffix(".py") for t in tops if not t.endswith(".dist-info"))
+
+
+def runtime_image(runtime: str) -> frozenset[str]:
+    """The image modules that serve a run of ``runtime`` instead of the wheelhouse (the default
+    runtime's library; none for another runtime)."""
+    return image_modules(runtime) if runtime == "default" else frozenset()
 
 
 @dataclass(frozen=True)
@@ -70,12 +77,13 @@ class PackageStore:
         return bool(pkg.imports) and all(m in modules for m in pkg.imports)
 
     def granted(self, code: str | bytes, explicit: Sequence[str] = (), *,
-                image: frozenset[str] = frozenset()) -> list[LockedPackage]:
+                image: frozenset[str] = frozenset(), browser: BrowserModules | None = None) -> list[LockedPackage]:
         """The packages a run of ``code`` gets: those it names (``explicit``, ``# requires:``) or
         imports, with what they require, except those the image has (``image``: its modules).
-        ``PackageRefused`` for a name that is neither in the lock nor in the image, or for a
-        package of the lock not fetched yet (``wasm-runner packages fetch``)."""
-        names = wanted_packages(self.lock, code, explicit, image_modules=image)
+        ``PackageRefused`` for a name that is neither in the lock nor in the image (naming the
+        browser tier when ``browser`` has it), or for a package of the lock not fetched yet
+        (``wasm-runner packages fetch``)."""
+        names = wanted_packages(self.lock, code, explicit, image_modules=image, browser=browser)
         packages = [p for p in self.lock.closure(names) if not self.in_image(p, image)]
         missing = [p.name for p in packages if not self.is_ready(p)]
         if missing:
@@ -95,6 +103,18 @@ class PackageStore:
                     image: frozenset[str] = frozenset()) -> list[Path]:
         """The folders a run of ``code`` gets: ``mounted`` when ``granted`` gives it any package."""
         return self.mounted(image) if self.granted(code, explicit, image=image) else []
+
+def granted_packages(store: PackageStore | None, runtime: str, code: str | bytes, explicit: Sequence[str] = (),
+                     browser: BrowserModules | None = None) -> list[LockedPackage]:
+    """``store.granted`` for a run of ``runtime`` (its image: ``runtime_image``); with no
+    wheelhouse (``store`` None) nothing, once the names asked are found to be the image's
+    (``PackageRefused`` otherwise, naming the browser tier when ``browser`` has them)."""
+    image = runtime_image(runtime)
+    if store is None:
+        wanted_packages(PackageLock({}), code, explicit, image_modules=image, browser=browser)
+        return []
+    return store.granted(code, explicit, image=image, browser=browser)
+
 
 def default_store() -> PackageStore | None:
     """The store of ``$WASM_RUNNER_PACKAGES_LOCK`` (None when unset: no packages beyond the image)."""

@@ -4,8 +4,9 @@ package ("numpy is on the server tier: run there, or choose auto") or says that 
 the browser tier's worker says the same from ``tier_modules`` (served as ``/tier-modules.json``).
 
 The core does not read the browser's index itself: the part that serves it (``wasm_runner.browser``)
-registers it here with ``use_browser_modules`` when the server is assembled; until then (the CLI,
-the MCP server on stdio, tests of the core) the browser tier is taken to have nothing."""
+gives a ``BrowserModules`` source to the server it assembles, which hands it to its ``Executor``
+(and so to its sessions); where no such source is given (the CLI, the MCP server on stdio, tests of
+the core) the browser tier is taken to have nothing. Two servers in one process each see their own."""
 
 from __future__ import annotations
 
@@ -13,23 +14,19 @@ from collections.abc import Callable
 
 from .lock import PackageLock
 
-__all__ = ["TIER_MODULES_PATH", "browser_modules", "server_modules", "tier_modules", "use_browser_modules"]
+__all__ = ["TIER_MODULES_PATH", "BrowserModules", "browser_modules", "server_modules", "tier_modules"]
 
 TIER_MODULES_PATH = "/tier-modules.json"
-_browser: list[Callable[[], frozenset[str]]] = []
+
+# what gives the browser tier's importable modules and package names (read when first needed)
+BrowserModules = Callable[[], frozenset[str]]
 
 
-def use_browser_modules(source: Callable[[], frozenset[str]] | None) -> None:
-    """Register (None: forget) what gives the browser tier's importable modules and package names."""
-    _browser.clear()
-    if source is not None:
-        _browser.append(source)
-
-
-def browser_modules() -> frozenset[str]:
-    """The browser tier's modules and package names (empty when no browser index is registered)."""
+def browser_modules(source: BrowserModules | None) -> frozenset[str]:
+    """The browser tier's modules and package names from ``source`` (empty without one, or when
+    the web assets it reads are missing or unreadable)."""
     try:
-        return _browser[0]() if _browser else frozenset()
+        return source() if source is not None else frozenset()
     except (OSError, ValueError, KeyError, RuntimeError):  # web assets missing or unreadable
         return frozenset()
 
@@ -45,9 +42,10 @@ def server_modules(image: frozenset[str], lock: PackageLock | None) -> frozenset
     return frozenset(names)
 
 
-def tier_modules(image: frozenset[str], lock: PackageLock | None) -> dict[str, list[str]]:
+def tier_modules(image: frozenset[str], lock: PackageLock | None,
+                 browser: BrowserModules | None) -> dict[str, list[str]]:
     """The JSON the browser tier's worker fetches once: each tier's modules, sorted, and the
     packages of the operator's lock (the refusal that no tier has a package lists them)."""
-    return {"server": sorted(server_modules(image, lock)), "browser": sorted(browser_modules()),
+    return {"server": sorted(server_modules(image, lock)), "browser": sorted(browser_modules(browser)),
             "lock": sorted(lock.packages) if lock is not None else []}
 

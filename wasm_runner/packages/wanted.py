@@ -10,7 +10,7 @@ from collections.abc import Iterable, Sequence
 
 from ..errors import WasmRunnerError
 from .lock import PackageLock, normalize
-from .tiers import browser_modules
+from .tiers import BrowserModules, browser_modules
 
 __all__ = ["PackageRefused", "imported_modules", "not_allowed", "required_in_comments", "wanted_packages"]
 
@@ -51,12 +51,13 @@ def imported_modules(code: str) -> set[str]:
     return found
 
 
-def not_allowed(names: Iterable[str], lock: PackageLock) -> str:
+def not_allowed(names: Iterable[str], lock: PackageLock, browser: BrowserModules | None = None) -> str:
     """The sentence for ``names`` that neither the lock nor the image has: the browser tier has
-    them ("...it is on the browser tier: run there, or choose auto"), or no tier has them."""
+    them ("...it is on the browser tier: run there, or choose auto"; ``browser`` gives its modules,
+    None: the browser tier has nothing), or no tier has them."""
     names = sorted(set(names))
-    browser = browser_modules()
-    elsewhere = [n for n in names if n in browser or normalize(n) in browser]
+    in_browser = browser_modules(browser)
+    elsewhere = [n for n in names if n in in_browser or normalize(n) in in_browser]
     if elsewhere == names:
         them = "they are" if len(names) > 1 else "it is"
         return (f"{', '.join(names)} {'are' if len(names) > 1 else 'is'} not on the server tier; {them} "
@@ -71,10 +72,11 @@ def not_allowed(names: Iterable[str], lock: PackageLock) -> str:
 
 
 def wanted_packages(lock: PackageLock, code: str | bytes, explicit: Sequence[str] = (), *,
-                    image_modules: frozenset[str] = frozenset()) -> list[str]:
+                    image_modules: frozenset[str] = frozenset(), browser: BrowserModules | None = None) -> list[str]:
     """The canonical names of the lock's packages a run of ``code`` gets. Names given (``explicit``)
     or in ``# requires:`` lines must be in the lock or be modules the image has already
-    (``image_modules``); ``PackageRefused`` otherwise. Imports of the lock's modules add their
+    (``image_modules``); ``PackageRefused`` otherwise (naming the browser tier when ``browser``
+    has them). Imports of the lock's modules add their
     package; other imports are left to the run (a module of the image, or the program's own)."""
     if isinstance(code, bytes):
         code = code.decode("utf-8", "replace")
@@ -92,7 +94,7 @@ def wanted_packages(lock: PackageLock, code: str | bytes, explicit: Sequence[str
         else:
             refused.append(raw.strip())
     if refused:
-        raise PackageRefused(not_allowed(refused, lock))
+        raise PackageRefused(not_allowed(refused, lock, browser))
     owners = lock.module_owner()
     if owners:  # no wheelhouse: the program is not parsed
         names.update(owners[m] for m in imported_modules(code) if m in owners and m not in image_modules)

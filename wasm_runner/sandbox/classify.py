@@ -10,7 +10,7 @@ from ..explanations import checked, for_limit, render
 from ..limits import Limits
 from ..messages import limit_sentence
 from ..notebook.bundles import BUNDLE_KINDS, BUNDLE_MIME, checked_bundle
-from ..result import Output, Result, Status
+from ..result import Output, Result, Status, output_position
 from .guest import Guest
 
 __all__ = ["MAX_OUTPUTS_BYTES", "classify", "outputs"]
@@ -132,5 +132,5 @@ def outputs(raw: Any) -> list[Output]:
         total += len(data)
         if total > MAX_OUTPUTS_BYTES:
             break
-        out.append(Output(kind, mime, data))
+        out.append(Output(kind, mime, data, output_position(item.get("at"))))
     return out

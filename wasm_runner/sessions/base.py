@@ -16,6 +16,7 @@ from ..execution.refusal import Refused
 from ..execution.running import Runner
 from ..limits import Limits
 from ..packages import PackageStore
+from ..packages.tiers import BrowserModules
 from .directory import SessionListener
 from .folders import Folders
 from .live import LiveSession
@@ -60,6 +61,8 @@ class StoreBase:
         self.pausing = pausing  # None: sessions are never paused
         # the operator's wheelhouse (the executor's): sessions opened with packages (``packages``)
         self.packages: PackageStore | None = None
+        # what gives the browser tier's modules (refusals name the tier that has a package), or None
+        self.browser_modules: BrowserModules | None = None
         self._orphans_swept = -ORPHAN_SWEEP_SECONDS
 
     def __len__(self) -> int:

@@ -10,15 +10,11 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 
-from ..packages import PackageLock, PackageRefused, PackageStore, normalize
-from ..packages.store import image_modules
-from ..packages.wanted import wanted_packages
+from ..packages import PackageRefused, PackageStore, normalize
+from ..packages.store import granted_packages, runtime_image
+from ..packages.tiers import BrowserModules
 
 __all__ = ["OpenedPackages", "check_cell", "opened_packages", "recorded_folders"]
-
-
-def _image(runtime: str) -> frozenset[str]:
-    return image_modules(runtime) if runtime == "default" else frozenset()
 
 
 @dataclass(frozen=True)
@@ -30,32 +26,26 @@ class OpenedPackages:
     folders: tuple[Path, ...] = ()
 
 
-def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[str]) -> OpenedPackages:
+def opened_packages(store: PackageStore | None, runtime: str, asked: Sequence[str],
+                    browser: BrowserModules | None = None) -> OpenedPackages:
     """The packages a session that asks for ``asked`` gets (none when the image has them all);
-    ``PackageRefused`` (the sentence its user sees) for a name neither the lock nor the image has."""
+    ``PackageRefused`` (the sentence its user sees) for a name neither the lock nor the image has
+    (naming the browser tier when ``browser`` has it)."""
     if not asked:
         return OpenedPackages()
-    image = _image(runtime)
-    if store is None:  # no wheelhouse: only what the image has may be asked for
-        wanted_packages(PackageLock({}), "", asked, image_modules=image)
+    granted = granted_packages(store, runtime, "", asked, browser)
+    if not granted or store is None:
         return OpenedPackages()
-    granted = store.granted("", asked, image=image)
-    if not granted:
-        return OpenedPackages()
-    return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(image)))
+    return OpenedPackages(tuple(f"{p.name}=={p.version}" for p in granted), tuple(store.mounted(runtime_image(runtime))))
 
 
 def check_cell(store: PackageStore | None, runtime: str, opened: Sequence[str], code: str | bytes,
-               asked: Sequence[str]) -> None:
+               asked: Sequence[str], browser: BrowserModules | None = None) -> None:
     """A cell's packages, named (``asked``, ``# requires:``) or imported: ``PackageRefused`` for
     one the lock does not have, and for any of the lock's when its session was opened without
     packages (its instance has no view of them). A session opened with packages sees the whole
     wheelhouse (every package of the lock it was given at its start)."""
-    image = _image(runtime)
-    if store is None:
-        wanted_packages(PackageLock({}), code, asked, image_modules=image)
-        return
-    granted = store.granted(code, asked, image=image)
+    granted = granted_packages(store, runtime, code, asked, browser)
     if granted and not opened:
         names = sorted({p.name for p in granted} - {r for p in granted for r in p.requires})  # not what they require
         listed = ", ".join(f'"{n}"' for n in names)
@@ -83,6 +73,6 @@ def recorded_folders(store: PackageStore | None, runtime: str) -> Callable[[list
                 f"this server's package lock no longer has (it has {has or 'no packages'}): open a new "
                 "session, or ask the operator to put it back in the lock.")
         assert store is not None
-        return store.mounted(_image(runtime))
+        return store.mounted(runtime_image(runtime))
 
     return folders

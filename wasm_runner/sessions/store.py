@@ -71,7 +71,7 @@ class SessionStore(SavingSessions):
         ``packages``: names of the operator's wheelhouse its cells may import (``Refused(422)``
         ``package_refused`` for one neither the lock nor the image has)."""
         try:
-            opened = opened_packages(self.packages, runtime, packages)
+            opened = opened_packages(self.packages, runtime, packages, self.browser_modules)
         except PackageRefused as exc:
             raise Refused(422, "package_refused", str(exc)) from None
 
@@ -203,7 +203,8 @@ class SessionStore(SavingSessions):
                 except InvalidFunctions as exc:
                     return Result.invalid(f"Invalid functions: {exc}.")
                 try:
-                    check_cell(self.packages, live.runtime, live.packages, job.code, job.packages)
+                    check_cell(self.packages, live.runtime, live.packages, job.code, job.packages,
+                               self.browser_modules)
                 except PackageRefused as exc:
                     return Result.invalid(str(exc), live.runtime)
                 job.packages_granted = live.packages  # the audit log names what the cell could import

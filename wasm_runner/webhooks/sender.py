@@ -9,21 +9,20 @@ from __future__ import annotations
 
 import asyncio
 import json
-import socket
-from collections.abc import Callable
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlsplit, urlunsplit
+from urllib.parse import urlsplit
 
 import httpx
 
+from ..addresses import Resolver, resolve_name
 from ..host_functions.endpoint import EndpointError, Network, check_address, parse_allow
 from ..outbox import Entry, NotYet, Undeliverable
+from ..pinned_post import address_url, post_to_address
 
 __all__ = ["Delivery", "Resolver", "WebhookError", "WebhookRefused", "WebhookSender", "IDEMPOTENCY_HEADER"]
 
 IDEMPOTENCY_HEADER = "Idempotency-Key"
-Resolver = Callable[[str, int], list[str]]
 
 
 class WebhookError(NotYet):
@@ -54,15 +53,11 @@ class Delivery:
         return cls(entry.id, str(p["key"]), str(p["url"]), dict(p["body"]), entry.attempts)
 
 
-def _resolve(host: str, port: int) -> list[str]:
-    return [str(info[4][0]) for info in socket.getaddrinfo(host, port, type=socket.SOCK_STREAM)]
-
-
 class WebhookSender:
     """Sends deliveries; ``resolver`` looks a name up (blocking: run on a thread, within
     ``timeout_seconds``); tests give their own."""
 
-    def __init__(self, resolver: Resolver = _resolve, timeout_seconds: float = 10.0) -> None:
+    def __init__(self, resolver: Resolver = resolve_name, timeout_seconds: float = 10.0) -> None:
         self.resolver = resolver
         self.timeout_seconds = timeout_seconds
 
@@ -86,23 +81,17 @@ class WebhookSender:
         if parts.scheme == "http" and not any(ip in net for net in allow):
             raise WebhookRefused(f"the webhook is http:// and its address {ip} is not in the key's webhook_allow "
                                  "(use https://, or list the address)")
-        literal = f"[{ip}]" if ip.version == 6 else str(ip)
-        address_url = urlunsplit((parts.scheme, f"{literal}:{port}", parts.path or "/", parts.query, ""))
-        return address_url, parts.netloc, host
+        return address_url(parts, ip, port), parts.netloc, host
 
     async def send(self, delivery: Delivery, allow: tuple[str, ...]) -> int:
         """POST ``delivery`` to its URL: the receiver's status (2xx), else an exception."""
         url, host_header, sni = await self.target(delivery.url, parse_allow(allow))
         body = json.dumps(delivery.body, separators=(",", ":")).encode()
-        headers = {"Host": host_header, "Content-Type": "application/json", IDEMPOTENCY_HEADER: delivery.id,
+        headers = {"Content-Type": "application/json", IDEMPOTENCY_HEADER: delivery.id,
                    "User-Agent": "wasm-runner-webhook", "X-Wasm-Runner-Attempt": str(delivery.attempts + 1)}
-        extensions = {"sni_hostname": sni} if url.startswith("https:") else {}
         try:
-            async with httpx.AsyncClient(follow_redirects=False, trust_env=False,
-                                         timeout=self.timeout_seconds) as client:
-                async with client.stream("POST", url, content=body, headers=headers,
-                                         extensions=extensions) as response:
-                    status = response.status_code  # its body is never read
+            async with post_to_address(url, host_header, sni, body, headers, self.timeout_seconds) as response:
+                status = response.status_code  # its body is never read
         except httpx.HTTPError as e:
             raise WebhookError(f"the webhook could not be reached ({type(e).__name__})") from None
         if not 200 <= status < 300:

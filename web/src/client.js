@@ -609,6 +609,7 @@ export function sanitizeResult(r) {
   out.files = Array.isArray(r.files) ? r.files.filter((f) => f && typeof f.path === "string") : [];
   out.outputs = Array.isArray(r.outputs)
     ? r.outputs.filter((o) => o && typeof o.kind === "string" && typeof o.mime === "string" && typeof o.data === "string")
+      .map(sanitizeOutput)
     : [];
   if (Number.isFinite(r.stop_ms)) out.stop_ms = r.stop_ms;
   if (Number.isFinite(r.input_wait_ms)) out.input_wait_ms = r.input_wait_ms;
@@ -624,6 +625,17 @@ export function sanitizeResult(r) {
     out.missing = { module: m.module, package: typeof m.package === "string" ? m.package : null, reason: m.reason === "unreachable" ? "unreachable" : "not_listed", index: typeof m.index === "string" ? m.index : "", detail: typeof m.detail === "string" ? m.detail : "" };
     if (typeof m.sentence === "string") out.missing.sentence = m.sentence;
     if (m.tier === "server") out.missing.tier = "server";
+  }
+  return out;
+}
+
+/** One rich output: kind, mime, data, and where it came among the streams (`at`, UTF-8 bytes
+ * of stdout and stderr written before it; docs/notebooks.md "Order") when it says so. */
+function sanitizeOutput(o) {
+  const out = { kind: o.kind, mime: o.mime, data: o.data };
+  const at = o.at;
+  if (at && typeof at === "object" && [at.stdout, at.stderr].every((v) => Number.isSafeInteger(v) && v >= 0)) {
+    out.at = { stdout: at.stdout, stderr: at.stderr };
   }
   return out;
 }

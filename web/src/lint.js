@@ -2,6 +2,7 @@
 // command on the server: wasm_runner/lint) turned into the same finding objects on both tiers,
 // worded by the one shared table (lintrules.js, generated from wasm_runner/lint/rules.json).
 // Pure functions: the browser (ruff-entry.js) and Node (tests) use them alike.
+import { ownMarks } from "./lint-own.js";
 import { LINT_RULES } from "./lintrules.js";
 
 const QUOTED = /`([^`]*)`/;
@@ -17,7 +18,7 @@ export function ruffSettings({ style = false } = {}) {
 }
 
 function ruleFor(codeOrName) {
-  for (const [kind, rules] of [["beginner", LINT_RULES.beginner], ["style", LINT_RULES.style], ["syntax", [LINT_RULES.syntax]]]) {
+  for (const [kind, rules] of [["beginner", LINT_RULES.beginner], ["beginner", LINT_RULES.own], ["style", LINT_RULES.style], ["syntax", [LINT_RULES.syntax]]]) {
     const rule = rules.find((r) => r.code === codeOrName || r.name === codeOrName);
     if (rule) return { rule, kind };
   }
@@ -48,11 +49,49 @@ export function findingsFrom(diagnostics) {
       end_line: item.end_location.row, end_column: item.end_location.column,
     });
   }
+  return sorted(found);
+}
+
+function sorted(found) {
   const key = (f) => [f.line, f.column, f.rule];
-  found.sort((a, b) => {
+  return found.sort((a, b) => {
     const [x, y] = [key(a), key(b)];
     for (let i = 0; i < 3; i++) if (x[i] !== y[i]) return x[i] < y[i] ? -1 : 1;
     return 0;
   });
-  return found;
+}
+
+const RUFF_THROWN_AWAY = new Set(["B015", "B018"]);
+const holds = (span, line, column) => (span.line < line || (span.line === line && span.column <= column))
+  && (line < span.end_line || (line === span.end_line && column < span.end_column));
+
+/**
+ * Ruff's findings with our own rules' marks (lint-own.js) added, merged as the server's
+ * wasm_runner/lint/own_rules.py does: nothing of ours on a syntax error; the program's last
+ * top-level expression (shown like a notebook cell's value) marked by neither ours nor B015/B018;
+ * no "thrown-away" mark where B015/B018 marks the statement already, nor in code that never runs.
+ */
+export function mergeOwnFindings(code, found) {
+  if (found.some((f) => f.kind === "syntax")) return found;
+  const own = ownMarks(code);
+  if (own === null) return found;
+  const last = own.lastExpression;
+  const kept = found.filter((f) => !(RUFF_THROWN_AWAY.has(f.rule) && last && holds(last, f.line, f.column)));
+  const ruffMarked = kept.filter((f) => RUFF_THROWN_AWAY.has(f.rule));
+  const neverRuns = own.marks.filter(([name]) => name === "unreachable-code").map(([, , span]) => span);
+  for (const [name, detail, span] of own.marks) {
+    if (name === "thrown-away-value" && (ruffMarked.some((f) => holds(span, f.line, f.column))
+      || neverRuns.some((never) => holds(never, span.line, span.column)))) continue;
+    const rule = LINT_RULES.own.find((r) => r.name === name);
+    kept.push({
+      rule: rule.code, name: rule.name, kind: "beginner", severity: rule.severity, title: rule.title,
+      message: wording(rule.text, detail), detail, ...span,
+    });
+  }
+  return sorted(kept);
+}
+
+/** All the findings for `code` from a Ruff `Workspace` (the page's and the tests' entry). */
+export function checkCode(workspace, code) {
+  return mergeOwnFindings(code, findingsFrom(workspace.check(code)));
 }

@@ -3,12 +3,12 @@
 // @astral-sh/ruff-wasm-web; its .wasm copied to dist/ruff.wasm by build.mjs) from this server's own
 // origin, with the shared rule table (lint.js). No request leaves the origin.
 import init, { PositionEncoding, Workspace } from "@astral-sh/ruff-wasm-web";
-import { findingsFrom, ruffSettings } from "./lint.js";
+import { checkCode, findingsFrom, ruffSettings } from "./lint.js";
 
 let started = null;
 
 /**
- * Load Ruff once; resolves to {check(code) -> findings, version}. `style` adds the style notes.
+ * Load Ruff once; resolves to {check(code) -> findings, checkRuffOnly(code), version}. `style` adds the style notes.
  * @param {{style?: boolean, wasmUrl?: string}} options
  */
 export function startLinter({ style = false, wasmUrl = new URL("./ruff.wasm", import.meta.url).href } = {}) {
@@ -16,8 +16,10 @@ export function startLinter({ style = false, wasmUrl = new URL("./ruff.wasm", im
   return started.then(() => {
     // code points, as the `ruff` command counts columns (the server's findings are the same)
     const workspace = new Workspace(ruffSettings({ style }), PositionEncoding.Utf32);
-    const check = (code) => findingsFrom(workspace.check(code));
+    const check = (code) => checkCode(workspace, code);
     check("x = 1\n"); // the first check sets Ruff up: done here, not on the student's first pause
-    return { check, version: Workspace.version() };
+    // Ruff's findings without our own rules (lint-own.js): benchmarks/lint_bench.py's baseline
+    const checkRuffOnly = (code) => findingsFrom(workspace.check(code));
+    return { check, checkRuffOnly, version: Workspace.version() };
   });
 }

@@ -466,7 +466,10 @@ export function createWorkerRuntime({ post, loadPyodide, loadModule, timers = nu
     },
     emit_output(kind, mime, data) {
       if (!current) return;
-      const output = { kind: String(kind), mime: String(mime), data: String(data) };
+      // where it came among the streams: the UTF-8 bytes of each written so far (Result.Output.at;
+      // notebook_outputs keeps the program's order with it)
+      const at = { stdout: current.stdout.bytes, stderr: current.stderr.bytes };
+      const output = { kind: String(kind), mime: String(mime), data: String(data), at };
       current.outputs.push(output);
       post(message("output", { id: current.id, output }));
     },

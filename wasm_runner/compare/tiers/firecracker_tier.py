@@ -26,17 +26,14 @@ import os
 import re
 import shutil
 import subprocess
-import tempfile
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
 from ...limits import Limits
-from ..guest_console import console_cap, outcome_from_console, write_run_initrd
-from ..images import ImageError, build_initramfs, find_kernel, initramfs_path, rootfs_ready
-from ..kernel import boot_kernel
+from ..images import find_kernel, initramfs_path, rootfs_ready
 from ..outcome import Outcome
-from ..process import run_process
+from ..vm_launch import ready_boot_image, run_in_vm
 from .base import Tier
 from .microvm_tier import PROBE_LIMITS, kvm_status
 
@@ -160,12 +157,7 @@ class FirecrackerTier(Tier):
         return True, f"{version}, {self.kernel.name}, initrd root, no drive or network device"
 
     def prepare(self) -> None:
-        try:
-            build_initramfs()
-        except ImageError as exc:
-            raise RuntimeError(str(exc)) from exc
-        assert self.kernel is not None
-        self.boot_image = boot_kernel(self.kernel)
+        self.boot_image = ready_boot_image(self.kernel)
         if self.boot_image == self.kernel:
             raise RuntimeError(f"Firecracker boots an ELF vmlinux only on x86_64, and {self.kernel.name} "
                                "does not unpack to one (an xz or gzip payload with a PVH entry)")
@@ -182,19 +174,10 @@ class FirecrackerTier(Tier):
         return firecracker_config(str(self.boot_image), initrd, limits.memory_mb + GUEST_KERNEL_MIB)
 
     def run(self, source: str, limits: Limits) -> Outcome:
-        work = tempfile.mkdtemp(prefix="wasm-runner-firecracker-")
-        try:
-            initrd = os.path.join(work, "initrd.cpio")
-            write_run_initrd(initrd, source, limits)
+        def configured(work: str, initrd: str) -> list[str]:
             config_file = os.path.join(work, "vm.json")
             with open(config_file, "w", encoding="utf-8") as f:
                 json.dump(self.vm_config(initrd, limits), f)
-            console = run_process(
-                self.argv(config_file),
-                replace(limits, stdout_bytes=console_cap(limits), stderr_bytes=1 << 20),
-                cwd=work, env={"PATH": "/usr/bin:/bin"},
-                wall_seconds=limits.wall_seconds + BOOT_ALLOWANCE,
-            )
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return outcome_from_console(console, limits)
+            return self.argv(config_file)
+
+        return run_in_vm("firecracker", source, limits, configured, BOOT_ALLOWANCE)

@@ -12,16 +12,12 @@ from __future__ import annotations
 
 import os
 import shutil
-import tempfile
-from dataclasses import replace
 
 from ...environment import VM_ACCEL
 from ...limits import Limits
-from ..guest_console import console_cap, outcome_from_console, write_run_initrd
-from ..images import ImageError, build_initramfs, find_kernel, initramfs_path, rootfs_ready
-from ..kernel import boot_kernel
+from ..images import find_kernel, initramfs_path, rootfs_ready
 from ..outcome import Outcome
-from ..process import run_process
+from ..vm_launch import ready_boot_image, run_in_vm
 from .base import Tier
 
 __all__ = ["PROBE_LIMITS", "QemuMicrovmTier", "choose_accel", "kvm_status"]
@@ -86,12 +82,7 @@ class QemuMicrovmTier(Tier):
         return True, f"{self.kernel.name}, accel {self.accel} ({self.accel_why})"
 
     def prepare(self) -> None:
-        try:
-            build_initramfs()
-        except ImageError as exc:
-            raise RuntimeError(str(exc)) from exc
-        assert self.kernel is not None
-        self.boot_image = boot_kernel(self.kernel)
+        self.boot_image = ready_boot_image(self.kernel)
         probe = self.run('print("probe")\n', PROBE_LIMITS)
         if (not probe.ok or "probe" not in probe.stdout) and self.boot_image != self.kernel:
             self.boot_image = self.kernel  # the unpacked kernel did not boot here: the vmlinuz does
@@ -112,16 +103,6 @@ class QemuMicrovmTier(Tier):
         ]
 
     def run(self, source: str, limits: Limits) -> Outcome:
-        work = tempfile.mkdtemp(prefix="wasm-runner-microvm-")
-        try:
-            image = os.path.join(work, "initrd.cpio")
-            write_run_initrd(image, source, limits, self.cpu_scale)
-            console = run_process(
-                self._argv(image, limits.memory_mb + 256),
-                replace(limits, stdout_bytes=console_cap(limits), stderr_bytes=1 << 20),
-                env={"PATH": "/usr/bin:/bin"},
-                wall_seconds=limits.wall_seconds + self.boot_allowance,
-            )
-        finally:
-            shutil.rmtree(work, ignore_errors=True)
-        return outcome_from_console(console, limits, self.cpu_scale)
+        return run_in_vm("microvm", source, limits,
+                         lambda _work, initrd: self._argv(initrd, limits.memory_mb + 256),
+                         self.boot_allowance, self.cpu_scale)

@@ -9,16 +9,22 @@
   request made by this server within the grant's rules and caps, answered as the server tier's
   host call is (``{"value": ...}`` or ``{"error": ...}``), each request in the audit log. The
   token is the only credential: the answer may be read by any origin (``*``), never with cookies.
+  Any replica answers it (grants and caps in Redis with ``redis_url``: ``network/browser_runs.py``).
+  An unknown or expired token is a failed attempt of the client's address, counted with wrong
+  keys (``failed_auth_rate``): an address over it gets ``429`` with ``Retry-After`` and its
+  tokens are not even looked up, so nobody can guess them.
 """
 
 from __future__ import annotations
 
 import json
+from collections.abc import Mapping
 
 from starlette.requests import HTTPConnection, Request
 from starlette.responses import JSONResponse, Response
 from starlette.routing import BaseRoute, Route
 
+from ...execution import Refused
 from ...network import answer_request, describe_off, rules_for
 from ...network.calls import encode_error
 from ..schemas import NetworkRunRequest, read_body, read_model
@@ -45,14 +51,18 @@ async def open_endpoint(request: Request) -> Response:
     if not rules:
         return JSONResponse({"on": False, "refusal": describe_off(tenant.name, profile.name)})
     seconds = float(limits.wall_seconds)
-    token = service.browser_networks.open(rules, tenant=tenant.name, user=tenant.user,
-                                          client=client_address(request), seconds=seconds)
+    token = await service.browser_networks.open(rules, tenant=tenant.name, user=tenant.user,
+                                                client=client_address(request), seconds=seconds)
     return JSONResponse({"on": True, "token": token, "seconds": seconds})
 
 
-def _refused(message: str, status: int) -> Response:
-    return Response(encode_error("ConnectionRefusedError", message), status, headers=_READABLE,
+def _refused(message: str, status: int, headers: Mapping[str, str] | None = None) -> Response:
+    return Response(encode_error("ConnectionRefusedError", message), status, headers={**_READABLE, **(headers or {})},
                     media_type="application/json")
+
+
+def _over(error: Refused) -> Response:
+    return _refused(error.message, error.status, error.headers)
 
 
 async def fetch_endpoint(request: Request) -> Response:
@@ -64,8 +74,23 @@ async def fetch_endpoint(request: Request) -> Response:
         msg = None
     if type(msg) is not dict or type(msg.get("token")) is not str or type(msg.get("request")) is not dict:
         return _refused("a network request the runner cannot read (it needs the run's token and the request)", 400)
-    grant = service.browser_networks.get(msg["token"])
+    client = client_address(request)
+    rejections = service.metrics.rejections
+    over: Refused | None
+    grant = None
+    try:
+        over = await service.gatekeeper.failed_too_often(client)
+        if over is None:
+            grant = await service.browser_networks.get(msg["token"])
+            if grant is None:
+                over = await service.gatekeeper.failed_attempt(client)
+    except Refused as e:  # Redis did not answer: the guest raises the sentence
+        over = e
+    if over is not None:
+        rejections.labels(over.code).inc()
+        return _over(over)
     if grant is None:
+        rejections.labels("network_grant_unknown").inc()
         return _refused("this run's network grant is unknown or has expired (the run took longer than its "
                         "wall limit, or the runner restarted)", 403)
     inner = json.dumps(msg["request"], separators=(",", ":"), ensure_ascii=True).encode("ascii")
