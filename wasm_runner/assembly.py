@@ -51,6 +51,7 @@ from .observability import AuditLog, Metrics, RunRecord
 from .http.relay import Hop
 from .http.results import DEFAULT_ISSUER, ResultSigner
 from .http.service import Service
+from .native_heap import TRIM_SECONDS, trim
 from .lti.onetime import MemoryStore, OneTimeStore, RedisStore
 from .lti.registration import Platform
 from .lti.tool import SENT_KEEP_SECONDS, LtiTool
@@ -296,7 +297,8 @@ def _profile_runtimes(config: ServerConfig) -> list[tuple[str, str | None]]:
 async def running(service: Service) -> AsyncIterator[None]:
     """The service's lifetime: the shared state started, the sweep of expired sessions, the
     directory's entries republished after a Redis restart, the profiles' runtimes prepared in
-    the background then their warm pools (``/readyz`` says warming meanwhile), this replica's
+    the background then their warm pools (``/readyz`` says warming meanwhile), the C heap's free
+    pages handed back while no run is in flight (``native_heap.trim``), this replica's
     heartbeat; on exit all of it stopped and the service shut down."""
 
     async def sweep_forever() -> None:
@@ -306,6 +308,13 @@ async def running(service: Service) -> AsyncIterator[None]:
                 await service.sessions.sweep()
             except Exception:  # the next sweep tries again: housekeeping never stops
                 log.exception("sweeping the sessions failed")
+
+    async def trim_when_idle() -> None:
+        # glibc keeps what threads freed in its arenas; handed back between runs (native_heap.py)
+        while True:
+            await asyncio.sleep(TRIM_SECONDS)
+            if service.admission.running == 0:
+                await asyncio.to_thread(trim)
 
     async def warm() -> None:
         # the profiles' runtimes are prepared in the background (compiled the first time on a
@@ -332,6 +341,7 @@ async def running(service: Service) -> AsyncIterator[None]:
         asyncio.ensure_future(  # directory entries back after a Redis restart
             service.directory.keep_published(service.sessions.open_sessions, service.downloads.links)),
         asyncio.ensure_future(warm()),
+        asyncio.ensure_future(trim_when_idle()),
     ]
     if service.lti is not None:  # the LTI outbox's worker: scores to the platforms, retried
         tasks.append(asyncio.ensure_future(service.lti.outbox.run_forever()))

@@ -18,7 +18,7 @@ from dataclasses import dataclass
 
 __all__ = [
     "ALLOCATOR", "BROWSER_SNAPSHOT", "CACHE", "CHROMIUM", "COMPARE_SECRET", "DEBIAN_MIRROR", "DOCKER_IMAGE",
-    "PACKAGES_LOCK", "PREFIX", "PRESTART", "PYODIDE_BUILD_PYTHON", "PYODIDE_DIR", "PYODIDE_INDEX_URL", "SNAPSHOT_SECRET",
+    "MEMORY_REPORT", "PACKAGES_LOCK", "PREFIX", "PRESTART", "PYODIDE_BUILD_PYTHON", "PYODIDE_DIR", "PYODIDE_INDEX_URL", "SNAPSHOT_SECRET",
     "VARIABLES", "VM_ACCEL", "VM_KERNEL", "Variable", "WEB_DIR", "WHEELHOUSE", "WORKDIR", "variables",
 ]  # fmt: skip
 
@@ -62,6 +62,7 @@ PRESTART = Variable(PREFIX + "PRESTART", "sandbox/pool.py")
 WORKDIR = Variable(PREFIX + "WORKDIR", "sandbox/workspace.py")
 PACKAGES_LOCK = Variable(PREFIX + "PACKAGES_LOCK", "packages/store.py")
 SNAPSHOT_SECRET = Variable(PREFIX + "SNAPSHOT_SECRET", "sandbox/sealing.py")
+MEMORY_REPORT = Variable(PREFIX + "MEMORY_REPORT", "observability/memory_report.py")
 # -- the browser tier's server side ------------------------------------------------------------------
 WEB_DIR = Variable(PREFIX + "WEB_DIR", "browser/locations.py")
 WHEELHOUSE = Variable(PREFIX + "WHEELHOUSE", "browser/locations.py")
@@ -80,7 +81,7 @@ COMPARE_SECRET = Variable(PREFIX + "COMPARE_SECRET", "compare/probes.py")  # set
 VARIABLES = (
     CACHE, ALLOCATOR, PRESTART, WORKDIR, PACKAGES_LOCK, SNAPSHOT_SECRET, WEB_DIR, WHEELHOUSE, PYODIDE_INDEX_URL,
     BROWSER_SNAPSHOT, PYODIDE_BUILD_PYTHON, DEBIAN_MIRROR, VM_KERNEL, VM_ACCEL, DOCKER_IMAGE, CHROMIUM,
-    PYODIDE_DIR, COMPARE_SECRET,
+    PYODIDE_DIR, COMPARE_SECRET, MEMORY_REPORT,
 )  # fmt: skip
 
 

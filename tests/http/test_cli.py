@@ -11,6 +11,27 @@ import httpx
 from tests.support.live_server import wait_until
 
 import wasm_runner.http.cli as serve_cli
+from wasm_runner import native_heap
+
+
+def glibc_heaps(pid: int) -> int:
+    """How many glibc heaps (arenas other than the main one) the process has mapped: each is a
+    64 MiB-aligned anonymous region of exactly 64 MiB, its used part rw-p and the rest ---p."""
+    regions = []
+    for line in Path(f"/proc/{pid}/maps").read_text().splitlines():
+        fields = line.split()
+        start, end = (int(x, 16) for x in fields[0].split("-"))
+        regions.append((start, end, fields[1], len(fields) > 5))
+    heap, count = 64 << 20, 0
+    for i, (start, end, perms, named) in enumerate(regions):
+        if named or perms != "rw-p" or start % heap:
+            continue
+        for nstart, nend, nperms, nnamed in regions[i + 1:]:
+            if nstart != end or nnamed or nperms != "---p":
+                break
+            end = nend
+        count += end - start == heap
+    return count
 
 
 def free_port() -> int:
@@ -41,6 +62,8 @@ def test_serve_no_auth_serves_the_playground_and_the_api(
         assert r.status_code == 200 and r.json()["stdout"] == "42\n"
         assert httpx.get(url + "/").status_code == 200
         assert audit.read_text().count("\n") == 1
+        if sys.platform.startswith("linux"):  # glibc's arenas capped (native_heap.limit_arenas)
+            assert glibc_heaps(proc.pid) <= native_heap.ARENA_MAX - 1
     finally:
         proc.terminate()
         _, err = proc.communicate(timeout=60)

@@ -121,10 +121,14 @@ def main(argv: Sequence[str] | None = None) -> int:
             f"http://{args.host}:{args.port}/",
             file=sys.stderr,
         )
+    from ..native_heap import limit_arenas
+    from ..observability.memory_report import install_from_environment
     from .app import create_app
     from .serving import AFTER_DRAIN_SECONDS, DrainingServer, uvicorn_config
 
+    limit_arenas()  # before the server's threads start (native_heap.py)
     app = create_app(config)
+    install_from_environment()  # a diagnosis hook, on only with WASM_RUNNER_MEMORY_REPORT set
     server = DrainingServer(
         uvicorn_config(
             app,
