@@ -1,9 +1,9 @@
 """A notebook cell's outputs in the order the program made them (nbformat and Jupyter keep it):
-a cell that prints, displays, then prints again gives stream, display_data, stream. The browser
-tier records where each output came among the streams (``Output.at``, UTF-8 bytes written
-before it), run here in Pyodide under Node (the page's controller); ``notebook_outputs`` cuts
-the streams there. A result without positions (the server tier's runner: issue 37's guest
-change) keeps streams first, as before."""
+a cell that prints, displays, then prints again gives stream, display_data, stream. Both tiers
+record where each output came among the streams (``Output.at``, UTF-8 bytes written before it:
+the server's guest counts what it sent, ``guest/output.py``; the browser's worker what reached
+it, run here in Pyodide under Node, the page's controller); ``notebook_outputs`` cuts the streams
+there, the same way for both. A result without positions keeps streams first."""
 
 from __future__ import annotations
 
@@ -50,26 +50,41 @@ def validate(outputs: list[dict[str, Any]]) -> None:
     nbformat.validate(nbformat.from_dict(new_notebook(cells=[new_code_cell(CELL, execution_count=1, outputs=outputs)])))
 
 
+PROGRAM_ORDER = [
+    ("stream", "stdout"), ("display_data", '"{\'a\': 1}"'), ("stream", "stdout"), ("stream", "stderr"),
+    ("display_data", '"[1, 2]"'), ("stream", "stdout"), ("execute_result", '"42"')]
+
+
 def test_the_browser_tier_keeps_the_programs_order() -> None:
     result = browser_result(CELL)
     assert result.status is Status.OK, result.stderr
     assert [o.at is not None for o in result.outputs] == [True, True, True]
     outputs = result.notebook_outputs(1)
-    assert kinds(outputs) == [
-        ("stream", "stdout"), ("display_data", '"{\'a\': 1}"'), ("stream", "stdout"), ("stream", "stderr"),
-        ("display_data", '"[1, 2]"'), ("stream", "stdout"), ("execute_result", '"42"')]
+    assert kinds(outputs) == PROGRAM_ORDER
     assert [o["text"] for o in outputs if o["output_type"] == "stream"] == [
         "before\n", "é between\n", "to stderr\n", "after\n"]
     validate(outputs)
 
 
-def test_without_positions_streams_come_first(default_sandbox: Sandbox) -> None:
+def test_the_server_tier_keeps_the_programs_order_too(default_sandbox: Sandbox) -> None:
     result = default_sandbox.run(CELL, display=True)
     assert result.status is Status.OK, result.stderr
+    assert [o.at for o in result.outputs] == [(7, 0), (18, 10), (24, 10)]  # "é" is two bytes
     outputs = result.notebook_outputs(1)
-    assert kinds(outputs) == [("stream", "stdout"), ("stream", "stderr"), ("display_data", '"{\'a\': 1}"'),
-                              ("display_data", '"[1, 2]"'), ("execute_result", '"42"')]
-    assert outputs[0]["text"] == "before\né between\nafter\n"
+    assert kinds(outputs) == PROGRAM_ORDER
+    assert [o["text"] for o in outputs if o["output_type"] == "stream"] == [
+        "before\n", "é between\n", "to stderr\n", "after\n"]
+    validate(outputs)
+
+
+def test_without_positions_streams_come_first() -> None:
+    bundle = json.dumps({"data": {"text/plain": "x"}, "metadata": {}})
+    mime = "application/vnd.wasm-runner.bundle+json"
+    result = Result(Status.OK, exit_code=0, stdout="one\ntwo\n", stderr="warn\n",
+                    outputs=[Output("display", mime, bundle), Output("display", mime, bundle)])
+    outputs = result.notebook_outputs(1)
+    assert kinds(outputs) == [("stream", "stdout"), ("stream", "stderr"), ("display_data", '"x"'),
+                              ("display_data", '"x"')]
     validate(outputs)
 
 

@@ -45,13 +45,13 @@ def test_a_five_cell_notebook_round_trips_and_nbformat_opens_it(api: httpx.Clien
     code = [c for c in done.cells if c.cell_type == "code"]
     assert [c.execution_count for c in code] == [1, 2, 3, 4, 5]
     assert [[o.output_type for o in c.outputs] for c in code] == [
-        [], ["execute_result"], ["stream", "display_data"], ["execute_result"], ["execute_result"]]
+        [], ["execute_result"], ["display_data", "stream"], ["execute_result"], ["execute_result"]]
     table = code[1].outputs[0]
     assert "<table" in table.data["text/html"] and "Oslo" in table.data["text/plain"]
-    assert code[2].outputs == [
-        {"output_type": "stream", "name": "stdout", "text": "mean 11.25\n"},
+    assert code[2].outputs == [  # in the order the cell made them
         {"output_type": "display_data", "data": {"text/latex": "$\\frac{1}{2}$", "text/plain": "1/2"},
-         "metadata": {}}]
+         "metadata": {}},
+        {"output_type": "stream", "name": "stdout", "text": "mean 11.25\n"}]
     badge = code[3].outputs[0].data
     assert badge["text/html"] == "<b>passed</b>" and badge["text/plain"].startswith("<__main__.Badge object at ")
     assert code[4].outputs[0].data == {"text/plain": "42"}
