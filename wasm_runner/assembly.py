@@ -354,6 +354,8 @@ async def running(service: Service) -> AsyncIterator[None]:
     finally:
         for task in tasks:
             task.cancel()
+        # the outboxes' workers hand back what they had claimed: let them (a moment at most)
+        await asyncio.wait(tasks, timeout=5)
         try:
             if service.lti is not None:
                 await service.lti.close()

@@ -156,7 +156,7 @@ def test_guessing_grant_tokens_is_a_failed_attempt_of_the_address(api: LoopbackA
             over = answers[-1]
             assert int(over.headers["retry-after"]) >= 1 and over.headers["access-control-allow-origin"] == "*"
             assert over.json() == {"error": {"type": "ConnectionRefusedError", "message": (
-                "too many requests without a valid API key from this address; retry in "
+                "too many requests without a valid API key or token from this address; retry in "
                 f"{over.headers['retry-after']} s")}}
             assert fetch(token).status_code == 429  # not looked up while the address is over
             assert frame.get("/healthz").status_code == 200

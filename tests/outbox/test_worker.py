@@ -101,3 +101,50 @@ def test_a_server_stopped_mid_send_keeps_the_entry(tmp_path: Path) -> None:
         assert (back.id, back.attempts) == (entry.id, 0)
 
     asyncio.run(test())
+
+
+def test_a_server_stopped_mid_claim_or_before_the_rest_hands_every_entry_back(tmp_path: Path) -> None:
+    """Stopped while the store's claim is under way (its renames finish in their thread all the
+    same), or while sending the first of several claimed entries one after the other: every
+    claimed entry is due again at once for the next start, none waits for its claim to go stale
+    (a restarted server would sit on it for claim_seconds)."""
+    started = asyncio.Event()
+
+    async def send(entry: Entry) -> str:
+        started.set()
+        await asyncio.sleep(3600)
+        return "200"
+
+    class SlowClaims(FileStore):
+        """The real file store, its claim answering only once the test has stopped the worker."""
+
+        release = asyncio.Event()
+
+        async def claim(self, now: float, limit: int = 16) -> list[Entry]:
+            claimed = await super().claim(now, limit)
+            await self.release.wait()
+            return claimed
+
+    async def test() -> None:
+        for store in (FileStore(tmp_path / "one-by-one"), SlowClaims(tmp_path / "slow")):
+            started.clear()
+            w = Worker(store, send, name="test", retry_seconds=10.0, retry_max_seconds=25.0)
+            entries = [await w.put({"n": n}) for n in range(3)]
+            task = asyncio.ensure_future(w.run_forever())
+            if isinstance(store, SlowClaims):
+                for _ in range(600):  # until the claim has taken them all (none due), not yet answered
+                    if await store.next_due() is None:
+                        break
+                    await asyncio.sleep(0.05)
+                assert await store.next_due() is None
+                task.cancel()
+                store.release.set()
+            else:
+                await asyncio.wait_for(started.wait(), 30)
+                task.cancel()
+            with pytest.raises(asyncio.CancelledError):
+                await task
+            back = await store.claim(time.time())
+            assert sorted(e.id for e in back) == sorted(e.id for e in entries), store
+
+    asyncio.run(test())

@@ -147,7 +147,7 @@ def _retry_after(reset_at: float) -> int:
 def _failed_error(retry: int) -> ApiError:
     return ApiError(
         429, "too_many_failed_attempts",
-        f"too many requests without a valid API key from this address; retry in {retry} s",
+        f"too many requests without a valid API key or token from this address; retry in {retry} s",
         headers={"Retry-After": str(retry)},
     )  # fmt: skip
 

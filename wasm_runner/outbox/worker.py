@@ -104,15 +104,33 @@ class Worker:
             await self.store.done(entry)
             self.report("sent", entry, detail, None)
 
+    async def _hand_back(self, entries: list[Entry]) -> None:
+        """Claimed ``entries`` not attempted (the server stops): back in the queue for the next
+        start, else (the store failing) back when their claim is stale."""
+        for entry in entries:
+            try:
+                await asyncio.shield(self.store.retry(entry))
+            except Exception:
+                log.warning("%s outbox: entry %s stays claimed until claim_seconds pass", self.name, entry.id)
+
     async def deliver_due(self) -> float:
         """Claim and attempt every due entry; the seconds until the next is due (at most
         ``poll_seconds``, at least a twentieth of a second)."""
-        claimed = await self.store.claim(time.time())
+        claiming = asyncio.ensure_future(self.store.claim(time.time()))
+        try:
+            claimed = await asyncio.shield(claiming)
+        except asyncio.CancelledError:  # the server stops while claiming: what it claimed goes back
+            await self._hand_back(await claiming)
+            raise
         if self.parallel:
             await asyncio.gather(*(self.attempt(entry) for entry in claimed))
         else:
-            for entry in claimed:
-                await self.attempt(entry)
+            for n, entry in enumerate(claimed):
+                try:
+                    await self.attempt(entry)
+                except asyncio.CancelledError:  # this entry is back already; the rest follow it
+                    await self._hand_back(claimed[n + 1:])
+                    raise
         upcoming = await self.store.next_due()
         wait = self.poll_seconds if upcoming is None else upcoming - time.time()
         return min(self.poll_seconds, max(0.05, wait))
