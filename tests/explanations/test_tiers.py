@@ -117,6 +117,7 @@ def test_the_review_s_cases_get_an_explanation_that_fits(server: dict[str, Any])
     holds the browser to the same text and span)."""
     colon = server["while_no_colon"]["en"]
     assert colon["id"] == "missing_colon" and colon["span"] == {"line": 1, "col": 6, "end_col": 10}  # True
+    assert server["missing_colon"]["en"]["span"] == {"line": 2, "col": 7, "end_col": 8}  # the 2 of "if x > 2"
     assert server["def_no_parentheses"]["en"]["hint"].startswith("Write def greet():")
     assert server["method_not_called"]["en"]["title"] == "name.upper is a method: call it with ()"
     assert server["method_not_called"]["en"]["hint"] == "Write name.upper() to call it."

@@ -123,6 +123,17 @@ def segment(source, node):
     return raw[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
 
 
+def word_before(lines, line, span):
+    """The span of the word before ``span`` on its line (the colon belongs right after it), or None."""
+    if span is None or not isinstance(line, int) or not 1 <= line <= len(lines):
+        return None
+    before = lines[line - 1][:span["col"]].rstrip()
+    if not before:
+        return None
+    start = max(before.rfind(" "), before.rfind("\t")) + 1
+    return {"line": line, "col": start, "end_col": len(before)}
+
+
 def indentation_span(source, line):
     """The span of line ``line``'s indentation (its leading spaces and tabs)."""
     lines = source.splitlines()
@@ -200,7 +211,7 @@ def syntax(exc, source):
             return "indent_unmatched", params, indentation_span(source, line) or span
         return "indent_other", params, span
     if msg == "expected ':'":
-        return "missing_colon", params, span
+        return "missing_colon", params, word_before(lines, line, span) or span
     if msg.startswith("Missing parentheses in call to 'print'"):
         return "print_statement", params, span
     if "Maybe you meant '==' or ':=' instead of '='" in msg:
@@ -258,12 +269,13 @@ def syntax(exc, source):
             return "else_without_if", params, span
         before = text[:span["col"]].rstrip()
         first = before.split()[:1]
-        if first and first[0] in BLOCK_KEYWORDS and ":" not in before and len(before.split()) > 1:
-            # `while True print(1)`: the block's line goes on without its colon; mark the word
-            # the colon belongs after, as CPython does for "expected ':'"
-            start = max(before.rfind(" "), before.rfind("\t")) + 1
+        starts_word = text[span["col"]:span["col"] + 1].isidentifier() and text[span["col"] - 1:span["col"]].isspace()
+        ends_block = text.split("#", 1)[0].rstrip().endswith(":")
+        if first and first[0] in BLOCK_KEYWORDS and ":" not in before and len(before.split()) > 1 \
+                and starts_word and not ends_block:
+            # `while True print(1)`: the block's line goes on without its colon
             params["keyword"] = first[0]
-            return "missing_colon", params, {"line": line, "col": start, "end_col": len(before)}
+            return "missing_colon", params, word_before(lines, line, span)
     params["message"] = msg
     return "syntax_other", params, span
 
@@ -498,7 +510,7 @@ def type_error(message, frame, node, params, source):
     if message.startswith('can only concatenate str (not "'):
         params["other"] = message.split('"')[1]
         if params["other"] in CALLABLE_TYPES and isinstance(node, ast.BinOp):
-            return not_called(node, "right", params, source)
+            return not_called(node, "right", params, source, frame)
         if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Name) \
                 and isinstance(node.right, ast.Constant) and type(node.right.value) in (int, float):
             found, value = variable(frame, node.left.id)
@@ -516,7 +528,7 @@ def type_error(message, frame, node, params, source):
         if isinstance(node, ast.BinOp):
             for side in ("left", "right"):
                 if params[side] in CALLABLE_TYPES:
-                    return not_called(node, side, params, source)
+                    return not_called(node, side, params, source, frame)
         if "str" in types[:2] and ("int" in types[:2] or "float" in types[:2]):
             text_side = "left" if params["left"] == "str" else "right"
             number_side = "right" if text_side == "left" else "left"
@@ -662,13 +674,17 @@ def writes(node):
     return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
 
 
-def not_called(node, side, params, source):
+def not_called(node, side, params, source, frame):
     """(id, params) of a function or method used in an operation without calling it
-    (``name.upper + '!'``): its name as written."""
+    (``name.upper + '!'``): its name as written; a module's function (``math.sqrt``) is a function."""
     import ast
     operand = getattr(node, side)
     params["name"] = segment(source, operand) or params.get(side) or "f"
-    return ("method_not_called" if isinstance(operand, ast.Attribute) else "function_not_called"), params
+    method = isinstance(operand, ast.Attribute)
+    if method and isinstance(operand.value, ast.Name):
+        found, value = variable(frame, operand.value.id)
+        method = not (found and type(value) is type(sys))
+    return ("method_not_called" if method else "function_not_called"), params
 
 
 def wrong_argument(message, node, source):
@@ -686,6 +702,6 @@ def wrong_argument(message, node, source):
         given = message.rsplit(" ", 1)[-1]
     if given is None:
         return None
-    if isinstance(node, ast.Call) and len(node.args) == 1:
+    if isinstance(node, ast.Call):
         function = segment(source, node.func) or function
     return (function, given) if function else None
