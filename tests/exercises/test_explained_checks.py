@@ -14,7 +14,7 @@ import pytest
 
 from tests.conftest import shared_sandbox
 from wasm_runner import Limits
-from wasm_runner.exercises import check_code, load_exercise
+from wasm_runner.exercises import check_code, cli, load_exercise
 from wasm_runner.explanations import render
 
 HERE = Path(__file__).resolve().parent
@@ -80,3 +80,16 @@ def test_the_browser_says_the_same_in_each_language(server: dict[str, dict[str, 
     german = browser["misspelt"]["de"][0]["explanation"]
     assert german["lang"] == "de" and "add(a, b)" in german["text"]
     assert german["title"] != server["misspelt"]["explanation"]["title"]
+
+
+def test_the_cli_explains_in_the_asked_language(server: dict[str, dict[str, Any]], tmp_path: Path,
+                                                capsys: pytest.CaptureFixture[str]) -> None:
+    """`wasm-runner exercise run --lang de`: a failed check's explanation under it, in German."""
+    student = tmp_path / "student.py"
+    student.write_text(PROGRAMS["misspelt"], encoding="utf-8")
+    assert cli.main(["run", str(HERE / "add-missing.toml"), str(student), "--lang", "de"]) == 1
+    out = capsys.readouterr().out
+    german = render({**server["misspelt"]["explanation"]}, "de")
+    english = server["misspelt"]["explanation"]
+    assert german["title"] in out and german["text"] in out and german["hint"] in out
+    assert english["title"] not in out

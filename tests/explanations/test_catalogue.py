@@ -24,6 +24,7 @@ def guest_ids() -> set[str]:
     """The ids guest/explain.py returns (its ``return "id", ...`` lines)."""
     source = GUEST.read_text()
     ids = set(re.findall(r'return \(?"([a-z_]+)"', source))
+    ids |= {i for pair in re.findall(r'return \("([a-z_]+)" if .* else "([a-z_]+)"\)', source) for i in pair}
     ids |= set(re.findall(r'\("(unpack_too_many)" if .* else "(unpack_too_few)"\)', source)[0])
     return ids
 
@@ -75,9 +76,26 @@ def test_limits_are_explained() -> None:
     assert timeout["text"] == ("It was stopped after 4.5 seconds. Most often a loop never ends: your loop's "
                                "condition never becomes false.")
     cpu = render(for_limit("cpu_limit", "cpu", limits), "de")  # type: ignore[arg-type]
-    assert "2 Sekunden Rechenzeit" in cpu["text"]
+    assert "Rechenzeit hat 2 Sekunden überschritten" in cpu["text"]
     assert for_limit("memory_limit", "memory", limits)["params"] == {"megabytes": 128}  # type: ignore[index]
     assert for_limit("ok", None, limits) is None and for_limit("error", None, limits) is None
+
+
+def test_a_limit_without_a_value_is_named_as_the_end_line_names_it() -> None:
+    """A run whose limits lack the one that stopped it: "the time limit", never "0 seconds"."""
+    raws = [for_limit("timeout", "wall", {}), for_limit("cpu_limit", "cpu", {"cpu_seconds": None}),
+            for_limit("memory_limit", "memory", {}), for_limit("output_limit", "output", {})]
+    assert all(raw is not None and raw["params"] == {} for raw in raws)
+    english = [render(raw, "en")["text"] for raw in raws]  # type: ignore[arg-type]
+    assert english[0].startswith("It was stopped after the time limit.")
+    assert "the time limit" in end_line("timeout", {}, limit="wall")
+    assert english[1].startswith("Its computing time went past the time limit.")
+    assert "more memory than the allowed amount" in english[2] and "more than the limit" in english[3]
+    assert not any(re.search(r"\b0 (seconds|MB|bytes)", text) for text in english)
+    german = [render(raw, "de")["text"] for raw in raws]  # type: ignore[arg-type]
+    assert german[0].startswith("Es wurde gestoppt, als es länger als das Zeitlimit lief.")
+    for lang, texts in (("en", english), ("de", german)):  # the page's renderer says the same
+        assert [r["text"] for r in _browser_render(raws, lang)] == texts  # type: ignore[arg-type]
 
 
 # a limit's status, its limit, the limits it ran under, and the quantity its end line says
@@ -121,6 +139,6 @@ def test_a_limit_says_its_quantity_as_the_end_line_does_on_both_renderers() -> N
         assert _browser_render(raws, lang) == [render(raw, lang) for raw in raws]
     german = [render(raw, "de")["text"] for raw in raws]
     assert "mehr als 1 MB" in german[0] and "1000 Bytes" in german[2] and "2 Minuten" in german[3]
-    assert "1 Sekunde Rechenzeit" in german[5] and "5 Minuten auf" in german[8]
+    assert "Rechenzeit hat 1 Sekunde überschritten" in german[5] and "länger als 5 Minuten auf" in german[8]
     assert fill("{n:bytes} and {n:weeks} and {gone:seconds}", {"n": 2048}) == "2048 and 2048 and "
     assert fill("{n:bytes}", {"n": 2048}, catalogue("en")) == "2 KB"

@@ -21,7 +21,7 @@ REPO = HERE.parents[1]
 PROGRAMS: list[dict[str, Any]] = json.loads((HERE / "programs.json").read_text(encoding="utf-8"))
 LANGS = ("en", "de")
 # what differs between the tiers on purpose: the working folder a file was looked for in
-TIER_PARAMS = {"file_not_found": "folder"}
+TIER_PARAMS = {"file_not_found": "folder", "file_outside": "folder", "file_outside_write": "folder"}
 
 
 def server_run(program: dict[str, Any]) -> Any:
@@ -103,8 +103,37 @@ def test_a_missing_import_and_a_tuple_get_advice_that_fits(server: dict[str, Any
     """Issue 36's list checked on the server tier: a module used without its import is told to
     import it; a tuple is not told to rebuild it like text."""
     random = server["missing_import"]["en"]
-    assert random["title"] == "'random' is not defined" and "write import random at the top" in random["hint"]
+    assert random["title"] == "The module random is not imported"
+    assert random["text"].startswith("You use the module random without importing it")
+    assert random["hint"] == "Add import random at the top of the program."
     assert "import random" in server["missing_import"]["de"]["hint"]
     tuple_ = server["tuple_assign"]["en"]
     assert tuple_["title"] == "A value of type tuple cannot be changed"
     assert "for a tuple, use a list (list(t))" in tuple_["hint"]
+
+
+def test_the_review_s_cases_get_an_explanation_that_fits(server: dict[str, Any]) -> None:
+    """Issue 36 §1, the last review's list, on the server tier (test_both_tiers_say_the_same
+    holds the browser to the same text and span)."""
+    colon = server["while_no_colon"]["en"]
+    assert colon["id"] == "missing_colon" and colon["span"] == {"line": 1, "col": 6, "end_col": 10}  # True
+    assert server["missing_colon"]["en"]["span"] == {"line": 2, "col": 7, "end_col": 8}  # the 2 of "if x > 2"
+    assert server["def_no_parentheses"]["en"]["hint"].startswith("Write def greet():")
+    assert server["method_not_called"]["en"]["title"] == "name.upper is a method: call it with ()"
+    assert server["method_not_called"]["en"]["hint"] == "Write name.upper() to call it."
+    assert server["function_not_called"]["en"]["title"] == "roll is a function: call it with ()"
+    assert server["len_of_number"]["en"]["title"] == "A value of type int has no length"
+    assert server["round_text"]["en"]["title"] == "round() needs a number, not text"
+    assert "round(float(x))" in server["round_text"]["en"]["hint"]
+    assert server["int_of_empty_line"]["en"]["title"] == "The text is empty"
+    index = server["index_literal"]["en"]
+    assert index["text"].startswith("'cat' has 3 items, at positions 0 to 2.")
+    for name in ("absolute_path_read", "absolute_path_write"):
+        e = server[name]["en"]
+        assert "/etc/passwd" in e["title"] and "in the working folder" not in e["text"]
+        assert "outside the working folder /scratch" in e["text"]
+    assert "may write only in its working folder" in server["absolute_path_write"]["en"]["text"]
+    assert server["absolute_path_write"]["en"]["hint"] == "Write to a file in the working folder instead: open('passwd', 'w')."
+    # the marks: the whole indentation of the offending line
+    assert server["indent_unmatched"]["en"]["span"] == {"line": 3, "col": 0, "end_col": 4}
+    assert server["indent_unexpected"]["en"]["span"] == {"line": 2, "col": 0, "end_col": 4}

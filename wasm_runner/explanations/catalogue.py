@@ -115,7 +115,8 @@ def formatted(kind: str, value: Any, words: dict[str, str]) -> str:
 
 def fill(template: str, params: dict[str, Any], words: dict[str, str] | None = None) -> str:
     """``template`` with ``{name}`` replaced by the parameter (missing: empty), ``{name:kind}``
-    by the parameter as a quantity (``formatted``, in ``words``) and ``{{``, ``}}`` by braces.
+    by the parameter as a quantity (``formatted``, in ``words``; missing: the ``unit.no_<kind>``
+    wording, "the time limit") and ``{{``, ``}}`` by braces.
     The browser's renderer (web/src/explain.js) follows the same rule."""
 
     def one(m: re.Match[str]) -> str:
@@ -124,7 +125,9 @@ def fill(template: str, params: dict[str, Any], words: dict[str, str] | None = N
         if m.group(0) == "}}":
             return "}"
         value = params.get(m.group(1))
-        if m.group(2) and value is not None:
+        if m.group(2) and value is None:  # a limit without a value: "the time limit", as the end line says
+            return (words or {}).get(f"{UNIT}no_{m.group(2)}", "")
+        if m.group(2):
             return formatted(m.group(2), value, words or {})
         return "" if value is None else str(value)
 

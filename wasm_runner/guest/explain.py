@@ -18,6 +18,11 @@ MAX_KEYS = 8  # a dict's keys are listed up to this many
 SIZED = (list, tuple, str, dict, set, frozenset, bytes, bytearray, range)  # len() runs no program code
 PLAIN = (str, int, float, bool, type(None))  # repr() runs no program code
 BRACKETS = {"(": ")", "[": "]", "{": "}"}
+# a line that starts with one of these starts a block, and ends with a colon
+BLOCK_KEYWORDS = ("if", "elif", "else", "while", "for", "def", "class", "with", "try", "except", "finally")
+# the type of a function or method that was named but not called (name.upper + '!')
+CALLABLE_TYPES = ("builtin_function_or_method", "method", "function", "method-wrapper", "method_descriptor")
+_TREES = {}  # the program's parsed source: one entry, parsed at most once per explanation
 
 
 def explain(exc, filename, source):
@@ -34,6 +39,8 @@ def explain(exc, filename, source):
         return {"id": ident, "params": {k: short(v) for k, v in params.items()}, "span": span}
     except Exception:
         return None
+    finally:
+        _TREES.clear()
 
 
 def short(value):
@@ -93,14 +100,56 @@ def span_of(source, line, end_line, col, end_col):
     return {"line": line, "col": start, "end_col": max(end, start)}
 
 
+def parsed(source):
+    """The program's syntax tree (None if it does not parse), parsed once for all the questions
+    one explanation asks of it."""
+    if source not in _TREES:
+        import ast
+        _TREES.clear()
+        try:
+            _TREES[source] = ast.parse(source)
+        except Exception:
+            _TREES[source] = None
+    return _TREES[source]
+
+
+def segment(source, node):
+    """The program's own text of ``node`` (one line at most), or ''."""
+    lines = source.splitlines()
+    line = getattr(node, "lineno", None)
+    if not isinstance(line, int) or not 1 <= line <= len(lines) or node.end_lineno != line:
+        return ""
+    raw = lines[line - 1].encode("utf-8")
+    return raw[node.col_offset:node.end_col_offset].decode("utf-8", "replace")
+
+
+def word_before(lines, line, span):
+    """The span of the word before ``span`` on its line (the colon belongs right after it), or None."""
+    if span is None or not isinstance(line, int) or not 1 <= line <= len(lines):
+        return None
+    before = lines[line - 1][:span["col"]].rstrip()
+    if not before:
+        return None
+    start = max(before.rfind(" "), before.rfind("\t")) + 1
+    return {"line": line, "col": start, "end_col": len(before)}
+
+
+def indentation_span(source, line):
+    """The span of line ``line``'s indentation (its leading spaces and tabs)."""
+    lines = source.splitlines()
+    if not isinstance(line, int) or not 1 <= line <= len(lines):
+        return None
+    text = lines[line - 1]
+    return {"line": line, "col": 0, "end_col": len(text) - len(text.lstrip(" \t\f"))}
+
+
 def node_at(source, span):
     """The expression of ``source`` that starts at ``span`` and ends there (None if unknown)."""
     if span is None:
         return None
     import ast
-    try:
-        tree = ast.parse(source)
-    except Exception:
+    tree = parsed(source)
+    if tree is None:
         return None
     line_bytes = source.splitlines()[span["line"] - 1]
     col = len(line_bytes[: span["col"]].encode("utf-8"))
@@ -157,12 +206,12 @@ def syntax(exc, source):
             params["after"] = after or "':'"
             return "indent_expected", params, span
         if msg == "unexpected indent":
-            return "indent_unexpected", params, span
+            return "indent_unexpected", params, indentation_span(source, line) or span
         if msg.startswith("unindent does not match"):
-            return "indent_unmatched", params, span
+            return "indent_unmatched", params, indentation_span(source, line) or span
         return "indent_other", params, span
     if msg == "expected ':'":
-        return "missing_colon", params, span
+        return "missing_colon", params, word_before(lines, line, span) or span
     if msg.startswith("Missing parentheses in call to 'print'"):
         return "print_statement", params, span
     if "Maybe you meant '==' or ':=' instead of '='" in msg:
@@ -205,11 +254,28 @@ def syntax(exc, source):
         return "try_without_except", params, span
     if msg.startswith("f-string"):
         return "fstring", params, span
+    if msg == "expected '('" and line is not None:
+        words = lines[line - 1].replace(":", " ").replace("(", " ").split()
+        if words[:1] == ["async"]:
+            words = words[1:]
+        if words[:1] == ["def"]:
+            params["name"] = words[1] if len(words) > 1 and words[1].isidentifier() else ""
+            return "def_parentheses", params, span
     if msg == "invalid syntax" and span is not None:
-        word = lines[line - 1][span["col"]:].split()[:1]
+        text = lines[line - 1]
+        word = text[span["col"]:].split()[:1]
         if word and word[0].rstrip(":") in ("else", "elif"):
             params["keyword"] = word[0].rstrip(":")
             return "else_without_if", params, span
+        before = text[:span["col"]].rstrip()
+        first = before.split()[:1]
+        starts_word = text[span["col"]:span["col"] + 1].isidentifier() and text[span["col"] - 1:span["col"]].isspace()
+        ends_block = text.split("#", 1)[0].rstrip().endswith(":")
+        if first and first[0] in BLOCK_KEYWORDS and ":" not in before and len(before.split()) > 1 \
+                and starts_word and not ends_block:
+            # `while True print(1)`: the block's line goes on without its colon
+            params["keyword"] = first[0]
+            return "missing_colon", params, word_before(lines, line, span)
     params["message"] = msg
     return "syntax_other", params, span
 
@@ -289,6 +355,9 @@ def runtime(exc, frame, span, source):
             params["first"] = {"true": "True", "false": "False"}.get(name, "None")
             return "name_lowercase_constant", params
         close = close_names(name, names_in_scope(frame))
+        if module_not_imported(name, source, span, close):
+            params["module"] = name
+            return "module_not_imported", params
         if close:
             params["close"] = names_list(close)
             params["first"] = close[0]
@@ -310,24 +379,32 @@ def runtime(exc, frame, span, source):
     if isinstance(exc, ImportError):
         params["name"] = getattr(exc, "name", None) or ""
         return "import_error", params
-    if isinstance(exc, FileNotFoundError):
+    if isinstance(exc, (FileNotFoundError, PermissionError)) and isinstance(exc.filename, str):
         import os
-        params["file"] = exc.filename if isinstance(exc.filename, str) else ""
+        params["file"] = exc.filename
         try:
             params["folder"] = os.getcwd()
         except Exception:
             params["folder"] = ""
+        outside = exc.filename.startswith("/") and not (
+            params["folder"] and (exc.filename + "/").startswith(params["folder"].rstrip("/") + "/"))
+        if outside:  # a path from the top of the file system: the sandbox shows only its folders
+            params["base"] = exc.filename.rstrip("/").rsplit("/", 1)[-1] or "data.txt"
+            return ("file_outside_write" if writes(node) else "file_outside"), params
+    if isinstance(exc, FileNotFoundError):
+        params.setdefault("file", "")
+        params.setdefault("folder", "")
         return "file_not_found", params
     if isinstance(exc, EOFError):
         return "eof_input", params
     if isinstance(exc, IndexError):
-        return index_error(exc, frame, node, params)
+        return index_error(exc, frame, node, params, source)
     if isinstance(exc, KeyError):
         return key_error(exc, frame, node, params)
     if isinstance(exc, AttributeError):
         return attribute_error(exc, frame, node, params)
     if isinstance(exc, TypeError):
-        return type_error(message, frame, node, params)
+        return type_error(message, frame, node, params, source)
     if isinstance(exc, ValueError):
         return value_error(message, params)
     if isinstance(exc, AssertionError):
@@ -341,7 +418,7 @@ def runtime(exc, frame, span, source):
     return "exception_other", params
 
 
-def index_error(exc, frame, node, params):
+def index_error(exc, frame, node, params, source):
     import ast
     message = params["message"]
     if isinstance(node, ast.Subscript):
@@ -350,6 +427,13 @@ def index_error(exc, frame, node, params):
             found, value = variable(frame, node.value.id)
             if found and type(value) in SIZED:
                 params["length"] = len(value)
+        elif isinstance(node.value, ast.Constant) and type(node.value.value) in (str, bytes):
+            params["name"] = segment(source, node.value)  # 'cat'[5]: the literal, as written
+            params["length"] = len(node.value.value)
+        elif isinstance(node.value, (ast.List, ast.Tuple)) and not any(
+                isinstance(e, ast.Starred) for e in node.value.elts):
+            params["name"] = segment(source, node.value)
+            params["length"] = len(node.value.elts)
         if isinstance(node.slice, ast.Constant) and isinstance(node.slice.value, int):
             params["index"] = node.slice.value
         elif isinstance(node.slice, ast.Name):
@@ -421,10 +505,12 @@ def operand_name(node, side):
     return ""
 
 
-def type_error(message, frame, node, params):
+def type_error(message, frame, node, params, source):
     import ast
     if message.startswith('can only concatenate str (not "'):
         params["other"] = message.split('"')[1]
+        if params["other"] in CALLABLE_TYPES and isinstance(node, ast.BinOp):
+            return not_called(node, "right", params, source, frame)
         if isinstance(node, ast.BinOp) and isinstance(node.left, ast.Name) \
                 and isinstance(node.right, ast.Constant) and type(node.right.value) in (int, float):
             found, value = variable(frame, node.left.id)
@@ -439,6 +525,10 @@ def type_error(message, frame, node, params):
         types = [part for i, part in enumerate(message.split("'")) if i % 2]
         params["op"] = op
         params["left"], params["right"] = (types + ["", ""])[:2]
+        if isinstance(node, ast.BinOp):
+            for side in ("left", "right"):
+                if params[side] in CALLABLE_TYPES:
+                    return not_called(node, side, params, source, frame)
         if "str" in types[:2] and ("int" in types[:2] or "float" in types[:2]):
             text_side = "left" if params["left"] == "str" else "right"
             number_side = "right" if text_side == "left" else "left"
@@ -463,8 +553,17 @@ def type_error(message, frame, node, params):
         params["name"] = name or params["type"]
         return "not_callable", params
     if message.startswith("'NoneType' object is not subscriptable") or message.startswith(
-            "'NoneType' object is not iterable"):
+            "'NoneType' object is not iterable") or message.startswith("'NoneType' object cannot be interpreted"):
         return "none_value", params
+    wrong = wrong_argument(message, node, source)
+    if wrong is not None:
+        function, given = wrong
+        if given == "NoneType":  # len(f()) of a function without return
+            return "none_value", params
+        params["function"], params["type"] = function, given
+        if function == "len":
+            return "len_wrong_type", params
+        return ("argument_text" if given == "str" else "argument_wrong_type"), params
     if message.endswith("object is not subscriptable"):
         params["type"] = message.split("'")[1]
         return "not_subscriptable", params
@@ -503,12 +602,13 @@ def type_error(message, frame, node, params):
 
 
 def value_error(message, params):
-    if message.startswith("invalid literal for int() with base"):
+    if message.startswith("invalid literal for int() with base") or message.startswith(
+            "could not convert string to float"):
         params["text"] = message.split(": ", 1)[1] if ": " in message else ""
-        return "int_from_text", params
-    if message.startswith("could not convert string to float"):
-        params["text"] = message.split(": ", 1)[1] if ": " in message else ""
-        return "float_from_text", params
+        params["function"] = "int" if message.startswith("invalid") else "float"
+        if params["text"][1:-1].strip() == "" and params["text"][:1] in ("'", '"'):
+            return "number_from_empty", params  # int(''): often input() read an empty line
+        return ("int_from_text" if params["function"] == "int" else "float_from_text"), params
     if message.startswith("too many values to unpack") or message.startswith("not enough values to unpack"):
         numbers = [int(w) for w in message.replace(",", " ").replace(")", " ").split() if w.isdigit()]
         params["expected"] = numbers[0] if numbers else 0
@@ -538,3 +638,70 @@ def close_module(name):
                 names.add(base)
     found = close_names(name, names)
     return found[0] if found else None
+
+
+def module_not_imported(name, source, span, close):
+    """Whether ``name`` (not defined) is a standard module the program uses without importing it:
+    CPython's "Did you forget to import" (sys.stdlib_module_names), when the program uses it as
+    a module (``random.randint``) or no name in scope is close to it."""
+    if name.startswith("_") or name not in getattr(sys, "stdlib_module_names", ()):
+        return False
+    if not close:
+        return True
+    import ast
+    tree = parsed(source)
+    if tree is None or span is None:
+        return False
+    for node in ast.walk(tree):
+        if isinstance(node, ast.Attribute) and isinstance(node.value, ast.Name) and node.value.id == name \
+                and node.value.lineno == span["line"]:
+            return True
+    return False
+
+
+def writes(node):
+    """Whether the failing call ``node`` opens a file to write: open(..., 'w'/'a'/'x'/'+'), or
+    a path's write_text, write_bytes, mkdir or touch."""
+    import ast
+    if not isinstance(node, ast.Call):
+        return False
+    if isinstance(node.func, ast.Attribute) and node.func.attr in ("write_text", "write_bytes", "mkdir", "touch"):
+        return True
+    mode = node.args[1] if len(node.args) > 1 else None
+    for keyword in node.keywords:
+        if keyword.arg == "mode":
+            mode = keyword.value
+    return isinstance(mode, ast.Constant) and isinstance(mode.value, str) and any(c in mode.value for c in "wax+")
+
+
+def not_called(node, side, params, source, frame):
+    """(id, params) of a function or method used in an operation without calling it
+    (``name.upper + '!'``): its name as written; a module's function (``math.sqrt``) is a function."""
+    import ast
+    operand = getattr(node, side)
+    params["name"] = segment(source, operand) or params.get(side) or "f"
+    method = isinstance(operand, ast.Attribute)
+    if method and isinstance(operand.value, ast.Name):
+        found, value = variable(frame, operand.value.id)
+        method = not (found and type(value) is type(sys))
+    return ("method_not_called" if method else "function_not_called"), params
+
+
+def wrong_argument(message, node, source):
+    """(function, type of the value it got) of a built-in function given a value it cannot use
+    (``len(5)``, ``round('3.7')``, ``abs('x')``, ``math.sqrt('4')``), or None."""
+    import ast
+    function = given = None
+    if message.startswith("object of type '") and message.endswith("' has no len()"):
+        function, given = "len", message.split("'")[1]
+    elif message.startswith("type ") and message.endswith(" doesn't define __round__ method"):
+        function, given = "round", message.split(" ")[1]
+    elif message.startswith("bad operand type for ") and "(): '" in message:
+        function, given = message[len("bad operand type for "):].split("(")[0], message.split("'")[1]
+    elif message.startswith("must be real number, not "):
+        given = message.rsplit(" ", 1)[-1]
+    if given is None:
+        return None
+    if isinstance(node, ast.Call):
+        function = segment(source, node.func) or function
+    return (function, given) if function else None

@@ -55,13 +55,18 @@ export function formatted(kind, value, words) {
 }
 
 /** `template` with {name} replaced by the parameter (missing: empty), {name:kind} by the
- * parameter as a quantity (`formatted`, in `words`), {{ and }} by braces. */
+ * parameter as a quantity (`formatted`, in `words`; missing: the unit.no_<kind> wording, "the
+ * time limit"), {{ and }} by braces. */
 export function fill(template, params, words = null) {
   return template.replace(PLACEHOLDER, (match, name, kind) => {
     if (match === "{{") return "{";
     if (match === "}}") return "}";
     const value = params[name];
-    if (value === undefined || value === null) return "";
+    if (value === undefined || value === null) {
+      // a limit without a value: "the time limit", as the end line says
+      const wording = kind && words ? words[`${UNIT}no_${kind}`] : undefined;
+      return typeof wording === "string" ? wording : "";
+    }
     return kind ? formatted(kind, value, words || {}) : String(value);
   });
 }
@@ -91,18 +96,22 @@ export function checkedExplanation(raw) {
   return { id: raw.id, params, span };
 }
 
-function number(value) {
-  return Number.isInteger(value) ? value : String(value);
+const given = (value) => typeof value === "number" && Number.isFinite(value);
+
+/** A limit's value as a parameter ({} when the run had none: the text then says "the time limit"). */
+function quantity(name, value, whole = false) {
+  if (!given(value)) return {};
+  return { [name]: whole ? Math.trunc(value) : Number.isInteger(value) ? value : String(value) };
 }
 
 /** {id, params, span} for a run that `status`/`limit` ended, or null when no limit stopped it. */
 export function explanationForLimit(status, limit, limits) {
   const l = limits || {};
-  if (status === "timeout" && limit === "input_wait") return { id: "limit_input_wait", params: { seconds: number(l.input_wait_seconds || 0) }, span: null };
-  if (status === "timeout") return { id: "limit_timeout", params: { seconds: number(l.wall_seconds || 0) }, span: null };
-  if (status === "cpu_limit") return { id: "limit_cpu", params: { seconds: number(l.cpu_seconds || 0) }, span: null };
-  if (status === "memory_limit") return { id: "limit_memory", params: { megabytes: Math.trunc(l.memory_mb || 0) }, span: null };
-  if (status === "output_limit") return { id: "limit_output", params: { bytes: Math.trunc(l.stdout_bytes || 0) }, span: null };
+  if (status === "timeout" && limit === "input_wait") return { id: "limit_input_wait", params: quantity("seconds", l.input_wait_seconds), span: null };
+  if (status === "timeout") return { id: "limit_timeout", params: quantity("seconds", l.wall_seconds), span: null };
+  if (status === "cpu_limit") return { id: "limit_cpu", params: quantity("seconds", l.cpu_seconds), span: null };
+  if (status === "memory_limit") return { id: "limit_memory", params: quantity("megabytes", l.memory_mb, true), span: null };
+  if (status === "output_limit") return { id: "limit_output", params: quantity("bytes", l.stdout_bytes, true), span: null };
   if (status === "disk_limit") return { id: "limit_disk", params: {}, span: null };
   if (status === "error" && limit === "stack") return { id: "recursion", params: {}, span: null };
   return null;
