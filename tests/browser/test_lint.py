@@ -113,6 +113,26 @@ def test_a_fix_clears_its_mark() -> None:
     assert "Never runs: This code can never run: Python never gets past the `return` just before it" in (
         page.text_content(".cm-tooltip-lint"))
     page.screenshot(path=str(SCREENSHOTS / "lint-own-rules.png"))
+    # the marks in the page's language, as the explanations (German here), the same as the server's
+    page.evaluate("document.documentElement.lang = 'de'")
+    type_code(page, "def sign(n):\n    if n:\n        return 1\n    else:\n        return 0\n    print(totl)\n")
+    poll(page, "document.body.dataset.lintCount === '2'")
+    code = page.evaluate("window.playground.editor.getCode()")
+    in_browser = page.evaluate("(code) => window.playground.lint(code)", code)
+    on_server = page.evaluate("""async (code) => (await (await fetch('/api/lint', {method: 'POST',
+        headers: {'content-type': 'application/json'}, body: JSON.stringify({code, lang: 'de'})})).json()).findings""", code)
+    assert in_browser == on_server
+    assert [(f["rule"], f["line"], f["title"]) for f in in_browser] == [
+        ("WR101", 6, "Läuft nie"), ("F821", 6, "Unbekannter Name")]  # after an if/else that always returns
+    page.mouse.move(0, 0)
+    page.hover(".cm-lintRange-error >> nth=0")
+    poll(page, "(document.querySelector('.cm-tooltip-lint') || {}).textContent?.includes('Unbekannter Name')")
+    assert "Unbekannter Name: Python kennt `totl` hier nicht." in page.text_content(".cm-tooltip-lint")
+    assert "Läuft nie: Dieser Code kann nie laufen: Python kommt nie über das `if` direkt davor hinaus." in (
+        page.text_content(".cm-tooltip-lint"))
+    page.screenshot(path=str(SCREENSHOTS / "lint-german.png"))
+    page.evaluate("document.documentElement.lang = 'en'")
+    assert page.errors == []
     page.context.close()
 
 
