@@ -147,4 +147,12 @@ def test_an_exercise_with_style_shows_its_notes_beside_the_checks() -> None:
     assert any(n.startswith("Line 1: Two statements on one line. Put each statement on its own line") for n in notes)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "lint-style-notes.png"), full_page=True)
+    # in the page's language: the check asks for it, the server words the notes in it
+    page.evaluate("document.documentElement.lang = 'de'")
+    page.click(".check-button")
+    poll(page, "Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent).join()"
+               ".includes('Name leicht zu verwechseln')", timeout=180)
+    notes = page.evaluate("Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent)")
+    assert notes[0].startswith("Line 1: Name leicht zu verwechseln. `l` ist leicht mit 1 oder 0 zu verwechseln")
+    page.evaluate("document.documentElement.lang = 'en'")
     page.context.close()
