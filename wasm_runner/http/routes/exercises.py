@@ -63,7 +63,8 @@ class CheckRequest(_Strict):
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
     hints_used: int = Field(default=0, ge=0, le=MAX_HINTS, description=(
         "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
-    lang: str | None = Field(default=None, max_length=35, pattern=LANG_PATTERN, description=LANG_DESCRIPTION)
+    lang: str | None = Field(default=None, max_length=35, pattern=LANG_PATTERN,
+                             description=LANG_DESCRIPTION + " The style notes are worded in it too (docs/lint.md).")
 
 
 def _exercise(request: Request) -> tuple[ExerciseFace, Exercise]:
