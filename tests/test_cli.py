@@ -215,6 +215,10 @@ def test_lint_marks_beginner_mistakes_in_plain_words(tmp_path: Path) -> None:
     ]
     found = json.loads(cli("lint", "-", "--json", stdin=prog.read_text()).stdout)["findings"]
     assert [(f["rule"], f["line"], f["column"]) for f in found] == [("F841", 2, 5), ("F821", 4, 7)]
+    german = cli("lint", "--lang", "de", str(prog))
+    assert german.returncode == 1 and german.stdout.splitlines()[1] == (
+        f"{prog}:4:7: error: Unbekannter Name: Python kennt `totall` hier nicht. "
+        "Prüfe die Schreibweise, oder gib dem Namen vor dieser Zeile einen Wert.")
 
 
 def test_lint_style_notes_clean_file_and_errors(tmp_path: Path) -> None:

@@ -113,6 +113,26 @@ def test_a_fix_clears_its_mark() -> None:
     assert "Never runs: This code can never run: Python never gets past the `return` just before it" in (
         page.text_content(".cm-tooltip-lint"))
     page.screenshot(path=str(SCREENSHOTS / "lint-own-rules.png"))
+    # the marks in the page's language, as the explanations (German here), the same as the server's
+    page.evaluate("document.documentElement.lang = 'de'")
+    type_code(page, "def sign(n):\n    if n:\n        return 1\n    else:\n        return 0\n    print(totl)\n")
+    poll(page, "document.body.dataset.lintCount === '2'")
+    code = page.evaluate("window.playground.editor.getCode()")
+    in_browser = page.evaluate("(code) => window.playground.lint(code)", code)
+    on_server = page.evaluate("""async (code) => (await (await fetch('/api/lint', {method: 'POST',
+        headers: {'content-type': 'application/json'}, body: JSON.stringify({code, lang: 'de'})})).json()).findings""", code)
+    assert in_browser == on_server
+    assert [(f["rule"], f["line"], f["title"]) for f in in_browser] == [
+        ("WR101", 6, "Läuft nie"), ("F821", 6, "Unbekannter Name")]  # after an if/else that always returns
+    page.mouse.move(0, 0)
+    page.hover(".cm-lintRange-error >> nth=0")
+    poll(page, "(document.querySelector('.cm-tooltip-lint') || {}).textContent?.includes('Unbekannter Name')")
+    assert "Unbekannter Name: Python kennt `totl` hier nicht." in page.text_content(".cm-tooltip-lint")
+    assert "Läuft nie: Dieser Code kann nie laufen: Python kommt nie über das `if` direkt davor hinaus." in (
+        page.text_content(".cm-tooltip-lint"))
+    page.screenshot(path=str(SCREENSHOTS / "lint-german.png"))
+    page.evaluate("document.documentElement.lang = 'en'")
+    assert page.errors == []
     page.context.close()
 
 
@@ -127,4 +147,12 @@ def test_an_exercise_with_style_shows_its_notes_beside_the_checks() -> None:
     assert any(n.startswith("Line 1: Two statements on one line. Put each statement on its own line") for n in notes)
     SCREENSHOTS.mkdir(parents=True, exist_ok=True)
     page.screenshot(path=str(SCREENSHOTS / "lint-style-notes.png"), full_page=True)
+    # in the page's language: the check asks for it, the server words the notes in it
+    page.evaluate("document.documentElement.lang = 'de'")
+    page.click(".check-button")
+    poll(page, "Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent).join()"
+               ".includes('Name leicht zu verwechseln')", timeout=180)
+    notes = page.evaluate("Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent)")
+    assert notes[0].startswith("Line 1: Name leicht zu verwechseln. `l` ist leicht mit 1 oder 0 zu verwechseln")
+    page.evaluate("document.documentElement.lang = 'en'")
     page.context.close()

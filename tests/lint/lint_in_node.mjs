@@ -1,6 +1,7 @@
 // The browser tier's lint in Node: Ruff's WebAssembly build (the npm package the page serves) and
-// web/src/lint.js (with lint-own.js), the module the page's ruff.js bundles. Reads [[path, style], ...] as JSON on
-// stdin, prints {path: {false: findings, true: findings with the style notes}} (tests/lint/test_tiers_agree.py compares them with the server's).
+// web/src/lint.js (with lint-own.js), the module the page's ruff.js bundles. Reads [[path, style, lang?], ...] as
+// JSON on stdin, prints {path: {false: findings, true: findings with the style notes, "false:de": worded in German, ...}}
+// (tests/lint/test_tiers_agree.py compares them with the server's).
 import { readFileSync } from "node:fs";
 import { fileURLToPath } from "node:url";
 
@@ -12,9 +13,9 @@ initSync({ module: readFileSync(fileURLToPath(new URL("node_modules/@astral-sh/r
 const jobs = JSON.parse(readFileSync(0, "utf8"));
 const workspaces = {};
 const out = {};
-for (const [path, style] of jobs) {
+for (const [path, style, lang = null] of jobs) {
   workspaces[style] ??= new Workspace(ruffSettings({ style }), PositionEncoding.Utf32);
-  (out[path] ??= {})[style] = checkCode(workspaces[style], readFileSync(path, "utf8"));
+  (out[path] ??= {})[lang ? `${style}:${lang}` : style] = checkCode(workspaces[style], readFileSync(path, "utf8"), lang);
 }
 out.version = Workspace.version();
 process.stdout.write(JSON.stringify(out));

@@ -15,16 +15,22 @@ from wasm_runner.lint import lint_source, rule_table
 HERE = Path(__file__).resolve().parent
 CORPUS = sorted((HERE / "corpus").glob("*.py"))
 NODE_SCRIPT = HERE / "lint_in_node.mjs"
+# the German pass: a few files whose findings cover Ruff's rules, ours, the style notes and a syntax error
+GERMAN = [HERE / "corpus" / name for name in (
+    "misspelt_name.py", "unreachable_after_branches.py", "thrown_away_values.py", "style_notes.py",
+    "missing_colon.py")]
 
 
 @pytest.fixture(scope="module")
 def browser_findings() -> dict[object, object]:
     jobs = [[str(path), style] for path in CORPUS for style in (False, True)]
-    done = subprocess.run(["node", str(NODE_SCRIPT)], input=json.dumps(jobs), capture_output=True, text=True,
-                          timeout=180, check=True)
+    german = [[str(path), True, "de-AT"] for path in GERMAN]
+    done = subprocess.run(["node", str(NODE_SCRIPT)], input=json.dumps(jobs + german), capture_output=True,
+                          text=True, timeout=180, check=True)
     found = json.loads(done.stdout)
     out: dict[object, object] = {"version": found.pop("version")}
     out.update({(path, style): found[path][str(style).lower()] for path, style in jobs})
+    out.update({(path, "de"): found[path]["true:de-AT"] for path, _, _ in german})
     return out
 
 
@@ -34,6 +40,34 @@ def test_same_findings_on_both_tiers(path: Path, style: bool, browser_findings: 
     server = lint_source(path.read_text(), style=style)
     browser = browser_findings[(str(path), style)]
     assert browser == server
+
+
+@pytest.mark.parametrize("path", GERMAN, ids=[p.stem for p in GERMAN])
+def test_same_german_words_on_both_tiers(path: Path, browser_findings: dict[object, object]) -> None:
+    """The page's lang (de-AT: German) words the marks on both tiers alike, in German."""
+    server = lint_source(path.read_text(), style=True, lang="de-AT")
+    assert browser_findings[(str(path), "de")] == server
+    english = {(f["rule"], f["line"]): f for f in lint_source(path.read_text(), style=True)}
+    assert server and all(f["title"] != english[(f["rule"], f["line"])]["title"] for f in server)
+    assert [{**f, "title": "", "message": ""} for f in server] == [
+        {**english[(f["rule"], f["line"])], "title": "", "message": ""} for f in server]  # only the words differ
+
+
+def test_every_rule_has_its_german_words() -> None:
+    table = rule_table()
+    assert table.languages == ("en", "de")
+    for rule in (*table.beginner, *table.own, *table.style, table.syntax):
+        assert rule.title_in("de") != rule.title and rule.message("`x`", "de") != rule.message("`x`"), rule.code
+
+
+def test_an_unknown_language_gets_english() -> None:
+    code = "print(totl)\n"
+    english = lint_source(code)
+    assert lint_source(code, lang="fr") == lint_source(code, lang="") == english
+    (german,) = lint_source(code, lang="DE_de")
+    assert german["title"] == "Unbekannter Name"
+    assert german["message"] == (
+        "Python kennt `totl` hier nicht. Prüfe die Schreibweise, oder gib dem Namen vor dieser Zeile einen Wert.")
 
 
 def test_the_corpus_meets_every_beginner_rule(browser_findings: dict[object, object]) -> None:
@@ -76,3 +110,15 @@ def test_the_last_line_shows_its_value_so_nothing_marks_it() -> None:
     assert lint_source("x = 1\nx\n") == []
     assert [f["rule"] for f in lint_source("x = 1\nx\nprint(x)\n")] == ["B018"]
     assert [f["rule"] for f in lint_source("x = 1\nx + 1\nx == 2\n")] == ["WR102"]
+
+
+def test_code_after_branches_that_all_leave_never_runs() -> None:
+    code = ("def sign(n):\n    if n > 0:\n        return 1\n    elif n < 0:\n        return -1\n"
+            "    else:\n        return 0\n    print(n)\n\n"
+            "def parse(text):\n    try:\n        return int(text)\n    except ValueError:\n        raise\n"
+            "    return 0\n\n"
+            "def maybe(n):\n    if n:\n        return 1\n    elif n is None:\n        return 2\n    return 3\n")
+    findings = lint_source(code)
+    assert [(f["rule"], f["line"], f["detail"]) for f in findings] == [
+        ("WR101", 8, "Code after `if` never runs"), ("WR101", 15, "Code after `try` never runs")]
+    assert findings[0]["message"].startswith("This code can never run: Python never gets past the `if` just before it.")

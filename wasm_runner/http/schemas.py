@@ -197,6 +197,13 @@ class LintRequest(_Strict):
 
     code: str = Field(max_length=MAX_LINT_BYTES, description="Python source to lint")
     style: bool = Field(default=False, description="add style notes (names, long lines, ';')")
+    lang: str | None = Field(
+        default=None,
+        max_length=35,
+        pattern=LANG_PATTERN,
+        description="the language of the findings' title and message (a BCP 47 tag such as de or "
+        "de-AT): English when the lint has no wording in it (docs/lint.md)",
+    )
 
     @field_validator("code")
     @classmethod

@@ -11,7 +11,7 @@ and a value thrown away. docs/lint.md, docs/http-api.md, docs/cli.md.
 
 from __future__ import annotations
 
-from .rules import Finding, RuleTable, rule_table
+from .rules import Finding, RuleTable, lint_language, rule_table
 from .ruff_cli import MAX_LINT_BYTES, LintFailed, lint_source
 
-__all__ = ["MAX_LINT_BYTES", "Finding", "LintFailed", "RuleTable", "lint_source", "rule_table"]
+__all__ = ["MAX_LINT_BYTES", "Finding", "LintFailed", "RuleTable", "lint_language", "lint_source", "rule_table"]

@@ -1,7 +1,8 @@
 """``wasm-runner lint FILE``: the beginner lint of the playground and ``POST /api/lint``, in a terminal.
 
 Prints one line per finding, ``FILE:LINE:COLUMN: severity: title: message``; ``--json`` prints the
-findings as ``POST /api/lint`` answers them; ``--style`` adds the style notes. Exit status 0 when
+findings as ``POST /api/lint`` answers them; ``--style`` adds the style notes; ``--lang de`` words
+them in German (English when the lint has no wording in the language asked). Exit status 0 when
 nothing was found, 1 when something was, 2 when the file could not be read or linted.
 """
 
@@ -28,6 +29,8 @@ def main(argv: Sequence[str] | None = None) -> int:
                                 description="Mark beginner mistakes in a Python file (Ruff, in plain words).")
     p.add_argument("file", help="the Python file ('-' reads it from stdin)")
     p.add_argument("--style", action="store_true", help="add style notes (names, long lines, ';')")
+    p.add_argument("--lang", default=None,
+                   help="the language of the words (a tag such as de or de-AT; English when the lint has none)")
     p.add_argument("--json", action="store_true", help="print the findings as JSON, like POST /api/lint")
     p.add_argument("--timeout", type=float, default=DEFAULT_TIMEOUT, help="seconds Ruff may take (default %(default)s)")
     args = p.parse_args(argv)
@@ -42,7 +45,7 @@ def main(argv: Sequence[str] | None = None) -> int:
         print(f"wasm-runner lint: cannot read {name}: {exc}", file=sys.stderr)
         return 2
     try:
-        findings = lint_source(code, style=args.style, timeout=args.timeout)
+        findings = lint_source(code, style=args.style, lang=args.lang, timeout=args.timeout)
     except LintFailed as exc:
         print(f"wasm-runner lint: {exc.message}", file=sys.stderr)
         return 2

@@ -9,8 +9,9 @@ rules and the merging with Ruff's findings are written alike on both tiers (docs
 
 - no own marks when the code has a syntax error (Ruff's "syntax" finding, or ``ast`` cannot read it);
 - one "unreachable" mark per block: from the first statement after the first ``return`` /
-  ``raise`` / ``break`` / ``continue`` (or ``while True:`` whose body has no ``break`` of its own)
-  to the end of the block's last statement;
+  ``raise`` / ``break`` / ``continue`` (or ``while True:`` whose body has no ``break`` of its own,
+  or an ``if`` with an ``else`` whose every branch leaves so, or a ``try`` whose body or ``else``
+  and every ``except`` leave, or whose ``finally`` does) to the end of the block's last statement;
 - the program's last top-level statement, when it is an expression, is shown like a notebook
   cell's value (guest/rich.py): neither our "thrown-away" rule nor Ruff's B015/B018 marks it;
 - a "thrown-away" mark where Ruff's B015/B018 already marks the statement, or in code that never
@@ -99,6 +100,11 @@ def _breaks_out(block: list[ast.stmt]) -> bool:
     return False
 
 
+def _ends(block: list[ast.stmt]) -> bool:
+    """Whether ``block`` never goes on to the statement after it (one of its statements leaves)."""
+    return any(_leaves(stmt) is not None for stmt in block)
+
+
 def _leaves(stmt: ast.stmt) -> str | None:
     """The keyword after which the rest of the block never runs, if ``stmt`` is one."""
     if isinstance(stmt, _TERMINATORS):
@@ -106,6 +112,12 @@ def _leaves(stmt: ast.stmt) -> str | None:
     if (isinstance(stmt, ast.While) and isinstance(stmt.test, ast.Constant) and stmt.test.value is True
             and not _breaks_out(stmt.body)):
         return "while True"  # a loop with no way out but return / raise
+    if isinstance(stmt, ast.If) and stmt.orelse and _ends(stmt.body) and _ends(stmt.orelse):
+        return "if"  # every branch (if, each elif, else) leaves
+    if isinstance(stmt, ast.Try | ast.TryStar) and (
+            _ends(stmt.finalbody)
+            or (all(_ends(h.body) for h in stmt.handlers) and (_ends(stmt.body) or _ends(stmt.orelse)))):
+        return "try"  # no way through: the try's body or else, and each except, leave (or finally does)
     return None
 
 
@@ -141,7 +153,7 @@ def own_marks(code: str) -> OwnMarks | None:
     return OwnMarks(marks, positions.span(last, last) if last is not None else None)
 
 
-def merge_own_findings(code: str, ruff_findings: list[Finding]) -> list[Finding]:
+def merge_own_findings(code: str, ruff_findings: list[Finding], lang: str = "en") -> list[Finding]:
     """Ruff's findings with our rules' marks added (and merged as the module's docstring says)."""
     if any(f["kind"] == "syntax" for f in ruff_findings):
         return ruff_findings
@@ -161,8 +173,8 @@ def merge_own_findings(code: str, ruff_findings: list[Finding]) -> list[Finding]
         rule = table.by_name(name)
         assert rule is not None, name
         found.append(Finding(
-            rule=rule.code, name=rule.name, kind=rule.kind, severity=rule.severity, title=rule.title,
-            message=rule.message(detail), detail=detail, line=span.line, column=span.column,
+            rule=rule.code, name=rule.name, kind=rule.kind, severity=rule.severity, title=rule.title_in(lang),
+            message=rule.message(detail, lang), detail=detail, line=span.line, column=span.column,
             end_line=span.end_line, end_column=span.end_column,
         ))
     found.sort(key=lambda f: (f["line"], f["column"], f["rule"]))

@@ -11,7 +11,7 @@ from typing import Any
 
 from ..errors import WasmRunnerError
 from .own_rules import merge_own_findings
-from .rules import Finding, rule_table
+from .rules import Finding, lint_language, rule_table
 
 __all__ = ["DEFAULT_TIMEOUT", "MAX_LINT_BYTES", "LintFailed", "lint_source", "ruff_binary", "ruff_command"]
 
@@ -47,8 +47,11 @@ def ruff_command(style: bool = False) -> list[str]:
     ]
 
 
-def lint_source(code: str, *, style: bool = False, timeout: float = DEFAULT_TIMEOUT) -> list[Finding]:
-    """The findings for ``code`` (Ruff's and our own rules'), in source order, worded by the shared table."""
+def lint_source(code: str, *, style: bool = False, lang: str | None = None,
+                timeout: float = DEFAULT_TIMEOUT) -> list[Finding]:
+    """The findings for ``code`` (Ruff's and our own rules'), in source order, worded by the shared
+    table in ``lang`` (``lint_language``: English when the table lacks it)."""
+    language = lint_language(lang)
     data = code.encode("utf-8", "surrogatepass")
     if len(data) > MAX_LINT_BYTES:
         raise LintFailed("too_large", f"the code is {len(data)} bytes; lint takes at most {MAX_LINT_BYTES}")
@@ -63,10 +66,10 @@ def lint_source(code: str, *, style: bool = False, timeout: float = DEFAULT_TIME
         raise LintFailed("lint_unavailable", f"ruff could not start: {exc}") from exc
     if done.returncode != 0:
         raise LintFailed("lint_failed", "ruff failed: " + done.stderr.decode(errors="replace").strip()[:500])
-    return merge_own_findings(code, findings_from(json.loads(done.stdout or b"[]")))
+    return merge_own_findings(code, findings_from(json.loads(done.stdout or b"[]"), language), language)
 
 
-def findings_from(diagnostics: list[dict[str, Any]]) -> list[Finding]:
+def findings_from(diagnostics: list[dict[str, Any]], lang: str = "en") -> list[Finding]:
     table = rule_table()
     found: list[Finding] = []
     for item in diagnostics:
@@ -75,8 +78,8 @@ def findings_from(diagnostics: list[dict[str, Any]]) -> list[Finding]:
             continue
         start, end = item["location"], item["end_location"]
         found.append(Finding(
-            rule=rule.code, name=rule.name, kind=rule.kind, severity=rule.severity, title=rule.title,
-            message=rule.message(item["message"]), detail=item["message"],
+            rule=rule.code, name=rule.name, kind=rule.kind, severity=rule.severity, title=rule.title_in(lang),
+            message=rule.message(item["message"], lang), detail=item["message"],
             line=start["row"], column=start["column"], end_line=end["row"], end_column=end["column"],
         ))
     found.sort(key=lambda f: (f["line"], f["column"], f["rule"]))

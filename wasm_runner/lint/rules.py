@@ -2,7 +2,9 @@
 
 A finding's ``message`` is the table's ``text`` with ``{name}`` (the first `quoted` part of Ruff's
 own message) and ``{detail}`` (Ruff's message) filled in; ``web/src/lint.js`` does the same in the
-browser, so both tiers word a finding alike.
+browser, so both tiers word a finding alike. Each rule is worded in English (``title``, ``text``)
+and in the table's other ``languages`` (``"de": {"title", "text"}``); ``lint_language`` picks the
+language of an asked one (``de-AT``: ``de``; unknown: English), as the explanations do.
 """
 
 from __future__ import annotations
@@ -14,9 +16,10 @@ from functools import cache
 from importlib.resources import files as _pkg_files
 from typing import Any, Literal, TypedDict
 
-__all__ = ["Finding", "Rule", "RuleTable", "rule_table", "table_text"]
+__all__ = ["DEFAULT_LINT_LANGUAGE", "Finding", "Rule", "RuleTable", "lint_language", "rule_table", "table_text"]
 
 Severity = Literal["error", "warning", "info"]
+DEFAULT_LINT_LANGUAGE = "en"
 _QUOTED = re.compile(r"`([^`]*)`")
 
 
@@ -41,14 +44,26 @@ class Rule:
     code: str
     name: str
     severity: Severity
-    title: str
-    text: str
+    title: str  # English
+    text: str  # English
     kind: Literal["beginner", "style", "syntax"]
+    words: tuple[tuple[str, str, str], ...] = ()  # (language, title, text) in the table's other languages
 
-    def message(self, ruff_message: str) -> str:
+    def _in(self, lang: str) -> tuple[str, str]:
+        for language, title, text in self.words:
+            if language == lang:
+                return title, text
+        return self.title, self.text
+
+    def title_in(self, lang: str = DEFAULT_LINT_LANGUAGE) -> str:
+        """The title in ``lang`` (one of the table's languages, see ``lint_language``)."""
+        return self._in(lang)[0]
+
+    def message(self, ruff_message: str, lang: str = DEFAULT_LINT_LANGUAGE) -> str:
         quoted = _QUOTED.search(ruff_message)
         detail = ruff_message.rstrip(".")
-        return self.text.replace("{name}", quoted.group(1) if quoted else "this name").replace("{detail}", detail)
+        text = self._in(lang)[1]
+        return text.replace("{name}", quoted.group(1) if quoted else "this name").replace("{detail}", detail)
 
 
 @dataclass(frozen=True)
@@ -59,6 +74,7 @@ class RuleTable:
     syntax: Rule
     target_version: str
     line_length: int
+    languages: tuple[str, ...]  # English first
 
     def codes(self, style: bool = False) -> list[str]:
         """The Ruff codes to select: the beginner rules, and the style rules when asked (our own
@@ -77,19 +93,32 @@ def table_text() -> str:
     return _pkg_files("wasm_runner").joinpath("lint", "rules.json").read_text()
 
 
-def _rule(entry: dict[str, Any], kind: Literal["beginner", "style", "syntax"]) -> Rule:
+def _rule(entry: dict[str, Any], kind: Literal["beginner", "style", "syntax"], languages: list[str]) -> Rule:
+    words = tuple((lang, entry[lang]["title"], entry[lang]["text"]) for lang in languages
+                  if lang != DEFAULT_LINT_LANGUAGE)  # a missing wording fails here, at the first lint
     return Rule(code=entry.get("code", "syntax"), name=entry["name"], severity=entry["severity"],
-                title=entry["title"], text=entry["text"], kind=kind)
+                title=entry["title"], text=entry["text"], kind=kind, words=words)
 
 
 @cache
 def rule_table() -> RuleTable:
     raw = json.loads(table_text())
+    languages = list(raw["languages"])
     return RuleTable(
-        beginner=tuple(_rule(e, "beginner") for e in raw["beginner"]),
-        own=tuple(_rule(e, "beginner") for e in raw["own"]),
-        style=tuple(_rule(e, "style") for e in raw["style"]),
-        syntax=_rule(raw["syntax"], "syntax"),
+        beginner=tuple(_rule(e, "beginner", languages) for e in raw["beginner"]),
+        own=tuple(_rule(e, "beginner", languages) for e in raw["own"]),
+        style=tuple(_rule(e, "style", languages) for e in raw["style"]),
+        syntax=_rule(raw["syntax"], "syntax", languages),
         target_version=raw["ruff"]["target-version"],
         line_length=int(raw["ruff"]["line-length"]),
+        languages=tuple(languages),
     )
+
+
+def lint_language(asked: str | None) -> str:
+    """The table's language for an asked one (``de-AT``: ``de``); English when it has none, as
+    the explanations choose theirs (``web/src/lint.js``: ``lintLanguage``)."""
+    if not isinstance(asked, str) or not asked.strip():
+        return DEFAULT_LINT_LANGUAGE
+    base = asked.strip().lower().replace("_", "-").split("-")[0]
+    return base if base in rule_table().languages else DEFAULT_LINT_LANGUAGE

@@ -168,10 +168,20 @@ function isWhileTrue(stmt) {
   return test.length === 1 && test[0].kind === "True";
 }
 
+// whether `block` never goes on to the statement after it (one of its statements leaves)
+const ends = (block) => block.some((stmt) => leaves(stmt) !== undefined);
+
 // the keyword after which the rest of the block never runs, if `stmt` is one
 function leaves(stmt) {
   if (!stmt.compound) return TERMINATORS[stmt.first.kind];
   if (isWhileTrue(stmt) && !breaksOut(stmt.blocks[0])) return "while True"; // no way out but return / raise
+  const clauses = stmt.heads.map((head) => head[0].kind);
+  const blocks = (kind) => stmt.blocks.filter((_, i) => clauses[i] === kind);
+  if (clauses[0] === "If" && clauses.includes("Else") && stmt.blocks.every(ends)) return "if"; // every branch leaves
+  if (clauses[0] === "Try" && (blocks("Finally").some(ends)
+    || (blocks("Except").every(ends) && (blocks("Try").some(ends) || blocks("Else").some(ends))))) {
+    return "try"; // no way through: the try's body or else, and each except, leave (or finally does)
+  }
   return undefined;
 }
 

@@ -6,6 +6,20 @@ import { ownMarks } from "./lint-own.js";
 import { LINT_RULES } from "./lintrules.js";
 
 const QUOTED = /`([^`]*)`/;
+const DEFAULT_LANGUAGE = "en";
+
+/**
+ * The table's language for an asked one (the page's or the element's `lang`: "de-AT" is "de");
+ * English when the table has none, as explain.js picks the explanations' (server: lint_language).
+ */
+export function lintLanguage(asked) {
+  if (typeof asked !== "string" || !asked.trim()) return DEFAULT_LANGUAGE;
+  const base = asked.trim().toLowerCase().replace(/_/g, "-").split("-")[0];
+  return LINT_RULES.languages.includes(base) ? base : DEFAULT_LANGUAGE;
+}
+
+// a rule's {title, text} in `lang` (a language of the table: lintLanguage's answer)
+const wordsOf = (rule, lang) => (lang !== DEFAULT_LANGUAGE && rule[lang]) || rule;
 
 /** Ruff's settings for the table's rules; `style` adds the style notes (exercises). */
 export function ruffSettings({ style = false } = {}) {
@@ -34,17 +48,20 @@ export function wording(text, ruffMessage) {
 /**
  * Findings from Ruff's diagnostics (the wasm build's `Workspace.check` names a rule by its name in
  * `code`, null for a syntax error): {rule, name, kind, severity, title, message, detail, line,
- * column, end_line, end_column}, 1-based, columns in characters (code points), sorted.
+ * column, end_line, end_column}, 1-based, columns in characters (code points), sorted; worded
+ * in `lang` (English when the table lacks it).
  */
-export function findingsFrom(diagnostics) {
+export function findingsFrom(diagnostics, lang = DEFAULT_LANGUAGE) {
+  const language = lintLanguage(lang);
   const found = [];
   for (const item of diagnostics) {
     const hit = ruleFor(item.code || "invalid-syntax");
     if (!hit) continue;
     const { rule, kind } = hit;
+    const words = wordsOf(rule, language);
     found.push({
-      rule: rule.code || "syntax", name: rule.name, kind, severity: rule.severity, title: rule.title,
-      message: wording(rule.text, item.message), detail: item.message,
+      rule: rule.code || "syntax", name: rule.name, kind, severity: rule.severity, title: words.title,
+      message: wording(words.text, item.message), detail: item.message,
       line: item.start_location.row, column: item.start_location.column,
       end_line: item.end_location.row, end_column: item.end_location.column,
     });
@@ -71,7 +88,8 @@ const holds = (span, line, column) => (span.line < line || (span.line === line &
  * top-level expression (shown like a notebook cell's value) marked by neither ours nor B015/B018;
  * no "thrown-away" mark where B015/B018 marks the statement already, nor in code that never runs.
  */
-export function mergeOwnFindings(code, found) {
+export function mergeOwnFindings(code, found, lang = DEFAULT_LANGUAGE) {
+  const language = lintLanguage(lang);
   if (found.some((f) => f.kind === "syntax")) return found;
   const own = ownMarks(code);
   if (own === null) return found;
@@ -83,15 +101,16 @@ export function mergeOwnFindings(code, found) {
     if (name === "thrown-away-value" && (ruffMarked.some((f) => holds(span, f.line, f.column))
       || neverRuns.some((never) => holds(never, span.line, span.column)))) continue;
     const rule = LINT_RULES.own.find((r) => r.name === name);
+    const words = wordsOf(rule, language);
     kept.push({
-      rule: rule.code, name: rule.name, kind: "beginner", severity: rule.severity, title: rule.title,
-      message: wording(rule.text, detail), detail, ...span,
+      rule: rule.code, name: rule.name, kind: "beginner", severity: rule.severity, title: words.title,
+      message: wording(words.text, detail), detail, ...span,
     });
   }
   return sorted(kept);
 }
 
-/** All the findings for `code` from a Ruff `Workspace` (the page's and the tests' entry). */
-export function checkCode(workspace, code) {
-  return mergeOwnFindings(code, findingsFrom(workspace.check(code)));
+/** All the findings for `code` from a Ruff `Workspace`, worded in `lang` (the page's and the tests' entry). */
+export function checkCode(workspace, code, lang = DEFAULT_LANGUAGE) {
+  return mergeOwnFindings(code, findingsFrom(workspace.check(code), lang), lang);
 }

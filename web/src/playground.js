@@ -90,8 +90,10 @@ function startLint() {
   import("./ruff.js")
     .then(({ startLinter }) => startLinter())
     .then(({ check }) => {
-      window.playground.lint = check;
-      editor.attachLint(check, {
+      // worded in the page's language at each check (docs/lint.md), as the explanations are
+      const checkInPageLanguage = (code, lang = document.documentElement.lang || null) => check(code, lang);
+      window.playground.lint = checkInPageLanguage;
+      editor.attachLint((code) => checkInPageLanguage(code), {
         onFindings: (findings) => {
           const count = findings.length;
           lintNote.textContent = count === 0 ? "Checked as you type: no problems found"

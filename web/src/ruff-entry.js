@@ -8,7 +8,9 @@ import { checkCode, findingsFrom, ruffSettings } from "./lint.js";
 let started = null;
 
 /**
- * Load Ruff once; resolves to {check(code) -> findings, checkRuffOnly(code), version}. `style` adds the style notes.
+ * Load Ruff once; resolves to {check(code, lang) -> findings, checkRuffOnly(code), version}. `style`
+ * adds the style notes; `lang` (the page's or the element's) words the findings (English when the
+ * table lacks it).
  * @param {{style?: boolean, wasmUrl?: string}} options
  */
 export function startLinter({ style = false, wasmUrl = new URL("./ruff.wasm", import.meta.url).href } = {}) {
@@ -16,7 +18,7 @@ export function startLinter({ style = false, wasmUrl = new URL("./ruff.wasm", im
   return started.then(() => {
     // code points, as the `ruff` command counts columns (the server's findings are the same)
     const workspace = new Workspace(ruffSettings({ style }), PositionEncoding.Utf32);
-    const check = (code) => checkCode(workspace, code);
+    const check = (code, lang = null) => checkCode(workspace, code, lang);
     check("x = 1\n"); // the first check sets Ruff up: done here, not on the student's first pause
     // Ruff's findings without our own rules (lint-own.js): benchmarks/lint_bench.py's baseline
     const checkRuffOnly = (code) => findingsFrom(workspace.check(code));

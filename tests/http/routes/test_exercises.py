@@ -136,6 +136,9 @@ def test_style_notes_beside_the_checks_when_the_exercise_asks(api: httpx.Client)
     assert {n["rule"] for n in notes} == {"N802", "E741", "E702"}
     assert all(n["kind"] == "style" and n["severity"] == "info" for n in notes)
     assert "lower case with underscores" in notes[0]["message"]
+    german = api.post("/api/exercises/tidy/check", json={"code": messy, "lang": "de"}).json()["style_notes"]
+    assert [(n["rule"], n["line"]) for n in german] == [(n["rule"], n["line"]) for n in notes]  # the check's lang
+    assert german[0]["title"] == "Schreibweise des Funktionsnamens" and "klein, mit Unterstrichen" in german[0]["message"]
     tidy = api.post("/api/exercises/tidy/check", json={"code": "first = int(input())\nsecond = int(input())\nprint(first + second)\n"})
     assert tidy.json()["style_notes"] == []
     plain = api.post("/api/exercises/greet/check", json={"code": "name = input(); print(f'Hello, {name}!')\n"})

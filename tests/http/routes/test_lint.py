@@ -28,6 +28,20 @@ def test_findings_in_plain_words(api: httpx.Client) -> None:
     assert findings[0]["detail"] == "Undefined name `nmae`" and findings[0]["kind"] == "beginner"
 
 
+def test_findings_in_the_language_asked(api: httpx.Client) -> None:
+    code = (CORPUS / "misspelt_name.py").read_text()
+    english = api.post("/api/lint", json={"code": code}).json()["findings"]
+    german = api.post("/api/lint", json={"code": code, "lang": "de-CH"}).json()["findings"]
+    assert [(f["rule"], f["line"], f["detail"]) for f in german] == [(f["rule"], f["line"], f["detail"]) for f in english]
+    assert german[0]["title"] == "Unbekannter Name"
+    assert german[0]["message"] == (
+        "Python kennt `nmae` hier nicht. Prüfe die Schreibweise, oder gib dem Namen vor dieser Zeile einen Wert.")
+    assert german[1]["title"] == "Wert nie benutzt"
+    assert api.post("/api/lint", json={"code": code, "lang": "fr"}).json()["findings"] == english  # none: English
+    refused = api.post("/api/lint", json={"code": code, "lang": "not a language"})
+    assert refused.status_code == 422 and "lang" in refused.text
+
+
 def test_syntax_errors_style_notes_and_clean_code(api: httpx.Client) -> None:
     broken = api.post("/api/lint", json={"code": (CORPUS / "missing_colon.py").read_text()}).json()["findings"]
     assert [(f["rule"], f["line"], f["title"]) for f in broken] == [("syntax", 2, "Python cannot read this")]
@@ -57,7 +71,7 @@ def test_openapi_describes_lint(api: httpx.Client) -> None:
     doc = api.get("/api/openapi.json").json()
     assert doc["paths"]["/api/lint"]["post"]["requestBody"]["content"]["application/json"]["schema"] == {
         "$ref": "#/components/schemas/LintRequest"}
-    assert set(doc["components"]["schemas"]["LintRequest"]["properties"]) == {"code", "style"}
+    assert set(doc["components"]["schemas"]["LintRequest"]["properties"]) == {"code", "style", "lang"}
 
 
 @pytest.fixture(scope="module")

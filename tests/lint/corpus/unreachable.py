@@ -2,7 +2,7 @@ def grade(score):
     if score >= 50: return "pass"
     else:
         return "fail"
-    print("never")  # after if/else both return: not marked (only the same block counts)
+    print("never")  # after if/else whose branches both return: marked
 
 
 def first_even(numbers):

@@ -63,7 +63,8 @@ class CheckRequest(_Strict):
     profile: str | None = Field(default=None, description="policy profile (default: the server's)")
     hints_used: int = Field(default=0, ge=0, le=MAX_HINTS, description=(
         "hints the page has shown the student (the page's count; bounded by the exercise's hints)"))
-    lang: str | None = Field(default=None, max_length=35, pattern=LANG_PATTERN, description=LANG_DESCRIPTION)
+    lang: str | None = Field(default=None, max_length=35, pattern=LANG_PATTERN,
+                             description=LANG_DESCRIPTION + " The style notes are worded in it too (docs/lint.md).")
 
 
 def _exercise(request: Request) -> tuple[ExerciseFace, Exercise]:
@@ -146,7 +147,7 @@ async def check_exercise(request: Request) -> Response:
     for check in shown["checks"]:  # a function the tests call is missing: said in the asked language
         rendered_result(check, body.lang)
     if ex.style:  # beside the checks, never scored
-        shown["style_notes"] = await asyncio.to_thread(style_notes, body.code)
+        shown["style_notes"] = await asyncio.to_thread(style_notes, body.code, body.lang)
     # the hints the student has seen (exercises/hint_counts.py: the page's count, never lowered)
     shown["hints_used"] = await service.hints.record(tenant.name, tenant.user, ex.id, body.hints_used, len(ex.hints))
     # the result signed for the key's backend (docs/lms.md, "Signed results"): never logged, never
@@ -158,11 +159,11 @@ async def check_exercise(request: Request) -> Response:
     return SafeJSONResponse(shown)
 
 
-def style_notes(code: str) -> list[dict[str, Any]]:
-    """The lint's style findings for ``code`` (beside the checks, never scored); [] when lint
-    could not run (the checks' verdict stands either way)."""
+def style_notes(code: str, lang: str | None = None) -> list[dict[str, Any]]:
+    """The lint's style findings for ``code`` (beside the checks, never scored), worded in the
+    check's ``lang``; [] when lint could not run (the checks' verdict stands either way)."""
     try:
-        return [dict(f) for f in lint_source(code, style=True) if f["kind"] == "style"]
+        return [dict(f) for f in lint_source(code, style=True, lang=lang) if f["kind"] == "style"]
     except LintFailed:
         return []
 

@@ -37,7 +37,7 @@ async def lint_endpoint(request: Request) -> Response:
     service = service_of(request)
     await service.caller(request)
     body = await read_model(request, LintRequest, service.client_bounds.max_body_bytes)
-    work = partial(lint_source, body.code, style=body.style)
+    work = partial(lint_source, body.code, style=body.style, lang=body.lang)
     try:
         findings = await asyncio.get_running_loop().run_in_executor(_LINTERS, work)
     except LintFailed as exc:
