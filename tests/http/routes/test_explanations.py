@@ -15,11 +15,11 @@ def test_an_error_is_explained_in_the_asked_language(api: httpx.Client) -> None:
     jsonschema.validate(body, RESULT_JSON_SCHEMA)
     e = body["explanation"]
     assert body["status"] == "error" and e["id"] == "index_out_of_range" and e["lang"] == "de"
-    assert e["title"] == "Position 2 liegt hinter dem Ende von 'fruits'"
-    assert e["text"].startswith("'fruits' hat 2 Elemente, an den Positionen 0 bis 1.")
+    assert e["title"] == "Position 2 liegt hinter dem Ende von fruits"
+    assert e["text"].startswith("fruits hat 2 Elemente, an den Positionen 0 bis 1.")
     assert e["span"] == {"line": 3, "col": 10, "end_col": 19}
     english = api.post("/api/run", json={"code": code}).json()["explanation"]
-    assert english["lang"] == "en" and english["title"] == "Position 2 is past the end of 'fruits'"
+    assert english["lang"] == "en" and english["title"] == "Position 2 is past the end of fruits"
 
 
 def test_a_limit_is_explained_and_ok_has_none(api: httpx.Client) -> None:
