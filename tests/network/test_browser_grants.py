@@ -81,6 +81,24 @@ def test_the_token_is_the_only_credential_and_caps_count_per_grant(server: LiveS
             "still answering\n"
 
 
+def test_a_class_behind_one_address_fetches_at_once(server: LiveServer, api: LoopbackAPI) -> None:
+    """Twelve students' browser runs (one grant each) behind one address request at once: each is
+    answered (the bodies of these requests are counted per address apart from the key's)."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    with server.client(KEY) as client:
+        tokens = [client.post("/api/network/runs", json={}).json()["token"] for _ in range(12)]
+
+    def fetch(token: str) -> int:
+        body = json.dumps({"token": token, "request": _request(api.url("/data.json?class"))})
+        answer = httpx.post(server.url + "/api/network/fetch", content=body, timeout=60, trust_env=False,
+                            headers={"content-type": "text/plain"})
+        return int(answer.json()["value"]["status"]) if answer.status_code == 200 else answer.status_code
+
+    with ThreadPoolExecutor(12) as pool:
+        assert list(pool.map(fetch, tokens)) == [200] * 12
+
+
 def test_grants_expire_and_are_bounded() -> None:
     rules = tuple(network_from({"r": {"destinations": ["https://api.example.org"], "keys": ["*"]}}).values())
     runs = BrowserRuns(max_open=2)

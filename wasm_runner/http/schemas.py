@@ -376,7 +376,7 @@ class BodySlots:
             if self._held.get(who, 0) >= limit:
                 raise ApiError(
                     429, "too_many_uploads",
-                    f"{'this client' if who.startswith('anonymous:') else 'this API key'} is "
+                    f"{'this API key' if current_tenant.get() is not None else 'this client'} is "
                     f"already sending {limit} request bodies; wait for one",
                     headers={"Retry-After": "5"},
                 )  # fmt: skip
@@ -394,8 +394,11 @@ BODY_SLOTS = BodySlots()
 _PARSERS = ThreadPoolExecutor(max_workers=2, thread_name_prefix="wasm-json")
 
 
-async def read_body(request: Request, max_bytes: int) -> bytes:
-    """The body; 413 once it passes ``max_bytes`` (checked before and while reading)."""
+async def read_body(request: Request, max_bytes: int, slots: tuple[str, int] | None = None) -> bytes:
+    """The body; 413 once it passes ``max_bytes`` (checked before and while reading). Each
+    tenant (each address without one) sends a few bodies at once (``BodySlots``); ``slots``
+    (who, how many) counts a route's bodies apart (a browser run's network requests, whose
+    credential is in the body, per address)."""
     declared = request.headers.get("content-length")
     if declared is not None:
         if not declared.isdigit():
@@ -405,8 +408,11 @@ async def read_body(request: Request, max_bytes: int) -> bytes:
                 413, "body_too_large", f"the body is over the limit of {max_bytes} bytes"
             )
     tenant = current_tenant.get()
-    who = tenant.name if tenant is not None else f"address:{request.client.host if request.client else '?'}"
-    limit = max(2, tenant.max_concurrent * 2) if tenant is not None else 2
+    if slots is not None:
+        who, limit = slots
+    else:
+        who = tenant.name if tenant is not None else f"address:{request.client.host if request.client else '?'}"
+        limit = max(2, tenant.max_concurrent * 2) if tenant is not None else 2
     BODY_SLOTS.take(who, limit)
     try:
         chunks: list[bytes] = []

@@ -28,12 +28,15 @@ from starlette.routing import BaseRoute, Route
 from ...execution import Refused
 from ...network import answer_request, describe_off, rules_for
 from ...network.calls import encode_error
+from ..errors import ApiError
 from ..schemas import NetworkRunRequest, read_body, read_model
 from ..service import client_address
 from ..faces import NetworkFace
 from ._common import app_service
 
-__all__ = ["fetch_endpoint", "open_endpoint", "routes"]
+__all__ = ["FETCH_BODIES", "fetch_endpoint", "open_endpoint", "routes"]
+
+FETCH_BODIES = 32  # network requests of browser runs read at once from one address (a class behind one NAT)
 
 _READABLE = {"access-control-allow-origin": "*", "cache-control": "no-store"}
 
@@ -68,14 +71,17 @@ def _over(error: Refused) -> Response:
 
 async def fetch_endpoint(request: Request) -> Response:
     service = service_of(request)
-    raw = await read_body(request, service.client_bounds.max_body_bytes)
+    client = client_address(request)
+    try:  # the credential is in the body: bodies counted per address, more of them than a key's
+        raw = await read_body(request, service.client_bounds.max_body_bytes, (f"network:{client}", FETCH_BODIES))
+    except ApiError as error:  # the guest reads it as its exception (a refusal any origin may read)
+        return _refused(error.message, error.status, error.headers)
     try:
         msg = json.loads(raw)
     except (ValueError, RecursionError):
         msg = None
     if type(msg) is not dict or type(msg.get("token")) is not str or type(msg.get("request")) is not dict:
         return _refused("a network request the runner cannot read (it needs the run's token and the request)", 400)
-    client = client_address(request)
     rejections = service.metrics.rejections
     over: Refused | None
     grant = None
