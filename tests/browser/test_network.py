@@ -15,7 +15,7 @@ from typing import Any
 
 import pytest
 
-from tests.support.browser import READY_SECONDS, poll, run_in_browser, shared_browser
+from tests.support.browser import playground_page, run_with_key
 from tests.support.live_server import KEY, OTHER_KEY, LiveServer, live_server
 from tests.support.loopback_api import LoopbackAPI, loopback_api
 from tests.support.network_server import network_config
@@ -48,24 +48,13 @@ def server(api: LoopbackAPI, tmp_path_factory: pytest.TempPathFactory) -> Iterat
 
 @pytest.fixture(scope="module")
 def page(server: LiveServer) -> Iterator[Any]:
-    context = shared_browser().new_context()
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(server.url + "/")
-    poll(page, "window.playground && window.playground.runner.browserInfo", timeout=READY_SECONDS)
-    yield page
-    context.close()
-
-
-def _run_with_key(page: Any, key: str, code: str) -> dict[str, Any]:
-    page.evaluate("(key) => { window.playground.runner.apiKey = key; }", key)
-    return run_in_browser(page, code)
+    with playground_page(server.url) as page:
+        yield page
 
 
 def test_a_key_with_a_rule_reads_the_api_from_the_browser(server: LiveServer, api: LoopbackAPI, page: Any) -> None:
     before = len(api.log)
-    result = _run_with_key(page, KEY, CODE.replace("BASE", api.url("")))
+    result = run_with_key(page, KEY, CODE.replace("BASE", api.url("")))
     assert result["status"] == "ok" and result["tier"] == "browser", result
     assert result["stdout"] == (
         "[1, 2, 3]\n[1, 2, 3]\n"
@@ -87,16 +76,16 @@ def test_a_key_with_a_rule_reads_the_api_from_the_browser(server: LiveServer, ap
 
 def test_a_key_without_a_rule_gets_the_sentence_in_the_browser(api: LoopbackAPI, page: Any) -> None:
     before = len(api.log)
-    result = _run_with_key(page, OTHER_KEY, CODE.replace("BASE", api.url("")))
+    result = run_with_key(page, OTHER_KEY, CODE.replace("BASE", api.url("")))
     assert result["status"] == "ok" and result["tier"] == "browser", result
     sentence = ("NetworkRefused network access is off for this run: no [network] rule of the server names the "
                 "key 'bob' and profile 'student'\n")
     assert result["stdout"] == sentence * 4
     assert api.log[before:] == []
-    again = _run_with_key(page, OTHER_KEY, "print('still answering')")
+    again = run_with_key(page, OTHER_KEY, "print('still answering')")
     assert again["stdout"] == "still answering\n"
     # the page's key changed back: its refusal is not remembered for the other key
-    back = _run_with_key(page, KEY, "import json, urllib.request\n"
+    back = run_with_key(page, KEY, "import json, urllib.request\n"
                                     f"print(json.load(urllib.request.urlopen('{api.url('/data.json')}'))['answer'])")
     assert back["stdout"] == "42\n", back
     assert api.paths()[before:] == ["/data.json"]

@@ -22,11 +22,10 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
-from urllib.parse import urlsplit
 
 import pytest
 
-from tests.support.browser import READY_SECONDS, REPO, _free_socket, poll, run_in_browser, shared_browser
+from tests.support.browser import REPO, _free_socket, playground_page, run_with_key
 from tests.support.browser import stop_process as stop
 from tests.support.live_server import KEY, OTHER_KEY
 from tests.support.loopback_api import LoopbackAPI, loopback_api
@@ -102,21 +101,8 @@ def server(api: LoopbackAPI, package_lock: Path, tmp_path_factory: pytest.TempPa
 
 @pytest.fixture(scope="module")
 def page(server: Served) -> Iterator[Any]:
-    context = shared_browser().new_context()
-    context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
-                  else route.abort("internetdisconnected"))
-    page = context.new_page()
-    page.errors = []
-    page.on("pageerror", lambda error: page.errors.append(str(error)))
-    page.goto(server.url + "/")
-    poll(page, "window.playground && window.playground.runner.browserInfo", timeout=READY_SECONDS)
-    yield page
-    context.close()
-
-
-def _run_with_key(page: Any, key: str, code: str) -> dict[str, Any]:
-    page.evaluate("(key) => { window.playground.runner.apiKey = key; }", key)
-    return run_in_browser(page, code)
+    with playground_page(server.url, internet=False) as page:
+        yield page
 
 
 def test_requests_reads_the_api_in_the_browser_and_refusals_carry_the_sentence(
@@ -124,7 +110,7 @@ def test_requests_reads_the_api_in_the_browser_and_refusals_carry_the_sentence(
 ) -> None:
     api.redirect_to["/to-other"] = other.url("/data.json")
     before, other_before = len(api.log), len(other.log)
-    result = _run_with_key(page, KEY, CODE.replace("BASE", api.url("")).replace("OTHER", other.url("")))
+    result = run_with_key(page, KEY, CODE.replace("BASE", api.url("")).replace("OTHER", other.url("")))
     assert result["status"] == "ok" and result["tier"] == "browser", result
     lines = result["stdout"].splitlines()
     assert lines[0] == "200 [1, 2, 3]" and lines[3] == "still running" and len(lines) == 4, result
@@ -148,10 +134,10 @@ def test_requests_without_a_rule_gets_the_sentence_in_the_browser(api: LoopbackA
     before = len(api.log)
     code = ("import requests\ntry:\n    requests.get('BASE/data.json')\n"
             "except requests.ConnectionError as e:\n    print(type(e).__name__, e)\n").replace("BASE", api.url(""))
-    result = _run_with_key(page, OTHER_KEY, code)
+    result = run_with_key(page, OTHER_KEY, code)
     assert result["status"] == "ok" and result["tier"] == "browser", result
     assert result["stdout"].startswith("ConnectionError ")
     assert ("network access is off for this run: no [network] rule of the server names the key 'bob' and "
             "profile 'student'") in result["stdout"]
     assert api.log[before:] == []
-    assert _run_with_key(page, OTHER_KEY, "print('still answering')")["stdout"] == "still answering\n"
+    assert run_with_key(page, OTHER_KEY, "print('still answering')")["stdout"] == "still answering\n"

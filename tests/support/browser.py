@@ -15,8 +15,11 @@ import subprocess
 import sys
 import time
 import urllib.request
+from collections.abc import Iterator
+from contextlib import contextmanager
 from pathlib import Path
 from typing import Any
+from urllib.parse import urlsplit
 
 import pytest
 from playwright import sync_api as playwright_api
@@ -209,6 +212,32 @@ RUN_AND_STOP = """async ([code, settleMs]) => {
 
 def run_in_browser(page: Any, code: str, **options: Any) -> dict[str, Any]:
     return page.evaluate(RUN_IN_BROWSER, [code, options])
+
+
+@contextmanager
+def playground_page(url: str, *, internet: bool = True) -> Iterator[Any]:
+    """The playground at ``url`` in a context of the shared browser, ready to run; its page
+    errors in ``page.errors``. ``internet=False``: every request to a host other than
+    127.0.0.1 fails as with no connection."""
+    context = shared_browser().new_context()
+    if not internet:
+        context.route("**/*", lambda route: route.continue_() if urlsplit(route.request.url).hostname == "127.0.0.1"
+                      else route.abort("internetdisconnected"))
+    page = context.new_page()
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(url + "/")
+    poll(page, "window.playground && window.playground.runner.browserInfo", timeout=READY_SECONDS)
+    try:
+        yield page
+    finally:
+        context.close()
+
+
+def run_with_key(page: Any, key: str, code: str) -> dict[str, Any]:
+    """``code`` run on the browser tier with the playground's API key set to ``key``."""
+    page.evaluate("(key) => { window.playground.runner.apiKey = key; }", key)
+    return run_in_browser(page, code)
 
 
 def run_and_stop(page: Any, code: str, settle_ms: int = 0) -> dict[str, Any]:
