@@ -1,6 +1,6 @@
 """Accessibility measured with axe-core (npm ``axe-core``, injected through the DevTools protocol
 by Python Playwright) in real Chromium: no serious or critical finding on the playground, an
-exercise page and a course page with the embed, each after a run that ended in an error."""
+exercise page and a course page with the embed (a lint mark shown), each after a run that ended in an error."""
 
 from __future__ import annotations
 
@@ -104,6 +104,11 @@ def test_embed_after_an_error(course: str) -> None:
     page = context.new_page()
     page.goto(course + "/", wait_until="domcontentloaded", timeout=READY_SECONDS * 1000)
     poll(page, "document.getElementById('ex').editor", timeout=READY_SECONDS)
+    page.click("#ex .cm-content")  # a misspelt name typed at the end: marked while typing
+    page.keyboard.press("Control+End")
+    page.keyboard.type("\nprint(numbrs)")
+    poll(page, "(document.getElementById('ex').lintFindings || []).length === 1", timeout=60)
+    poll(page, "document.getElementById('ex').shadowRoot.querySelector('.cm-lintRange-error') !== null")
     result = page.evaluate("document.getElementById('ex').run()")
     assert result["status"] == "error" and "IndexError" in result["stderr"]
     page.screenshot(path=str(SCREENSHOTS / "a11y-embed-error.png"), full_page=True)

@@ -5,10 +5,14 @@ for screen readers (Ctrl+Shift+M), the same findings as ``POST /api/lint``, and 
 from __future__ import annotations
 
 import os
+import threading
+from collections.abc import Iterator
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
 
+import pytest
 from tests.support.browser import READY_SECONDS, poll, shared_browser, shared_server
 
 SCREENSHOTS = Path(os.environ.get("WASM_RUNNER_SCREENSHOTS", "/tmp/wasm-runner-screens"))
@@ -155,4 +159,105 @@ def test_an_exercise_with_style_shows_its_notes_beside_the_checks() -> None:
     notes = page.evaluate("Array.from(document.querySelectorAll('.style-notes li'), (li) => li.textContent)")
     assert notes[0].startswith("Line 1: Name leicht zu verwechseln. `l` ist leicht mit 1 oder 0 zu verwechseln")
     page.evaluate("document.documentElement.lang = 'en'")
+    page.context.close()
+
+
+class _Course(BaseHTTPRequestHandler):
+    """A course page on another origin than the runner's, with its own CSP: scripts and
+    connections only to the runner's origin (plus WebAssembly compiling, for the lint)."""
+
+    runner = ""
+    EDITABLE = """<wasm-runner id="en" tier="browser">total = 0</wasm-runner>
+<wasm-runner id="de" tier="browser" lang="de">total = 0</wasm-runner>
+<wasm-runner id="off" tier="browser" lint="off">total = 0</wasm-runner>"""
+    READONLY = "\n".join(f'<wasm-runner id="r{i}" tier="browser" readonly>print({i})</wasm-runner>' for i in range(20))
+
+    def do_GET(self) -> None:
+        examples = self.READONLY if self.path.startswith("/readonly") else self.EDITABLE
+        body = f"""<!doctype html><html lang="en"><head><meta charset="utf-8"><title>Week 2</title>
+<script type="module" src="{self.runner}/embed.js"></script></head>
+<body><main><h1>Week 2: names</h1>{examples}</main></body></html>""".encode()
+        self.send_response(200)
+        self.send_header("content-type", "text/html; charset=utf-8")
+        self.send_header("content-security-policy", f"script-src {self.runner} 'wasm-unsafe-eval'; "
+                         f"connect-src {self.runner}; frame-src {self.runner}")
+        self.end_headers()
+        self.wfile.write(body)
+
+    def log_message(self, *args: object) -> None:
+        pass
+
+
+@pytest.fixture(scope="module")
+def course() -> Iterator[str]:
+    _Course.runner = shared_server()
+    httpd = ThreadingHTTPServer(("127.0.0.1", 0), _Course)
+    threading.Thread(target=httpd.serve_forever, daemon=True).start()
+    yield f"http://127.0.0.1:{httpd.server_address[1]}"
+    httpd.shutdown()
+
+
+def open_course(url: str) -> tuple[Any, list[str]]:
+    """A course page in a fresh context, with the URLs it requested and its errors."""
+    context = shared_browser().new_context(viewport={"width": 1000, "height": 900})
+    page = context.new_page()
+    asked: list[str] = []
+    page.on("request", lambda request: asked.append(request.url))
+    page.errors = []
+    page.on("pageerror", lambda error: page.errors.append(str(error)))
+    page.goto(url, wait_until="domcontentloaded", timeout=READY_SECONDS * 1000)
+    return page, asked
+
+
+def test_an_editable_embed_marks_mistakes_in_its_language(course: str) -> None:
+    page, asked = open_course(course + "/")
+    poll(page, "['en', 'de', 'off'].every((id) => document.getElementById(id).editor)", timeout=READY_SECONDS)
+    poll(page, "document.getElementById('en').runner.browserInfo", timeout=READY_SECONDS)
+    assert not [url for url in asked if "ruff" in url]  # nothing before an example is used
+    for example in ("en", "de", "off"):
+        page.click(f"#{example} .cm-content")
+        page.keyboard.press("Control+a")
+        page.keyboard.insert_text("total = 0\nprint(totl)\n")
+        page.keyboard.type(" ")
+    poll(page, "(document.getElementById('en').lintFindings || []).length === 1", timeout=60)
+    poll(page, "(document.getElementById('de').lintFindings || []).length === 1", timeout=60)
+    poll(page, "document.getElementById('en').shadowRoot.querySelectorAll('.cm-lintRange-error').length === 1")
+    finding = page.evaluate("document.getElementById('en').lintFindings[0]")
+    assert (finding["rule"], finding["line"], finding["title"]) == ("F821", 2, "Unknown name")
+    page.hover("#en .cm-lintRange-error")
+    poll(page, "document.getElementById('en').shadowRoot.querySelector('.cm-tooltip-lint') !== null")
+    assert "Unknown name: Python does not know `totl` here." in page.text_content("#en .cm-tooltip-lint")
+    german = page.evaluate("document.getElementById('de').lintFindings[0]")
+    assert german["title"] == "Unbekannter Name" and german["message"].startswith("Python kennt `totl` hier nicht.")
+    # lint="off": no marks, no gutter
+    assert page.evaluate("document.getElementById('off').lintFindings") is None
+    assert page.evaluate("document.getElementById('off').shadowRoot.querySelectorAll('.cm-lintRange, .cm-gutter-lint').length") == 0
+    # the list of problems, for keyboards and screen readers, as in the playground
+    page.click("#en .cm-content")
+    page.keyboard.press("Control+Shift+KeyM")
+    poll(page, "document.getElementById('en').shadowRoot.querySelector('.cm-panel-lint') !== null")
+    assert page.get_attribute("#en .cm-panel-lint ul", "aria-label") == "Problems in the code"
+    assert "Unknown name" in page.text_content("#en .cm-panel-lint ul")
+    SCREENSHOTS.mkdir(parents=True, exist_ok=True)
+    page.screenshot(path=str(SCREENSHOTS / "lint-embed.png"), full_page=True)
+    # one load for the page, from the runner's origin (the course page's CSP allows nothing else)
+    runner = urlsplit(shared_server()).netloc
+    ruff = [url for url in asked if "ruff" in url]
+    assert sorted(urlsplit(url).path.rsplit("/", 1)[1] for url in ruff) == ["ruff.js", "ruff.wasm"], ruff
+    assert all(urlsplit(url).netloc == runner for url in ruff)
+    assert page.errors == []
+    page.context.close()
+
+
+def test_readonly_embeds_load_no_linter(course: str) -> None:
+    page, asked = open_course(course + "/readonly")
+    poll(page, "document.getElementById('r0').runner && document.getElementById('r0').runner.browserInfo",
+         timeout=READY_SECONDS)
+    result = page.evaluate("document.getElementById('r3').run()")
+    assert result["stdout"] == "3\n"
+    page.click("#r5 .run")  # using a readonly example loads no linter either
+    poll(page, "document.getElementById('r5').lastResult")
+    assert not [url for url in asked if "ruff" in url]
+    assert not [url for url in asked if url.endswith("/editor.js")]  # no editor at all
+    assert page.errors == []
     page.context.close()

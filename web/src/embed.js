@@ -3,7 +3,14 @@
 //   <wasm-runner tier="browser" wall-seconds="5" readonly>print("hello")</wasm-runner>
 // Attributes: tier (browser|server|auto), readonly, code (else the element's text),
 // wall-seconds, output-bytes, stdin, exercise (an exercise id on this server, or a bundle URL:
-// adds instructions, a Check button and per-check results; see docs/exercises.md).
+// adds instructions, a Check button and per-check results; see docs/exercises.md),
+// lint ("off": no marks while typing), lang (the language of explanations and lint marks; else the
+// nearest `lang` around the element, the page's <html lang>).
+// An editable example marks mistakes while the student types, as the playground does (docs/lint.md):
+// Ruff's WebAssembly build and the lint modules come from the runner's origin (ruff.js and
+// ruff.wasm beside this module), loaded once per page when the first example is focused or edited;
+// a page of readonly examples loads none of it. A course page with its own CSP allows the runner's
+// origin in script-src and connect-src, and 'wasm-unsafe-eval' in script-src for the lint.
 // `element.expose({sensor: async (...args) => …})` gives the snippet functions of the page
 // (browser tier): `from host import sensor` (see hostcalls.js).
 import { Runner } from "./client.js";
@@ -46,6 +53,12 @@ input { flex: 1; min-width: 0; font: inherit; padding: .25rem .4rem; }
 // Examples on one page share Python runtimes (one sandbox frame and Pyodide each), at most
 // MAX_RUNTIMES of them; an example whose Run finds them all busy says that it waits.
 const MAX_RUNTIMES = 2;
+
+// The linter of every editable example on the page: one load of dist/ruff.js (from this module's
+// origin, the runner's) and one Ruff workspace, started by the first example focused or edited.
+let linterLoad = null;
+const loadLinter = () => (linterLoad ??= import("./ruff.js").then(({ startLinter }) => startLinter()));
+const LINT_STARTERS = ["focusin", "input", "keydown"];
 const pools = new Map(); // base -> {runners: [{runner, busy}], waiters: [resolve], relay}
 
 function poolFor(base, relay) {
@@ -120,10 +133,14 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
         pre.textContent = code;
         codeBox.appendChild(pre);
       } else {
+        const lint = this.getAttribute("lint") !== "off";
+        const label = "Python example code. Tab indents; press Escape then Tab to leave it. Control+Enter runs."
+          + (lint ? " Control+Shift+M lists the problems marked while you type, F8 goes to the next." : "");
         import("./editor.js").then(({ createEditor }) => {
-          const editor = createEditor(codeBox, { doc: code, root, label: "Python example code. Tab indents; press Escape then Tab to leave it. Control+Enter runs.", onRun: () => this.run({ fromEditor: true }) });
+          const editor = createEditor(codeBox, { doc: code, root, label, onRun: () => this.run({ fromEditor: true }) });
           this.getCode = editor.getCode;
           this.editor = editor;
+          if (lint) this.lintOnceUsed(editor);
         });
       }
       root.querySelector(".run").addEventListener("click", () => this.run());
@@ -147,7 +164,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
         ref: this.getAttribute("exercise"), base, runner: this.runner, bar: root.querySelector(".bar"),
         runButton, instructionsBefore: root.querySelector(".code"), resultsAfter: root.querySelector(".output"),
         live: state, getCode: () => this.getCode(), tier: () => this.tier(),
-        lang: () => (this.closest("[lang]") || document.documentElement).lang || null, // a check's explanation
+        lang: () => this.language(), // a check's explanation
         setCode: (text) => {
           keep(text);
           if (this.editor) this.editor.setCode(text);
@@ -160,6 +177,33 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
           this.abort = on ? abort : null;
         },
       });
+    }
+
+    /** The language of explanations and lint marks: the element's `lang`, else the nearest around it, else the page's. */
+    language() {
+      return (this.closest("[lang]") || document.documentElement).lang || null;
+    }
+
+    /**
+     * Mark mistakes while the student types, once the editor is first focused or edited: the
+     * page's one linter (loadLinter), worded in this example's language at each check.
+     * `lintFindings` and a `lint` event ({detail: findings}) give the page the latest findings.
+     */
+    lintOnceUsed(editor) {
+      const start = () => {
+        for (const type of LINT_STARTERS) editor.view.dom.removeEventListener(type, start);
+        loadLinter().then(({ check }) => editor.attachLint((text) => check(text, this.language()), {
+          onFindings: (findings) => {
+            this.lintFindings = findings;
+            this.dispatchEvent(new CustomEvent("lint", { detail: findings }));
+          },
+        })).catch((error) => {
+          const state = this.shadowRoot.querySelector(".state");
+          if (!state.textContent) state.textContent = "The checker could not load; Run still works.";
+          console.warn("wasm-runner: the checker could not load:", error);
+        });
+      };
+      for (const type of LINT_STARTERS) editor.view.dom.addEventListener(type, start);
     }
 
     tier() {
@@ -205,7 +249,7 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
             stdin: this.getAttribute("stdin"),
             filename: STUDENT_FILENAME,
             // the explanation's language: the element's lang, else the page's (docs/explanations.md)
-            lang: (this.closest("[lang]") || document.documentElement).lang || null,
+            lang: this.language(),
             functions: this.exposed || new Map(),
             signal: abort.signal,
             onOutput: ({ stream, text }) => this.view.text(stream, text),
