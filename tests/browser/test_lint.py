@@ -179,7 +179,9 @@ class _Course(BaseHTTPRequestHandler):
 <body><main><h1>Week 2: names</h1>{examples}</main></body></html>""".encode()
         self.send_response(200)
         self.send_header("content-type", "text/html; charset=utf-8")
-        self.send_header("content-security-policy", f"script-src {self.runner} 'wasm-unsafe-eval'; "
+        # /strict: a CSP without 'wasm-unsafe-eval', under which Ruff cannot compile
+        wasm = "" if self.path.startswith("/strict") else " 'wasm-unsafe-eval'"
+        self.send_header("content-security-policy", f"script-src {self.runner}{wasm}; "
                          f"connect-src {self.runner}; frame-src {self.runner}")
         self.end_headers()
         self.wfile.write(body)
@@ -260,4 +262,20 @@ def test_readonly_embeds_load_no_linter(course: str) -> None:
     assert not [url for url in asked if "ruff" in url]
     assert not [url for url in asked if url.endswith("/editor.js")]  # no editor at all
     assert page.errors == []
+    page.context.close()
+
+
+def test_a_page_that_forbids_webassembly_gets_a_note_and_runs(course: str) -> None:
+    page, _ = open_course(course + "/strict")
+    poll(page, "document.getElementById('en').editor", timeout=READY_SECONDS)
+    page.click("#en .cm-content")
+    page.keyboard.type("x")
+    poll(page, "document.getElementById('en').shadowRoot.querySelector('.state').textContent"
+               ".startsWith('The checker could not load')", timeout=60)
+    page.click("#en .cm-content")
+    page.keyboard.press("Control+a")
+    page.keyboard.insert_text("print('still runs')")
+    result = page.evaluate("document.getElementById('en').run()")
+    assert (result["status"], result["stdout"]) == ("ok", "still runs\n")
+    assert page.evaluate("document.getElementById('en').lintFindings") is None
     page.context.close()

@@ -200,7 +200,8 @@ export function defineRunnerElement({ base, name = "wasm-runner", relay = [] } =
         })).catch((error) => {
           const state = this.shadowRoot.querySelector(".state");
           if (!state.textContent) state.textContent = "The checker could not load; Run still works.";
-          console.warn("wasm-runner: the checker could not load:", error);
+          console.warn("wasm-runner: the checker could not load (a page with a CSP must allow this runner's origin "
+            + "in script-src and connect-src, and 'wasm-unsafe-eval' in script-src):", error);
         });
       };
       for (const type of LINT_STARTERS) editor.view.dom.addEventListener(type, start);
