@@ -99,6 +99,25 @@ def test_a_class_behind_one_address_fetches_at_once(server: LiveServer, api: Loo
         assert list(pool.map(fetch, tokens)) == [200] * 12
 
 
+def test_a_request_body_is_bounded_before_it_is_parsed(server: LiveServer, api: LoopbackAPI) -> None:
+    """Many elements or a deep nesting in a network request's body are refused (413, readable by
+    the frame) before parsing builds anything; the server goes on answering."""
+    with server.client(KEY) as client:
+        token = client.post("/api/network/runs", json={}).json()["token"]
+    before = len(api.log)
+    headers = [["x", "y"]] * 70_000
+    wide = json.dumps({"token": token, "request": {**_request(api.url("/data.json")), "headers": headers}})
+    deep = json.dumps({"token": token, "request": _request(api.url("/data.json"))})[:-1] + ', "x": ' + \
+        "[" * 40 + "]" * 40 + "}"
+    for body in (wide, deep):
+        answer = httpx.post(server.url + "/api/network/fetch", content=body, timeout=60, trust_env=False,
+                            headers={"content-type": "text/plain"})
+        assert answer.status_code == 413 and answer.headers["access-control-allow-origin"] == "*"
+        assert answer.json()["error"]["type"] == "ConnectionRefusedError"
+    assert api.log[before:] == []
+    assert httpx.get(server.url + "/healthz", timeout=30).status_code == 200
+
+
 def test_grants_expire_and_are_bounded() -> None:
     rules = tuple(network_from({"r": {"destinations": ["https://api.example.org"], "keys": ["*"]}}).values())
     runs = BrowserRuns(max_open=2)

@@ -29,7 +29,7 @@ from ...execution import Refused
 from ...network import answer_request, describe_off, rules_for
 from ...network.calls import encode_error
 from ..errors import ApiError
-from ..schemas import NetworkRunRequest, read_body, read_model
+from ..schemas import NetworkRunRequest, decode_json, read_body, read_model
 from ..service import client_address
 from ..faces import NetworkFace
 from ._common import app_service
@@ -76,9 +76,12 @@ async def fetch_endpoint(request: Request) -> Response:
         raw = await read_body(request, service.client_bounds.max_body_bytes, (f"network:{client}", FETCH_BODIES))
     except ApiError as error:  # the guest reads it as its exception (a refusal any origin may read)
         return _refused(error.message, error.status, error.headers)
-    try:
-        msg = json.loads(raw)
-    except (ValueError, RecursionError):
+    bounds = service.client_bounds
+    try:  # its size, element count and depth checked before it is parsed
+        msg = decode_json(raw, bounds.max_json_structure, bounds.max_json_depth)
+    except ApiError as error:
+        if error.status == 413:  # too many elements, too deep
+            return _refused(error.message, error.status, error.headers)
         msg = None
     if type(msg) is not dict or type(msg.get("token")) is not str or type(msg.get("request")) is not dict:
         return _refused("a network request the runner cannot read (it needs the run's token and the request)", 400)
